@@ -1,0 +1,519 @@
+//! Heading-aware chunking. A page body is cut into sections at Markdown headings (found with
+//! pulldown-cmark, so `#` lines inside code fences are not headings), and each section is packed
+//! into chunks that fit a 256-token embedding window. Blocks are kept whole when they fit; a block
+//! that does not is split at line, then sentence, then word boundaries, and a split code fence is
+//! re-fenced so every chunk stays valid Markdown. Consecutive chunks of one section overlap.
+//!
+//! Every chunk carries a contextual prefix (`Title › Heading › Sub-heading`), its 1-based source
+//! line range, and a stable id: the hash of prefix + text, so unchanged chunks keep their id (and
+//! their embedding) across edits elsewhere in the page.
+
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+use sha2::{Digest, Sha256};
+
+/// Separator between the title and heading levels in a chunk prefix.
+pub const PREFIX_SEPARATOR: &str = " › ";
+
+/// Chunk sizes, in estimated model tokens.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkConfig {
+  /// Upper bound for a chunk's text (the prefix adds a few more tokens; the model window is 256).
+  pub max_tokens: usize,
+  /// Tokens of the previous chunk repeated at the start of the next one within a section.
+  pub overlap_tokens: usize,
+}
+
+impl Default for ChunkConfig {
+  fn default() -> Self {
+    ChunkConfig { max_tokens: 200, overlap_tokens: 32 }
+  }
+}
+
+/// One retrievable passage of a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+  /// Stable id: first 16 hex chars of sha256(prefix + "\n" + text).
+  pub id: String,
+  /// Position within the page (0-based).
+  pub ordinal: u32,
+  /// Heading path (without the title).
+  pub headings: Vec<String>,
+  /// `Title › H1 › H2`.
+  pub prefix: String,
+  /// Markdown source of the chunk.
+  pub text: String,
+  /// Plain text of the chunk (Markdown syntax removed), used for indexing and embedding.
+  pub plain: String,
+  /// 1-based first line in the page file.
+  pub line_start: u32,
+  /// 1-based last line in the page file (inclusive).
+  pub line_end: u32,
+}
+
+impl Chunk {
+  /// Text given to the embedding model: contextual prefix, then the passage.
+  pub fn embedding_text(&self) -> String {
+    if self.plain.is_empty() {
+      self.prefix.clone()
+    } else {
+      format!("{}\n{}", self.prefix, self.plain)
+    }
+  }
+}
+
+fn is_cjk(c: char) -> bool {
+  matches!(c as u32,
+    0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0xAC00..=0xD7AF | 0x20000..=0x2FA1F)
+}
+
+/// Estimate WordPiece tokens without a tokenizer: a word is one token plus one per 8 further
+/// characters (long words split into pieces), punctuation and CJK characters are one each.
+pub fn estimate_tokens(text: &str) -> usize {
+  let mut tokens = 0;
+  let mut word = 0usize;
+  let flush = |word: &mut usize, tokens: &mut usize| {
+    if *word > 0 {
+      *tokens += 1 + (*word - 1) / 8;
+      *word = 0;
+    }
+  };
+  for c in text.chars() {
+    if is_cjk(c) {
+      flush(&mut word, &mut tokens);
+      tokens += 1;
+    } else if c.is_alphanumeric() {
+      word += 1;
+    } else {
+      flush(&mut word, &mut tokens);
+      if !c.is_whitespace() {
+        tokens += 1;
+      }
+    }
+  }
+  flush(&mut word, &mut tokens);
+  tokens
+}
+
+/// Plain text of Markdown: the text and code content of every event, space separated.
+pub fn plain_text(markdown: &str) -> String {
+  let mut out = String::with_capacity(markdown.len());
+  for ev in Parser::new_ext(markdown, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH) {
+    match ev {
+      Event::Text(t) | Event::Code(t) => {
+        if !out.is_empty() && !out.ends_with([' ', '\n']) {
+          out.push(' ');
+        }
+        out.push_str(t.trim_end_matches('\n'));
+      }
+      Event::SoftBreak | Event::HardBreak | Event::End(_) | Event::Rule => {
+        if !out.is_empty() && !out.ends_with([' ', '\n']) {
+          out.push(' ');
+        }
+      }
+      _ => {}
+    }
+  }
+  out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum BlockKind {
+  Code,
+  Other,
+}
+
+/// A top-level block: a heading or a content block, as a byte range of the body.
+enum Block {
+  Heading { level: usize, text: String, start: usize },
+  Content { kind: BlockKind, start: usize, end: usize },
+}
+
+fn top_level_blocks(body: &str) -> Vec<Block> {
+  let mut blocks = Vec::new();
+  let mut depth = 0usize;
+  let mut heading: Option<(usize, usize, String)> = None;
+  let opts = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_FOOTNOTES;
+  for (ev, range) in Parser::new_ext(body, opts).into_offset_iter() {
+    match ev {
+      Event::Start(tag) => {
+        if depth == 0 {
+          match tag {
+            Tag::Heading { level, .. } => heading = Some((level as usize, range.start, String::new())),
+            Tag::CodeBlock(_) => blocks.push(Block::Content { kind: BlockKind::Code, start: range.start, end: range.end }),
+            _ => blocks.push(Block::Content { kind: BlockKind::Other, start: range.start, end: range.end }),
+          }
+        }
+        depth += 1;
+      }
+      Event::End(end) => {
+        depth = depth.saturating_sub(1);
+        if depth == 0 && matches!(end, TagEnd::Heading(_)) {
+          if let Some((level, start, text)) = heading.take() {
+            blocks.push(Block::Heading { level, text: text.split_whitespace().collect::<Vec<_>>().join(" "), start });
+          }
+        }
+      }
+      Event::Text(t) | Event::Code(t) if heading.is_some() => {
+        if let Some((_, _, text)) = heading.as_mut() {
+          text.push_str(&t);
+        }
+      }
+      Event::Rule | Event::Html(_) if depth == 0 => {
+        blocks.push(Block::Content { kind: BlockKind::Other, start: range.start, end: range.end })
+      }
+      _ => {}
+    }
+  }
+  blocks
+}
+
+/// A piece of a section: a source range and its text (re-fenced for split code blocks).
+#[derive(Clone)]
+struct Piece {
+  start: usize,
+  end: usize,
+  text: String,
+  tokens: usize,
+}
+
+fn piece(body: &str, start: usize, end: usize) -> Piece {
+  let text = body[start..end].trim_end().to_string();
+  Piece { start, end, tokens: estimate_tokens(&text), text }
+}
+
+/// Split `[start, end)` at line boundaries (keeping each line's newline in the range).
+fn line_ranges(body: &str, start: usize, end: usize) -> Vec<(usize, usize)> {
+  let mut out = Vec::new();
+  let mut s = start;
+  for (i, b) in body[start..end].bytes().enumerate() {
+    if b == b'\n' {
+      out.push((s, start + i + 1));
+      s = start + i + 1;
+    }
+  }
+  if s < end {
+    out.push((s, end));
+  }
+  out
+}
+
+/// Split one over-long line at sentence ends, then at word boundaries if still too long.
+fn split_line(body: &str, start: usize, end: usize, max: usize) -> Vec<Piece> {
+  let line = &body[start..end];
+  let mut cuts = vec![0];
+  let chars: Vec<(usize, char)> = line.char_indices().collect();
+  for (k, &(i, c)) in chars.iter().enumerate() {
+    let next_space = chars.get(k + 1).is_none_or(|&(_, n)| n.is_whitespace());
+    if (matches!(c, '.' | '?' | '!' | ';') && next_space) || matches!(c, '。' | '？' | '！' | '；') {
+      cuts.push(i + c.len_utf8());
+    }
+  }
+  cuts.push(line.len());
+  cuts.dedup();
+  let mut out = Vec::new();
+  for w in cuts.windows(2) {
+    let (a, b) = (start + w[0], start + w[1]);
+    if body[a..b].trim().is_empty() {
+      continue;
+    }
+    let p = piece(body, a, b);
+    if p.tokens <= max {
+      out.push(p);
+      continue;
+    }
+    // Word-level split of a sentence longer than a chunk.
+    let mut s = a;
+    let mut acc = 0;
+    for (i, c) in body[a..b].char_indices() {
+      let boundary = c.is_whitespace() || is_cjk(c);
+      if boundary && acc >= max {
+        out.push(piece(body, s, a + i));
+        s = a + i;
+        acc = 0;
+      }
+      if c.is_alphanumeric() || is_cjk(c) {
+        acc += 1;
+      }
+      // Roughly tokens: count words by their first char is overkill; chars/5 approximates.
+      if !c.is_whitespace() && !c.is_alphanumeric() {
+        acc += 1;
+      }
+    }
+    if s < b && !body[s..b].trim().is_empty() {
+      out.push(piece(body, s, b));
+    }
+  }
+  out
+}
+
+/// Cut a content block into pieces that each fit `max` tokens.
+fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usize) -> Vec<Piece> {
+  let whole = piece(body, start, end);
+  if whole.tokens <= max {
+    return vec![whole];
+  }
+  let lines = line_ranges(body, start, end);
+  if kind == BlockKind::Code && lines.len() >= 2 {
+    let fence_open = body[lines[0].0..lines[0].1].trim_end().to_string();
+    let last = lines[lines.len() - 1];
+    let closing = body[last.0..last.1].trim();
+    let has_close = closing.starts_with("```") || closing.starts_with("~~~");
+    let fence_close = if has_close { closing.to_string() } else { fence_open.chars().take_while(|c| *c == '`' || *c == '~').collect() };
+    let inner = if has_close { &lines[1..lines.len() - 1] } else { &lines[1..] };
+    let budget = max.saturating_sub(estimate_tokens(&fence_open) + estimate_tokens(&fence_close)).max(8);
+    let mut out = Vec::new();
+    let mut cur: Vec<(usize, usize)> = Vec::new();
+    let mut cur_tokens = 0;
+    let flush = |cur: &mut Vec<(usize, usize)>, out: &mut Vec<Piece>| {
+      if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
+        let code = body[f.0..l.1].trim_end_matches('\n');
+        let text = format!("{fence_open}\n{code}\n{fence_close}");
+        out.push(Piece { start: f.0, end: l.1, tokens: estimate_tokens(&text), text });
+      }
+      cur.clear();
+    };
+    for &(a, b) in inner {
+      let t = estimate_tokens(&body[a..b]);
+      if cur_tokens + t > budget && !cur.is_empty() {
+        flush(&mut cur, &mut out);
+        cur_tokens = 0;
+      }
+      cur.push((a, b));
+      cur_tokens += t;
+    }
+    flush(&mut cur, &mut out);
+    return out;
+  }
+  let mut out = Vec::new();
+  for (a, b) in lines {
+    if body[a..b].trim().is_empty() {
+      continue;
+    }
+    let p = piece(body, a, b);
+    if p.tokens <= max {
+      out.push(p);
+    } else {
+      out.extend(split_line(body, a, b, max));
+    }
+  }
+  out
+}
+
+struct LineIndex {
+  newlines: Vec<usize>,
+  first_line: u32,
+}
+
+impl LineIndex {
+  fn new(body: &str, first_line: u32) -> Self {
+    LineIndex { newlines: body.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect(), first_line }
+  }
+  fn line_of(&self, offset: usize) -> u32 {
+    self.first_line + self.newlines.partition_point(|&n| n < offset) as u32
+  }
+}
+
+/// Stable chunk id.
+pub fn chunk_id(prefix: &str, text: &str) -> String {
+  let mut h = Sha256::new();
+  h.update(prefix.as_bytes());
+  h.update(b"\n");
+  h.update(text.as_bytes());
+  h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Chunk a page body. `body_start_line` is the 1-based file line where the body begins.
+pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConfig) -> Vec<Chunk> {
+  let lines = LineIndex::new(body, body_start_line);
+  let mut chunks: Vec<Chunk> = Vec::new();
+  let mut headings: Vec<(usize, String)> = Vec::new();
+  let mut section_start: Option<usize> = None;
+  let mut section: Vec<Piece> = Vec::new();
+
+  let emit = |headings: &[(usize, String)], start: Option<usize>, pieces: &mut Vec<Piece>, chunks: &mut Vec<Chunk>| {
+    if pieces.is_empty() {
+      return;
+    }
+    let heads: Vec<String> = headings.iter().map(|(_, t)| t.clone()).collect();
+    let mut prefix = title.to_string();
+    for h in &heads {
+      prefix.push_str(PREFIX_SEPARATOR);
+      prefix.push_str(h);
+    }
+    let mut groups: Vec<Vec<Piece>> = Vec::new();
+    let mut cur: Vec<Piece> = Vec::new();
+    let mut cur_tokens = 0;
+    let mut fresh = 0; // pieces in `cur` that are not overlap
+    for p in pieces.drain(..) {
+      if cur_tokens + p.tokens > cfg.max_tokens && fresh > 0 {
+        // Start the next chunk with the tail of this one (whole pieces within the overlap budget).
+        let mut overlap: Vec<Piece> = Vec::new();
+        let mut ot = 0;
+        for q in cur.iter().rev() {
+          if ot + q.tokens > cfg.overlap_tokens || ot + q.tokens + p.tokens > cfg.max_tokens {
+            break;
+          }
+          ot += q.tokens;
+          overlap.insert(0, q.clone());
+        }
+        groups.push(std::mem::take(&mut cur));
+        cur = overlap;
+        cur_tokens = ot;
+        fresh = 0;
+      }
+      cur_tokens += p.tokens;
+      fresh += 1;
+      cur.push(p);
+    }
+    if fresh > 0 {
+      groups.push(cur);
+    }
+    let first_group = chunks.len();
+    for g in groups {
+      let mut text = String::new();
+      for (k, p) in g.iter().enumerate() {
+        if k > 0 {
+          let gap = if g[k - 1].end <= p.start { &body[g[k - 1].end..p.start] } else { "" };
+          text.push_str(if gap.contains("\n\n") || gap.is_empty() && k > 0 && !text.ends_with('\n') { "\n\n" } else { "\n" });
+        }
+        text.push_str(&p.text);
+      }
+      let text = text.trim().to_string();
+      let s = if chunks.len() == first_group { start.unwrap_or(g[0].start).min(g[0].start) } else { g[0].start };
+      let e = g.iter().map(|p| p.end).max().unwrap_or(s).max(s + 1);
+      chunks.push(Chunk {
+        id: chunk_id(&prefix, &text),
+        ordinal: chunks.len() as u32,
+        headings: heads.clone(),
+        prefix: prefix.clone(),
+        plain: plain_text(&text),
+        text,
+        line_start: lines.line_of(s),
+        line_end: lines.line_of(e - 1),
+      });
+    }
+  };
+
+  for block in top_level_blocks(body) {
+    match block {
+      Block::Heading { level, text, start } => {
+        emit(&headings, section_start, &mut section, &mut chunks);
+        while headings.last().is_some_and(|(l, _)| *l >= level) {
+          headings.pop();
+        }
+        headings.push((level, text));
+        section_start = Some(start);
+      }
+      Block::Content { kind, start, end } => {
+        section.extend(block_pieces(body, kind, start, end, cfg.max_tokens));
+      }
+    }
+  }
+  emit(&headings, section_start, &mut section, &mut chunks);
+
+  if chunks.is_empty() {
+    // A page without body text still needs one entry so its title and metadata are searchable.
+    let prefix = if headings.is_empty() {
+      title.to_string()
+    } else {
+      std::iter::once(title.to_string()).chain(headings.iter().map(|(_, h)| h.clone())).collect::<Vec<_>>().join(PREFIX_SEPARATOR)
+    };
+    chunks.push(Chunk {
+      id: chunk_id(&prefix, ""),
+      ordinal: 0,
+      headings: headings.into_iter().map(|(_, h)| h).collect(),
+      prefix,
+      text: String::new(),
+      plain: String::new(),
+      line_start: body_start_line,
+      line_end: lines.line_of(body.len().saturating_sub(1)).max(body_start_line),
+    });
+  }
+  chunks
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn token_estimate() {
+    assert_eq!(estimate_tokens("hello world"), 2);
+    assert_eq!(estimate_tokens("a, b."), 4);
+    assert_eq!(estimate_tokens("卡片盒"), 3);
+    assert_eq!(estimate_tokens("internationalization"), 3);
+  }
+
+  #[test]
+  fn sections_prefixes_and_lines() {
+    let body = "Intro line.\n\n# Alpha\n\nText A.\n\n## Beta\n\nText B.\n\n# Gamma\nText C.\n";
+    let c = chunk_page("T", body, 5, &ChunkConfig::default());
+    let prefixes: Vec<_> = c.iter().map(|c| c.prefix.as_str()).collect();
+    assert_eq!(prefixes, vec!["T", "T › Alpha", "T › Alpha › Beta", "T › Gamma"]);
+    assert_eq!(c[0].text, "Intro line.");
+    assert_eq!((c[0].line_start, c[0].line_end), (5, 5));
+    assert_eq!((c[1].line_start, c[1].line_end), (7, 9));
+    assert_eq!(c[3].text, "Text C.");
+    assert_eq!((c[3].line_start, c[3].line_end), (15, 16));
+    assert_eq!(c.iter().map(|c| c.ordinal).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+  }
+
+  #[test]
+  fn headings_inside_code_fences_are_not_sections() {
+    let body = "# Real\n\n```sh\n# not a heading\necho hi\n```\n";
+    let c = chunk_page("T", body, 1, &ChunkConfig::default());
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].prefix, "T › Real");
+    assert!(c[0].text.contains("# not a heading"));
+  }
+
+  #[test]
+  fn long_sections_split_with_overlap_and_fit() {
+    let sentence = "Retrieval systems rank passages by lexical and semantic evidence. ";
+    let body = format!("# Long\n\n{}\n", sentence.repeat(60));
+    let cfg = ChunkConfig::default();
+    let c = chunk_page("T", &body, 1, &cfg);
+    assert!(c.len() >= 4, "{}", c.len());
+    for ch in &c {
+      assert!(estimate_tokens(&ch.text) <= cfg.max_tokens, "{}", estimate_tokens(&ch.text));
+    }
+    // Overlap: each chunk after the first starts with the last sentence of the previous one.
+    let last_sentence_of_first = c[0].text.rsplit(". ").next().unwrap();
+    assert!(c[1].text.starts_with(last_sentence_of_first.trim_end_matches('.')), "{}", c[1].text);
+  }
+
+  #[test]
+  fn long_code_fence_is_refenced() {
+    let code: String = (0..200).map(|i| format!("let variable_{i} = compute({i});\n")).collect();
+    let body = format!("# Code\n\n```rust\n{code}```\n");
+    let c = chunk_page("T", &body, 1, &ChunkConfig::default());
+    assert!(c.len() > 2);
+    for ch in &c {
+      assert!(ch.text.starts_with("```rust\n"), "{}", &ch.text[..20]);
+      assert!(ch.text.ends_with("\n```"));
+    }
+    assert_eq!(c[0].line_start, 1);
+    assert!(c.last().unwrap().line_end >= 200);
+  }
+
+  #[test]
+  fn ids_are_stable_and_local() {
+    let a = chunk_page("T", "# A\n\none\n\n# B\n\ntwo\n", 1, &ChunkConfig::default());
+    let b = chunk_page("T", "# A\n\none\n\n# B\n\ntwo changed\n", 1, &ChunkConfig::default());
+    assert_eq!(a[0].id, b[0].id);
+    assert_ne!(a[1].id, b[1].id);
+    assert_eq!(a[0].id.len(), 16);
+  }
+
+  #[test]
+  fn empty_body_yields_title_chunk() {
+    let c = chunk_page("Only Title", "", 4, &ChunkConfig::default());
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].embedding_text(), "Only Title");
+  }
+
+  #[test]
+  fn plain_text_strips_markup() {
+    assert_eq!(plain_text("**Bold** [link](http://x) `code`\n\n- item"), "Bold link code item");
+  }
+}

@@ -1,0 +1,119 @@
+//! One error type for the whole engine. Every variant maps to a stable, documented
+//! `code` string; the Node binding copies that string into `err.code`, so callers can
+//! branch on it without parsing messages.
+
+use std::path::PathBuf;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every failure the engine can report to a caller.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+  /// A caller passed an argument the engine cannot use (relative path, unknown enum value, ...).
+  #[error("{0}")]
+  InvalidArgument(String),
+  /// `.llm-wiki/config.json` is missing, unreadable, malformed or not an object.
+  #[error("vault config {path} is invalid: {message}")]
+  ConfigInvalid { path: PathBuf, message: String },
+  /// `vault_id` in config.json exists but is not a v4 UUID string.
+  #[error("vault config {path} has an invalid vault_id: {message}")]
+  ConfigInvalidVaultId { path: PathBuf, message: String },
+  /// Another process holds the vault's index lock.
+  #[error("retrieval index is locked by another process ({0})")]
+  IndexBusy(PathBuf),
+  /// The index on disk cannot be used (corrupt, unreadable, inconsistent).
+  #[error("retrieval index error: {0}")]
+  Index(String),
+  /// The persisted page manifest failed validation.
+  #[error("retrieval manifest is invalid: {0}")]
+  ManifestInvalid(String),
+  /// The caller's AbortSignal fired; work stopped between batches.
+  #[error("operation cancelled")]
+  Cancelled,
+  /// A filesystem operation failed.
+  #[error("{op} {path}: {source}")]
+  Io { op: &'static str, path: PathBuf, #[source] source: std::io::Error },
+  /// The recall query is empty after normalization.
+  #[error("recall query is empty")]
+  QueryEmpty,
+  /// The recall query is longer than the accepted maximum (never truncated).
+  #[error("recall query has {chars} characters; the maximum is {max}")]
+  QueryTooLong { chars: usize, max: usize },
+  /// No ONNX Runtime shared library could be found or loaded.
+  #[error("ONNX Runtime unavailable: {0}")]
+  RuntimeUnavailable(String),
+  /// A model directory, manifest or file is missing, corrupt or incompatible.
+  #[error("model unavailable: {0}")]
+  ModelUnavailable(String),
+  /// Running a model failed (tokenization, inference, unexpected output shape).
+  #[error("model inference failed: {0}")]
+  Inference(String),
+  /// Downloading a model file failed (network, HTTP status, checksum).
+  #[error("download failed: {0}")]
+  Download(String),
+  /// A time budget ran out (for example the reranker's).
+  #[error("timed out: {0}")]
+  Timeout(String),
+  /// A Rust panic was caught at the API boundary.
+  #[error("internal error (panic): {0}")]
+  Panic(String),
+}
+
+impl Error {
+  /// The stable machine-readable code of this error (becomes `err.code` in Node).
+  pub fn code(&self) -> &'static str {
+    match self {
+      Error::InvalidArgument(_) => "invalid_argument",
+      Error::ConfigInvalid { .. } => "config_invalid",
+      Error::ConfigInvalidVaultId { .. } => "config_invalid_vault_id",
+      Error::IndexBusy(_) => "qmd_index_busy",
+      Error::Index(_) => "qmd_index_error",
+      Error::ManifestInvalid(_) => "qmd_manifest_invalid",
+      Error::Cancelled => "cancelled",
+      Error::Io { .. } => "io_error",
+      Error::QueryEmpty => "recall_query_empty",
+      Error::QueryTooLong { .. } => "recall_query_too_long",
+      Error::RuntimeUnavailable(_) => "onnx_runtime_unavailable",
+      Error::ModelUnavailable(_) => "model_unavailable",
+      Error::Inference(_) => "model_inference_failed",
+      Error::Download(_) => "model_download_failed",
+      Error::Timeout(_) => "timeout",
+      Error::Panic(_) => "internal_panic",
+    }
+  }
+
+  /// Shorthand for an I/O error with the operation and path that failed.
+  pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    Error::Io { op, path: path.into(), source }
+  }
+
+  /// Shorthand for an [`Error::InvalidArgument`].
+  pub fn invalid(msg: impl Into<String>) -> Self {
+    Error::InvalidArgument(msg.into())
+  }
+}
+
+impl From<tantivy::TantivyError> for Error {
+  fn from(e: tantivy::TantivyError) -> Self {
+    Error::Index(e.to_string())
+  }
+}
+
+/// Run `f`, turning a panic into [`Error::Panic`] so no API call can abort the host.
+pub fn catch_panic<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+  match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    Ok(r) => r,
+    Err(payload) => {
+      let msg = if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+      } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+      } else {
+        "unknown panic".to_string()
+      };
+      Err(Error::Panic(msg))
+    }
+  }
+}

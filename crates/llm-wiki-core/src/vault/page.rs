@@ -1,0 +1,187 @@
+//! A parser-valid page: identity, the metadata recall needs, and its body.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::frontmatter::{parse_page_text, FrontmatterError, ParsedFrontmatter, YamlValue, STANDARD_FIELDS};
+
+/// Canonical types (reusable conclusions); every other type is evidence.
+pub const CANONICAL_TYPES: &[&str] = &["concept", "entity", "analysis", "synthesis", "requirement", "skill", "case"];
+
+/// Retrieval role of a page: a reviewed card or supporting evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+  Canonical,
+  Evidence,
+}
+
+impl Role {
+  /// Role of a frontmatter `type` (compared trimmed and lowercased).
+  pub fn for_type(page_type: &str) -> Role {
+    if CANONICAL_TYPES.contains(&page_type.trim().to_lowercase().as_str()) {
+      Role::Canonical
+    } else {
+      Role::Evidence
+    }
+  }
+
+  /// `"canonical"` or `"evidence"`.
+  pub fn as_str(self) -> &'static str {
+    match self {
+      Role::Canonical => "canonical",
+      Role::Evidence => "evidence",
+    }
+  }
+}
+
+/// A typed relation (`relations:` profile extension): `{target, type, scope?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relation {
+  pub target: String,
+  #[serde(rename = "type")]
+  pub relation_type: String,
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub scope: Option<String>,
+}
+
+/// Metadata of a page that retrieval and result rendering use.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageMeta {
+  pub title: String,
+  #[serde(rename = "type")]
+  pub page_type: String,
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub status: Option<String>,
+  #[serde(skip_serializing_if = "Vec::is_empty", default)]
+  pub aliases: Vec<String>,
+  #[serde(skip_serializing_if = "Vec::is_empty", default)]
+  pub tags: Vec<String>,
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub description: Option<String>,
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub summary: Option<String>,
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub domain: Option<String>,
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub category: Option<String>,
+  #[serde(skip_serializing_if = "Vec::is_empty", default)]
+  pub recall_triggers: Vec<String>,
+  #[serde(skip_serializing_if = "Vec::is_empty", default)]
+  pub relations: Vec<Relation>,
+}
+
+/// A page that passed the frontmatter rules.
+#[derive(Debug, Clone)]
+pub struct Page {
+  /// Folder-qualified id, e.g. `concepts/rag` (NFC, `/`-separated, no `.md`).
+  pub id: String,
+  /// Absolute path of the file.
+  pub path: PathBuf,
+  pub role: Role,
+  pub meta: PageMeta,
+  /// Top-level keys that are not standard fields (kept verbatim).
+  pub extensions: Vec<(String, YamlValue)>,
+  pub body: String,
+  /// 1-based line where the body starts in the file.
+  pub body_start_line: u32,
+}
+
+fn text_field(fm: &ParsedFrontmatter, key: &str) -> Option<String> {
+  fm.get(key).and_then(|v| v.scalar_text()).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn list_field(fm: &ParsedFrontmatter, key: &str) -> Vec<String> {
+  fm.get(key)
+    .map(|v| v.string_list())
+    .unwrap_or_default()
+    .into_iter()
+    .map(|s| s.trim().to_string())
+    .filter(|s| !s.is_empty())
+    .collect()
+}
+
+/// Relations are read leniently: entries that are not `{target, type}` maps are ignored here
+/// (shape validation belongs to lint), so a bad relation never hides a page.
+fn relations(value: Option<&YamlValue>) -> Vec<Relation> {
+  let Some(YamlValue::Seq(items)) = value else { return Vec::new() };
+  items
+    .iter()
+    .filter_map(|item| {
+      let target = item.get("target")?.as_str()?.trim().to_string();
+      let relation_type = item.get("type")?.as_str()?.trim().to_string();
+      let scope = item.get("scope").and_then(|s| s.as_str()).map(|s| s.trim().to_string());
+      (!target.is_empty() && !relation_type.is_empty()).then_some(Relation { target, relation_type, scope })
+    })
+    .collect()
+}
+
+impl Page {
+  /// Parse a page's text. `id` is the folder-qualified id, `path` its absolute file path.
+  pub fn parse(id: &str, path: PathBuf, text: &str) -> Result<Page, FrontmatterError> {
+    let fm = parse_page_text(text)?;
+    let page_type = text_field(&fm, "type").unwrap_or_default();
+    let title = text_field(&fm, "title").unwrap_or_else(|| id.rsplit('/').next().unwrap_or(id).to_string());
+    let extensions: Vec<(String, YamlValue)> =
+      fm.entries.iter().filter(|(k, _)| !STANDARD_FIELDS.contains(&k.as_str())).cloned().collect();
+    let meta = PageMeta {
+      title,
+      status: text_field(&fm, "status").map(|s| s.to_lowercase()),
+      aliases: list_field(&fm, "aliases"),
+      tags: list_field(&fm, "tags"),
+      description: text_field(&fm, "description"),
+      summary: text_field(&fm, "summary"),
+      domain: text_field(&fm, "domain"),
+      category: text_field(&fm, "category"),
+      recall_triggers: list_field(&fm, "recall_triggers"),
+      relations: relations(extensions.iter().find(|(k, _)| k == "relations").map(|(_, v)| v)),
+      page_type: page_type.clone(),
+    };
+    Ok(Page {
+      id: id.to_string(),
+      path,
+      role: Role::for_type(&page_type),
+      meta,
+      extensions,
+      body: fm.body,
+      body_start_line: fm.body_start_line,
+    })
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn roles() {
+    assert_eq!(Role::for_type(" Concept "), Role::Canonical);
+    assert_eq!(Role::for_type("skill"), Role::Canonical);
+    assert_eq!(Role::for_type("source"), Role::Evidence);
+    assert_eq!(Role::for_type("weird"), Role::Evidence);
+  }
+
+  #[test]
+  fn parses_metadata_and_extensions() {
+    let text = "---\ntype: concept\ntitle: \"  RAG \"\nstatus: Stable\naliases: [\"Retrieval augmented\", 7]\ntags: x\nrecall_triggers:\n  - how to rag\nrelations:\n  - target: concepts/b\n    type: supports\n  - bad\ncustom: 1\n---\nbody\n";
+    let p = Page::parse("concepts/rag", PathBuf::from("/v/concepts/rag.md"), text).unwrap();
+    assert_eq!(p.meta.title, "RAG");
+    assert_eq!(p.meta.status.as_deref(), Some("stable"));
+    assert_eq!(p.meta.aliases, vec!["Retrieval augmented", "7"]);
+    assert_eq!(p.meta.tags, vec!["x"]);
+    assert_eq!(p.meta.recall_triggers, vec!["how to rag"]);
+    assert_eq!(p.meta.relations.len(), 1);
+    assert_eq!(p.meta.relations[0].relation_type, "supports");
+    assert_eq!(p.extensions.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), vec!["relations", "custom"]);
+    assert_eq!(p.role, Role::Canonical);
+  }
+
+  #[test]
+  fn title_defaults_to_last_segment() {
+    let p = Page::parse("sources/a-b", PathBuf::from("/x"), "---\ntype: source\n---\n").unwrap();
+    assert_eq!(p.meta.title, "a-b");
+    assert_eq!(p.role, Role::Evidence);
+  }
+}

@@ -1,0 +1,226 @@
+//! Where a vault's files live: the new (`.llm-wiki/`) and legacy (`.wiki` sentinel) layouts,
+//! and how the personal and project vaults are found. Mirrors pi-llm-wiki's `lib/utils.ts`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Absolute paths of one vault. Field names follow the extension's `VaultPaths`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultPaths {
+  /// Vault root (the directory that contains `.llm-wiki/`).
+  pub root: PathBuf,
+  /// `<root>/.llm-wiki` (new layout) or `<root>/.wiki` (legacy); holds `config.json`.
+  pub dot_wiki: PathBuf,
+  /// Immutable source material.
+  pub raw: PathBuf,
+  /// `<raw>/sources`.
+  pub raw_sources: PathBuf,
+  /// `<raw>/trajectories`.
+  pub raw_trajectories: PathBuf,
+  /// Authoritative Markdown pages.
+  pub wiki: PathBuf,
+  /// Generated state (except `events.jsonl`).
+  pub meta: PathBuf,
+  /// Generated outputs.
+  pub outputs: PathBuf,
+  /// `.discoveries`.
+  pub discoveries: PathBuf,
+  /// `<meta>/qmd` (kept for compatibility with the TypeScript extension's shape).
+  pub qmd: PathBuf,
+  /// `<meta>/qmd/current`.
+  pub qmd_current: PathBuf,
+  /// `<meta>/qmd/documents`.
+  pub qmd_documents: PathBuf,
+  /// `<meta>/qmd/manifest.json`.
+  pub qmd_manifest: PathBuf,
+  /// `<meta>/qmd/swap.json`.
+  pub qmd_swap: PathBuf,
+}
+
+impl VaultPaths {
+  /// New layout: everything under `<root>/.llm-wiki`.
+  pub fn new_layout(root: impl Into<PathBuf>) -> Self {
+    let root = root.into();
+    let dot_wiki = root.join(".llm-wiki");
+    let raw = dot_wiki.join("raw");
+    let meta = dot_wiki.join("meta");
+    Self::assemble(
+      root.clone(),
+      dot_wiki.clone(),
+      raw,
+      dot_wiki.join("wiki"),
+      meta,
+      dot_wiki.join("outputs"),
+      dot_wiki.join(".discoveries"),
+    )
+  }
+
+  /// Legacy layout: sentinel `<root>/.wiki`, content directories directly under the root.
+  pub fn legacy(root: impl Into<PathBuf>) -> Self {
+    let root = root.into();
+    Self::assemble(
+      root.clone(),
+      root.join(".wiki"),
+      root.join("raw"),
+      root.join("wiki"),
+      root.join("meta"),
+      root.join("outputs"),
+      root.join(".discoveries"),
+    )
+  }
+
+  fn assemble(
+    root: PathBuf,
+    dot_wiki: PathBuf,
+    raw: PathBuf,
+    wiki: PathBuf,
+    meta: PathBuf,
+    outputs: PathBuf,
+    discoveries: PathBuf,
+  ) -> Self {
+    let qmd = meta.join("qmd");
+    VaultPaths {
+      raw_sources: raw.join("sources"),
+      raw_trajectories: raw.join("trajectories"),
+      qmd_current: qmd.join("current"),
+      qmd_documents: qmd.join("documents"),
+      qmd_manifest: qmd.join("manifest.json"),
+      qmd_swap: qmd.join("swap.json"),
+      qmd,
+      root,
+      dot_wiki,
+      raw,
+      wiki,
+      meta,
+      outputs,
+      discoveries,
+    }
+  }
+
+  /// Legacy only when `<root>/.wiki` exists and `<root>/.llm-wiki` does not.
+  pub fn for_root(root: impl Into<PathBuf>) -> Self {
+    let root = root.into();
+    if root.join(".wiki").is_dir() && !root.join(".llm-wiki").exists() {
+      Self::legacy(root)
+    } else {
+      Self::new_layout(root)
+    }
+  }
+
+  /// `<dotWiki>/config.json`.
+  pub fn config_file(&self) -> PathBuf {
+    self.dot_wiki.join("config.json")
+  }
+
+  /// Our index store: `<meta>/retrieval`.
+  pub fn retrieval(&self) -> PathBuf {
+    self.meta.join("retrieval")
+  }
+}
+
+/// Personal root: `$WIKI_HOME` when set and non-empty, else the user's home directory.
+pub fn personal_root() -> PathBuf {
+  if let Some(h) = std::env::var_os("WIKI_HOME").filter(|v| !v.is_empty()) {
+    return PathBuf::from(h);
+  }
+  home_dir()
+}
+
+fn home_dir() -> PathBuf {
+  for var in ["HOME", "USERPROFILE"] {
+    if let Some(h) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+      return PathBuf::from(h);
+    }
+  }
+  PathBuf::from("/")
+}
+
+/// The personal vault always uses the new layout.
+pub fn personal_vault_paths() -> VaultPaths {
+  VaultPaths::new_layout(personal_root())
+}
+
+fn has_vault(dir: &Path) -> bool {
+  dir.join(".llm-wiki").is_dir() || dir.join(".wiki").is_dir()
+}
+
+/// Physical path with symlinks resolved; the input itself when it does not exist.
+pub fn real_path(p: &Path) -> PathBuf {
+  std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Project vault for `cwd`: (1) `cwd` itself if it holds a vault, (2) `$WIKI_HOME` if set,
+/// (3) the nearest ancestor with a vault that is not the personal vault, else `None`.
+pub fn resolve_project_vault_root(cwd: &Path) -> Option<PathBuf> {
+  if has_vault(cwd) {
+    return Some(cwd.to_path_buf());
+  }
+  if let Some(h) = std::env::var_os("WIKI_HOME").filter(|v| !v.is_empty()) {
+    return Some(PathBuf::from(h));
+  }
+  let personal = real_path(&personal_root());
+  let mut cur = cwd.parent();
+  while let Some(dir) = cur {
+    if has_vault(dir) && real_path(dir) != personal {
+      return Some(dir.to_path_buf());
+    }
+    cur = dir.parent();
+  }
+  None
+}
+
+/// Like [`resolve_project_vault_root`], falling back to the (real) personal root.
+pub fn resolve_vault_root(cwd: &Path) -> PathBuf {
+  resolve_project_vault_root(cwd).unwrap_or_else(|| real_path(&personal_root()))
+}
+
+/// Paths of the vault that applies to `cwd`.
+pub fn resolve_vault_paths(cwd: &Path) -> VaultPaths {
+  VaultPaths::for_root(resolve_vault_root(cwd))
+}
+
+/// True when `paths.root` is physically the personal root (symlinks resolved).
+pub fn is_personal_vault(paths: &VaultPaths) -> bool {
+  match (std::fs::canonicalize(&paths.root), std::fs::canonicalize(personal_root())) {
+    (Ok(a), Ok(b)) => a == b,
+    _ => false,
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn new_layout_fields() {
+    let p = VaultPaths::new_layout("/v");
+    assert_eq!(p.dot_wiki, Path::new("/v/.llm-wiki"));
+    assert_eq!(p.wiki, Path::new("/v/.llm-wiki/wiki"));
+    assert_eq!(p.meta, Path::new("/v/.llm-wiki/meta"));
+    assert_eq!(p.raw_trajectories, Path::new("/v/.llm-wiki/raw/trajectories"));
+    assert_eq!(p.discoveries, Path::new("/v/.llm-wiki/.discoveries"));
+    assert_eq!(p.qmd_swap, Path::new("/v/.llm-wiki/meta/qmd/swap.json"));
+    assert_eq!(p.retrieval(), Path::new("/v/.llm-wiki/meta/retrieval"));
+    assert_eq!(p.config_file(), Path::new("/v/.llm-wiki/config.json"));
+  }
+
+  #[test]
+  fn legacy_layout_fields() {
+    let p = VaultPaths::legacy("/v");
+    assert_eq!(p.dot_wiki, Path::new("/v/.wiki"));
+    assert_eq!(p.wiki, Path::new("/v/wiki"));
+    assert_eq!(p.qmd, Path::new("/v/meta/qmd"));
+    assert_eq!(p.config_file(), Path::new("/v/.wiki/config.json"));
+  }
+
+  #[test]
+  fn for_root_picks_legacy_only_without_new_dir() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join(".wiki")).unwrap();
+    assert_eq!(VaultPaths::for_root(t.path()).dot_wiki, t.path().join(".wiki"));
+    std::fs::create_dir(t.path().join(".llm-wiki")).unwrap();
+    assert_eq!(VaultPaths::for_root(t.path()).dot_wiki, t.path().join(".llm-wiki"));
+  }
+}
