@@ -88,3 +88,57 @@ pub fn dir_size(dir: &Path) -> u64 {
     .map(|m| m.len())
     .sum()
 }
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+  std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .map(|d| d.as_millis() as i64)
+    .unwrap_or(0)
+}
+
+/// RFC 3339 UTC timestamp (`2026-01-02T03:04:05.678Z`) of a Unix time in milliseconds.
+pub fn iso_from_ms(ms: i64) -> String {
+  let secs = ms.div_euclid(1000);
+  let millis = ms.rem_euclid(1000);
+  let days = secs.div_euclid(86_400);
+  let rem = secs.rem_euclid(86_400);
+  // Civil-from-days (Howard Hinnant's algorithm).
+  let z = days + 719_468;
+  let era = z.div_euclid(146_097);
+  let doe = z.rem_euclid(146_097);
+  let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+  let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  let mp = (5 * doy + 2) / 153;
+  let d = doy - (153 * mp + 2) / 5 + 1;
+  let m = if mp < 10 { mp + 3 } else { mp - 9 };
+  let y = yoe + era * 400 + i64::from(m <= 2);
+  format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Current time as RFC 3339.
+pub fn now_iso() -> String {
+  iso_from_ms(now_ms())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn iso_dates() {
+    assert_eq!(iso_from_ms(0), "1970-01-01T00:00:00.000Z");
+    assert_eq!(iso_from_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
+    assert_eq!(iso_from_ms(1_798_761_599_000), "2026-12-31T23:59:59.000Z");
+  }
+
+  #[test]
+  fn atomic_write_replaces() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("a/b.json");
+    atomic_write(&p, b"1").unwrap();
+    atomic_write(&p, b"2").unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"2");
+    assert_eq!(std::fs::read_dir(p.parent().unwrap()).unwrap().count(), 1);
+  }
+}

@@ -4,9 +4,11 @@
 #![warn(missing_docs)]
 #![allow(missing_docs)] // TODO: tighten once the public surface settles
 
+pub mod analysis;
 pub mod chunk;
 pub mod error;
 pub mod fsutil;
+pub mod store;
 pub mod vault;
 
 pub use error::{Error, Result};

@@ -1,0 +1,159 @@
+//! One index store per vault under `<meta>/retrieval/` (layout in [`layout`]): lock, manifest,
+//! lexical index, vectors, swap journal, status and the reindex that ties them together.
+
+pub mod generation;
+pub mod journal;
+pub mod layout;
+pub mod lexical;
+pub mod lock;
+pub mod manifest;
+pub mod reindex;
+pub mod state;
+pub mod status;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+pub use layout::StoreLayout;
+pub use reindex::{reindex_vault, reindex_wiki, ReindexOptions, ReindexResult, WikiReindexResult};
+pub use status::{read_index_status, IndexState, IndexStatus};
+
+/// A structured warning or error of an index operation: `{code, message, path?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexIssue {
+  pub code: String,
+  pub message: String,
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub path: Option<String>,
+}
+
+impl IndexIssue {
+  pub fn new(code: &str, message: impl Into<String>) -> Self {
+    IndexIssue { code: code.to_string(), message: message.into(), path: None }
+  }
+  pub fn at(mut self, path: impl Into<String>) -> Self {
+    self.path = Some(path.into());
+    self
+  }
+  pub fn from_error(e: &Error) -> Self {
+    IndexIssue::new(e.code(), e.to_string())
+  }
+}
+
+/// An index component a reindex can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Component {
+  Lexical,
+  Vectors,
+}
+
+impl Component {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      Component::Lexical => "lexical",
+      Component::Vectors => "vectors",
+    }
+  }
+  pub fn parse(s: &str) -> Result<Self> {
+    match s {
+      "lexical" => Ok(Component::Lexical),
+      "vectors" => Ok(Component::Vectors),
+      other => Err(Error::invalid(format!("unknown component '{other}' (expected lexical | vectors)"))),
+    }
+  }
+}
+
+/// Which pages a reindex examines closely: `changed` trusts size + mtime, `all` re-hashes every page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+  #[default]
+  Changed,
+  All,
+}
+
+impl Scope {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      Scope::Changed => "changed",
+      Scope::All => "all",
+    }
+  }
+  pub fn parse(s: &str) -> Result<Self> {
+    match s {
+      "changed" => Ok(Scope::Changed),
+      "all" => Ok(Scope::All),
+      other => Err(Error::invalid(format!("unknown scope '{other}' (expected changed | all)"))),
+    }
+  }
+}
+
+/// A progress event of a long operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+  /// Root of the vault being processed (set by multi-vault operations).
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub vault: Option<String>,
+  /// `mirror` (scan + parse), `copy`, `lexical`, `vectors`, `validate` or `swap`.
+  pub stage: &'static str,
+  pub message: String,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub current: Option<u64>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub total: Option<u64>,
+}
+
+/// Receiver of progress events; called from worker threads.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Cooperative cancellation flag, checked between batches.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+  pub fn new() -> Self {
+    Self::default()
+  }
+  /// A flag sharing `flag`.
+  pub fn from_arc(flag: Arc<AtomicBool>) -> Self {
+    CancelFlag(flag)
+  }
+  pub fn cancel(&self) {
+    self.0.store(true, Ordering::SeqCst);
+  }
+  pub fn is_cancelled(&self) -> bool {
+    self.0.load(Ordering::SeqCst)
+  }
+  /// `Err(Cancelled)` once cancelled.
+  pub fn check(&self) -> Result<()> {
+    if self.is_cancelled() {
+      Err(Error::Cancelled)
+    } else {
+      Ok(())
+    }
+  }
+}
+
+/// In-process change counter per store directory, bumped on every commit or swap so warm
+/// readers in this process know to reload without polling the disk.
+fn epochs() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, u64>> {
+  static EPOCHS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, u64>>> =
+    std::sync::OnceLock::new();
+  EPOCHS.get_or_init(Default::default)
+}
+
+/// Record a change of the store at `dir`.
+pub fn bump_epoch(dir: &std::path::Path) {
+  let mut m = epochs().lock().unwrap_or_else(|p| p.into_inner());
+  *m.entry(dir.to_path_buf()).or_default() += 1;
+}
+
+/// Current change counter of the store at `dir`.
+pub fn epoch(dir: &std::path::Path) -> u64 {
+  epochs().lock().unwrap_or_else(|p| p.into_inner()).get(dir).copied().unwrap_or(0)
+}

@@ -1,0 +1,320 @@
+//! `readIndexStatus`: the state of a vault's store from its small JSON artifacts plus a stat-only
+//! scan of the pages. Never opens the index or loads a model.
+//!
+//! Precedence (first match wins): a valid swap journal → `recovering`; a malformed artifact or an
+//! unusable store → `error`; no state file → `missing`; no valid vault identity → `error`;
+//! pages changed, engine/format changed, vault identity changed, embedding model changed or a
+//! failed last attempt → `stale`; otherwise `ready`.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::journal::read_journal;
+use super::layout::{is_real_dir, StoreLayout, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
+use super::manifest::Manifest;
+use super::state::StateFile;
+use super::{Component, IndexIssue};
+use crate::fsutil::{read_json, JsonFile};
+use crate::vault::config::{read_config, vault_id_of};
+use crate::vault::{discover_pages, VaultPaths};
+
+/// Lifecycle state of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexState {
+  #[default]
+  Missing,
+  Ready,
+  Stale,
+  Recovering,
+  Error,
+}
+
+impl IndexState {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      IndexState::Missing => "missing",
+      IndexState::Ready => "ready",
+      IndexState::Stale => "stale",
+      IndexState::Recovering => "recovering",
+      IndexState::Error => "error",
+    }
+  }
+}
+
+/// Model identities: resolved now (not the indexed ones).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StatusModels {
+  pub embed: String,
+  /// No generative model is used; always "" (kept for the extension's shape).
+  pub generate: String,
+  pub rerank: String,
+}
+
+/// Pages that differ from the indexed manifest (by path, size and mtime).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PendingPages {
+  pub added: u32,
+  pub changed: u32,
+  pub removed: u32,
+}
+
+/// The status object of the contract (§4.1), plus neutral extras.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexStatus {
+  pub state: IndexState,
+  pub vault_id: Option<String>,
+  /// Running engine version (the field keeps its QMD-era name).
+  pub qmd_version: String,
+  pub engine_version: String,
+  pub format_version: u32,
+  pub models: StatusModels,
+  pub total_documents: u32,
+  pub canonical_documents: u32,
+  pub evidence_documents: u32,
+  pub total_chunks: u32,
+  pub needs_embedding: u32,
+  pub embedded_chunks: u32,
+  pub has_vector_index: bool,
+  pub manifest_hash: Option<String>,
+  pub indexed_manifest_hash: Option<String>,
+  pub last_indexed_at: Option<String>,
+  pub swap_phase: Option<String>,
+  pub pending_pages: Option<PendingPages>,
+  pub repair_components: Vec<Component>,
+  pub issues: Vec<IndexIssue>,
+}
+
+/// Options of a status read.
+#[derive(Debug, Clone)]
+pub struct StatusOptions {
+  /// Compare the pages on disk with the manifest (stat only). Default true.
+  pub check_pages: bool,
+  /// Embedding model id that recall would use now ("" when none is configured).
+  pub embed_model: String,
+  /// Reranker model id ("" when none).
+  pub rerank_model: String,
+}
+
+impl Default for StatusOptions {
+  fn default() -> Self {
+    StatusOptions { check_pages: true, embed_model: String::new(), rerank_model: String::new() }
+  }
+}
+
+impl IndexStatus {
+  fn base(opts: &StatusOptions) -> Self {
+    IndexStatus {
+      qmd_version: ENGINE_VERSION.to_string(),
+      engine_version: ENGINE_VERSION.to_string(),
+      format_version: INDEX_FORMAT_VERSION,
+      models: StatusModels { embed: opts.embed_model.clone(), generate: String::new(), rerank: opts.rerank_model.clone() },
+      ..Default::default()
+    }
+  }
+
+  /// Status of a vault that could not be reindexed at all (e.g. no vault).
+  pub fn blocked(issue: &IndexIssue) -> Self {
+    IndexStatus { state: IndexState::Error, issues: vec![issue.clone()], ..Self::base(&StatusOptions::default()) }
+  }
+
+  fn with_state(mut self, s: &StateFile) -> Self {
+    self.total_documents = s.status.total_documents;
+    self.canonical_documents = s.status.canonical_documents;
+    self.evidence_documents = s.status.evidence_documents;
+    self.total_chunks = s.status.total_chunks;
+    self.needs_embedding = s.status.needs_embedding;
+    self.embedded_chunks = s.status.embedded_chunks;
+    self.has_vector_index = s.status.has_vector_index;
+    self.indexed_manifest_hash = Some(s.manifest_hash.clone());
+    self.last_indexed_at = Some(s.indexed_at.clone());
+    self
+  }
+}
+
+/// Compare pages on disk with a manifest by path, size and mtime.
+pub fn pending_pages(paths: &VaultPaths, manifest: &Manifest) -> PendingPages {
+  let discovery = discover_pages(&paths.root, &paths.wiki);
+  let mut p = PendingPages::default();
+  let mut seen = HashSet::new();
+  for f in &discovery.files {
+    seen.insert(f.id.as_str());
+    let excluded_same = manifest
+      .excluded
+      .get(&f.id)
+      .is_some_and(|x| x.size == f.size && x.mtime_ns == f.mtime_ns && x.rel_path == f.rel_path);
+    match manifest.entries.get(&f.id) {
+      None if excluded_same => {}
+      None => p.added += 1,
+      Some(e) if e.size != f.size || e.mtime_ns != f.mtime_ns || e.rel_path != f.rel_path => p.changed += 1,
+      Some(_) => {}
+    }
+  }
+  p.removed = manifest.entries.keys().filter(|k| !seen.contains(k.as_str())).count() as u32;
+  p
+}
+
+#[derive(Deserialize)]
+struct LastError {
+  #[serde(default)]
+  message: Option<String>,
+}
+
+/// Read the status of a vault's store.
+pub fn read_index_status(paths: &VaultPaths) -> IndexStatus {
+  read_index_status_with(paths, &StatusOptions::default())
+}
+
+/// [`read_index_status`] with options.
+pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
+  let layout = StoreLayout::new(paths.retrieval());
+  let current = layout.current();
+  let mut st = IndexStatus::base(opts);
+  let mut issues: Vec<IndexIssue> = Vec::new();
+  let mut malformed = false;
+
+  // Config and identity.
+  let config = read_config(paths);
+  let vault_id = match &config {
+    Ok(c) => vault_id_of(paths, c).ok().flatten(),
+    Err(_) => None,
+  };
+  if let Err(e) = &config {
+    if paths.config_file().exists() {
+      issues.push(IndexIssue::new("qmd_config_invalid", e.to_string()));
+      malformed = true;
+    }
+  }
+  st.vault_id = vault_id.clone();
+
+  // State and manifest of the current generation.
+  let state = match StateFile::read(&current) {
+    JsonFile::Valid(s) => Some(s),
+    JsonFile::Missing => None,
+    JsonFile::Invalid(msg) => {
+      issues.push(IndexIssue::new("qmd_index_error", format!("Index state file is malformed: {msg}")));
+      malformed = true;
+      None
+    }
+  };
+  let manifest = state.as_ref().and_then(|s| match Manifest::load(&current.manifest_file(s.generation), Some(&s.vault_id)) {
+    Ok(m) => Some(m),
+    Err(e) => {
+      issues.push(IndexIssue::new("qmd_manifest_invalid", e.to_string()));
+      malformed = true;
+      None
+    }
+  });
+  if let Some(m) = &manifest {
+    st.manifest_hash = Some(m.hash());
+  }
+  let last_error = match read_json::<LastError>(&layout.last_error_file()) {
+    JsonFile::Valid(e) => Some(e),
+    JsonFile::Missing => None,
+    JsonFile::Invalid(msg) => {
+      issues.push(IndexIssue::new("qmd_index_error", msg));
+      malformed = true;
+      None
+    }
+  };
+
+  // 1. Recovering.
+  match read_journal(&layout) {
+    JsonFile::Valid(j) => {
+      st.state = IndexState::Recovering;
+      st.swap_phase = Some(j.phase.as_str().to_string());
+      st.issues = vec![IndexIssue::new("qmd_swap_interrupted", "An index swap was interrupted and is being recovered")];
+      if let Some(s) = &state {
+        st = st.with_state(s);
+      }
+      return st;
+    }
+    JsonFile::Invalid(_) => {
+      issues.push(IndexIssue::new("qmd_swap_interrupted", "Swap journal is malformed; the next reindex repairs it"));
+      malformed = true;
+    }
+    JsonFile::Missing => {}
+  }
+
+  // 2. Error.
+  if state.is_some() && !is_real_dir(&current.lexical_dir()) {
+    issues.push(IndexIssue::new("qmd_index_error", "Index state exists but current/lexical is absent"));
+    malformed = true;
+  }
+  if state.is_none() && last_error.is_some() {
+    issues.push(IndexIssue::new(
+      "qmd_index_error",
+      last_error.as_ref().and_then(|e| e.message.clone()).unwrap_or_else(|| "Last index attempt failed and no usable index exists".into()),
+    ));
+    malformed = true;
+  }
+  let had_vectors = state.as_ref().is_some_and(|s| s.status.has_vector_index);
+  if malformed {
+    if let Some(s) = &state {
+      st = st.with_state(s);
+    }
+    st.state = IndexState::Error;
+    st.repair_components = vec![if had_vectors { Component::Vectors } else { Component::Lexical }];
+    st.issues = issues;
+    return st;
+  }
+
+  // 3. Missing.
+  let Some(state) = state else {
+    st.state = IndexState::Missing;
+    st.issues = issues;
+    return st;
+  };
+  st = st.with_state(&state);
+
+  // 4. Identity.
+  let Some(vault_id) = vault_id else {
+    st.state = IndexState::Error;
+    st.issues.push(IndexIssue::new("qmd_config_invalid", "Vault config is missing or malformed; vault identity cannot be confirmed"));
+    st.repair_components = vec![if had_vectors { Component::Vectors } else { Component::Lexical }];
+    return st;
+  };
+
+  // 5. Stale.
+  let mut other_reason = false;
+  if let Some(e) = &last_error {
+    issues.push(IndexIssue::new("qmd_index_error", e.message.clone().unwrap_or_else(|| "Last index attempt failed".into())));
+    other_reason = true;
+  }
+  if opts.check_pages {
+    if let Some(m) = &manifest {
+      let p = pending_pages(paths, m);
+      if p.added + p.changed + p.removed > 0 {
+        issues.push(IndexIssue::new(
+          "qmd_index_stale",
+          format!("Index is stale: {} added, {} changed, {} removed page(s) since the last index", p.added, p.changed, p.removed),
+        ));
+        other_reason = true;
+      }
+      st.pending_pages = Some(p);
+    }
+  }
+  let embed_changed = state.status.has_vector_index && !opts.embed_model.is_empty() && state.models.embed != opts.embed_model;
+  if embed_changed {
+    issues.push(IndexIssue::new("qmd_index_stale", "Embedding model changed; vectors are stale"));
+  }
+  if !state.is_current_format() || state.engine != ENGINE_NAME {
+    issues.push(IndexIssue::new("qmd_index_stale", "Index format or engine changed; index needs rebuild"));
+    other_reason = true;
+  }
+  if state.vault_id != vault_id {
+    issues.push(IndexIssue::new("qmd_index_stale", "Index vault identity changed"));
+    other_reason = true;
+  }
+  if !issues.is_empty() {
+    st.state = IndexState::Stale;
+    let needs_vectors = embed_changed || (state.status.has_vector_index && other_reason);
+    st.repair_components = vec![if needs_vectors { Component::Vectors } else { Component::Lexical }];
+    st.issues = issues;
+    return st;
+  }
+  st.state = IndexState::Ready;
+  st
+}
