@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod chunk;
 pub mod error;
+pub mod eval;
 pub mod fsutil;
 pub mod store;
 pub mod vault;
