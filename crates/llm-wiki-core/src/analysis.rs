@@ -15,16 +15,136 @@ pub const WIKI_ANALYZER: &str = "wiki";
 /// words and auxiliaries ("what", "how", "does", "should") carry no topic, and leaving them in
 /// would make coverage-based confidence punish every question for words no note contains.
 pub const STOP_WORDS: &[&str] = &[
-  "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be",
-  "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do",
-  "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having",
-  "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it",
-  "its", "itself", "just", "me", "might", "more", "most", "must", "my", "myself", "no", "nor", "not", "now", "of",
-  "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same",
-  "shall", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
-  "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up",
-  "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with",
-  "would", "you", "your", "yours", "yourself", "yourselves",
+  "a",
+  "about",
+  "above",
+  "after",
+  "again",
+  "against",
+  "all",
+  "am",
+  "an",
+  "and",
+  "any",
+  "are",
+  "as",
+  "at",
+  "be",
+  "because",
+  "been",
+  "before",
+  "being",
+  "below",
+  "between",
+  "both",
+  "but",
+  "by",
+  "can",
+  "could",
+  "did",
+  "do",
+  "does",
+  "doing",
+  "down",
+  "during",
+  "each",
+  "few",
+  "for",
+  "from",
+  "further",
+  "had",
+  "has",
+  "have",
+  "having",
+  "he",
+  "her",
+  "here",
+  "hers",
+  "herself",
+  "him",
+  "himself",
+  "his",
+  "how",
+  "i",
+  "if",
+  "in",
+  "into",
+  "is",
+  "it",
+  "its",
+  "itself",
+  "just",
+  "me",
+  "might",
+  "more",
+  "most",
+  "must",
+  "my",
+  "myself",
+  "no",
+  "nor",
+  "not",
+  "now",
+  "of",
+  "off",
+  "on",
+  "once",
+  "only",
+  "or",
+  "other",
+  "ought",
+  "our",
+  "ours",
+  "ourselves",
+  "out",
+  "over",
+  "own",
+  "same",
+  "shall",
+  "she",
+  "should",
+  "so",
+  "some",
+  "such",
+  "than",
+  "that",
+  "the",
+  "their",
+  "theirs",
+  "them",
+  "themselves",
+  "then",
+  "there",
+  "these",
+  "they",
+  "this",
+  "those",
+  "through",
+  "to",
+  "too",
+  "under",
+  "until",
+  "up",
+  "very",
+  "was",
+  "we",
+  "were",
+  "what",
+  "when",
+  "where",
+  "which",
+  "while",
+  "who",
+  "whom",
+  "why",
+  "will",
+  "with",
+  "would",
+  "you",
+  "your",
+  "yours",
+  "yourself",
+  "yourselves",
 ];
 
 fn is_cjk(c: char) -> bool {
@@ -64,7 +184,13 @@ impl TokenStream for WikiTokenStream<'_> {
 impl WikiTokenizer {
   fn push(&mut self, from: usize, to: usize, text: String) {
     let position = self.tokens.len();
-    self.tokens.push(Token { offset_from: from, offset_to: to, position, text, position_length: 1 });
+    self.tokens.push(Token {
+      offset_from: from,
+      offset_to: to,
+      position,
+      text,
+      position_length: 1,
+    });
   }
 
   fn split(&mut self, text: &str) {
@@ -116,7 +242,10 @@ impl Tokenizer for WikiTokenizer {
   type TokenStream<'a> = WikiTokenStream<'a>;
   fn token_stream<'a>(&'a mut self, text: &'a str) -> WikiTokenStream<'a> {
     self.split(text);
-    WikiTokenStream { tokens: &mut self.tokens, index: 0 }
+    WikiTokenStream {
+      tokens: &mut self.tokens,
+      index: 0,
+    }
   }
 }
 
@@ -147,15 +276,24 @@ mod tests {
   #[test]
   fn english_stems_and_stops() {
     let mut a = wiki_analyzer();
-    assert_eq!(analyze(&mut a, "What is the Rebuilding of Indexes?"), vec!["rebuild", "index"]);
-    assert_eq!(analyze(&mut a, "wiki_reindex café-2.5.3"), vec!["wiki", "reindex", "cafe", "2", "5", "3"]);
+    assert_eq!(
+      analyze(&mut a, "What is the Rebuilding of Indexes?"),
+      vec!["rebuild", "index"]
+    );
+    assert_eq!(
+      analyze(&mut a, "wiki_reindex café-2.5.3"),
+      vec!["wiki", "reindex", "cafe", "2", "5", "3"]
+    );
   }
 
   #[test]
   fn cjk_bigrams() {
     let mut a = wiki_analyzer();
     assert_eq!(analyze(&mut a, "卡片盒"), vec!["卡片", "片盒"]);
-    assert_eq!(analyze(&mut a, "zettelkasten是搜索"), vec!["zettelkasten", "是搜", "搜索"]);
+    assert_eq!(
+      analyze(&mut a, "zettelkasten是搜索"),
+      vec!["zettelkasten", "是搜", "搜索"]
+    );
     assert_eq!(analyze(&mut a, "A 法 b"), vec!["法", "b"]);
   }
 }

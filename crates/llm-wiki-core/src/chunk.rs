@@ -25,7 +25,10 @@ pub struct ChunkConfig {
 
 impl Default for ChunkConfig {
   fn default() -> Self {
-    ChunkConfig { max_tokens: 200, overlap_tokens: 32 }
+    ChunkConfig {
+      max_tokens: 200,
+      overlap_tokens: 32,
+    }
   }
 }
 
@@ -36,6 +39,8 @@ pub struct Chunk {
   pub id: String,
   /// Position within the page (0-based).
   pub ordinal: u32,
+  /// Ordinal of the section containing this chunk.
+  pub section: u32,
   /// Heading path (without the title).
   pub headings: Vec<String>,
   /// `Title › H1 › H2`.
@@ -124,8 +129,16 @@ enum BlockKind {
 
 /// A top-level block: a heading or a content block, as a byte range of the body.
 enum Block {
-  Heading { level: usize, text: String, start: usize },
-  Content { kind: BlockKind, start: usize, end: usize },
+  Heading {
+    level: usize,
+    text: String,
+    start: usize,
+  },
+  Content {
+    kind: BlockKind,
+    start: usize,
+    end: usize,
+  },
 }
 
 fn top_level_blocks(body: &str) -> Vec<Block> {
@@ -139,8 +152,16 @@ fn top_level_blocks(body: &str) -> Vec<Block> {
         if depth == 0 {
           match tag {
             Tag::Heading { level, .. } => heading = Some((level as usize, range.start, String::new())),
-            Tag::CodeBlock(_) => blocks.push(Block::Content { kind: BlockKind::Code, start: range.start, end: range.end }),
-            _ => blocks.push(Block::Content { kind: BlockKind::Other, start: range.start, end: range.end }),
+            Tag::CodeBlock(_) => blocks.push(Block::Content {
+              kind: BlockKind::Code,
+              start: range.start,
+              end: range.end,
+            }),
+            _ => blocks.push(Block::Content {
+              kind: BlockKind::Other,
+              start: range.start,
+              end: range.end,
+            }),
           }
         }
         depth += 1;
@@ -149,7 +170,11 @@ fn top_level_blocks(body: &str) -> Vec<Block> {
         depth = depth.saturating_sub(1);
         if depth == 0 && matches!(end, TagEnd::Heading(_)) {
           if let Some((level, start, text)) = heading.take() {
-            blocks.push(Block::Heading { level, text: text.split_whitespace().collect::<Vec<_>>().join(" "), start });
+            blocks.push(Block::Heading {
+              level,
+              text: text.split_whitespace().collect::<Vec<_>>().join(" "),
+              start,
+            });
           }
         }
       }
@@ -158,9 +183,11 @@ fn top_level_blocks(body: &str) -> Vec<Block> {
           text.push_str(&t);
         }
       }
-      Event::Rule | Event::Html(_) if depth == 0 => {
-        blocks.push(Block::Content { kind: BlockKind::Other, start: range.start, end: range.end })
-      }
+      Event::Rule | Event::Html(_) if depth == 0 => blocks.push(Block::Content {
+        kind: BlockKind::Other,
+        start: range.start,
+        end: range.end,
+      }),
       _ => {}
     }
   }
@@ -178,7 +205,12 @@ struct Piece {
 
 fn piece(body: &str, start: usize, end: usize) -> Piece {
   let text = body[start..end].trim_end().to_string();
-  Piece { start, end, tokens: estimate_tokens(&text), text }
+  Piece {
+    start,
+    end,
+    tokens: estimate_tokens(&text),
+    text,
+  }
 }
 
 /// Split `[start, end)` at line boundaries (keeping each line's newline in the range).
@@ -258,9 +290,22 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
     let last = lines[lines.len() - 1];
     let closing = body[last.0..last.1].trim();
     let has_close = closing.starts_with("```") || closing.starts_with("~~~");
-    let fence_close = if has_close { closing.to_string() } else { fence_open.chars().take_while(|c| *c == '`' || *c == '~').collect() };
-    let inner = if has_close { &lines[1..lines.len() - 1] } else { &lines[1..] };
-    let budget = max.saturating_sub(estimate_tokens(&fence_open) + estimate_tokens(&fence_close)).max(8);
+    let fence_close = if has_close {
+      closing.to_string()
+    } else {
+      fence_open
+        .chars()
+        .take_while(|c| *c == '`' || *c == '~')
+        .collect()
+    };
+    let inner = if has_close {
+      &lines[1..lines.len() - 1]
+    } else {
+      &lines[1..]
+    };
+    let budget = max
+      .saturating_sub(estimate_tokens(&fence_open) + estimate_tokens(&fence_close))
+      .max(8);
     let mut out = Vec::new();
     let mut cur: Vec<(usize, usize)> = Vec::new();
     let mut cur_tokens = 0;
@@ -268,7 +313,12 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
       if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
         let code = body[f.0..l.1].trim_end_matches('\n');
         let text = format!("{fence_open}\n{code}\n{fence_close}");
-        out.push(Piece { start: f.0, end: l.1, tokens: estimate_tokens(&text), text });
+        out.push(Piece {
+          start: f.0,
+          end: l.1,
+          tokens: estimate_tokens(&text),
+          text,
+        });
       }
       cur.clear();
     };
@@ -306,7 +356,15 @@ struct LineIndex {
 
 impl LineIndex {
   fn new(body: &str, first_line: u32) -> Self {
-    LineIndex { newlines: body.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect(), first_line }
+    LineIndex {
+      newlines: body
+        .bytes()
+        .enumerate()
+        .filter(|(_, b)| *b == b'\n')
+        .map(|(i, _)| i)
+        .collect(),
+      first_line,
+    }
   }
   fn line_of(&self, offset: usize) -> u32 {
     self.first_line + self.newlines.partition_point(|&n| n < offset) as u32
@@ -322,82 +380,147 @@ pub fn chunk_id(prefix: &str, text: &str) -> String {
   h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Chunk a page body. `body_start_line` is the 1-based file line where the body begins.
-pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConfig) -> Vec<Chunk> {
-  let lines = LineIndex::new(body, body_start_line);
-  let mut chunks: Vec<Chunk> = Vec::new();
-  let mut headings: Vec<(usize, String)> = Vec::new();
-  let mut section_start: Option<usize> = None;
-  let mut section: Vec<Piece> = Vec::new();
+/// A heading section (or a part of a very long one): the unit of lexical (BM25) scoring.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+  pub ordinal: u32,
+  pub headings: Vec<String>,
+  /// Plain text of the section.
+  pub plain: String,
+  pub line_start: u32,
+  pub line_end: u32,
+}
 
-  let emit = |headings: &[(usize, String)], start: Option<usize>, pieces: &mut Vec<Piece>, chunks: &mut Vec<Chunk>| {
-    if pieces.is_empty() {
-      return;
-    }
-    let heads: Vec<String> = headings.iter().map(|(_, t)| t.clone()).collect();
-    let mut prefix = title.to_string();
-    for h in &heads {
-      prefix.push_str(PREFIX_SEPARATOR);
-      prefix.push_str(h);
-    }
-    let mut groups: Vec<Vec<Piece>> = Vec::new();
-    let mut cur: Vec<Piece> = Vec::new();
-    let mut cur_tokens = 0;
-    let mut fresh = 0; // pieces in `cur` that are not overlap
-    for p in pieces.drain(..) {
-      if cur_tokens + p.tokens > cfg.max_tokens && fresh > 0 {
-        // Start the next chunk with the tail of this one (whole pieces within the overlap budget).
-        let mut overlap: Vec<Piece> = Vec::new();
-        let mut ot = 0;
-        for q in cur.iter().rev() {
-          if ot + q.tokens > cfg.overlap_tokens || ot + q.tokens + p.tokens > cfg.max_tokens {
-            break;
-          }
-          ot += q.tokens;
-          overlap.insert(0, q.clone());
+/// A page cut into sections (lexical units) and chunks (embedding units, ≤ one model window).
+#[derive(Debug, Clone, Default)]
+pub struct ChunkedPage {
+  pub sections: Vec<Section>,
+  pub chunks: Vec<Chunk>,
+}
+
+/// Sections longer than this many tokens are split (at block boundaries) for lexical scoring,
+/// so one huge page does not become a single diluted BM25 document.
+pub const SECTION_MAX_TOKENS: usize = 1024;
+
+/// Greedy packing of pieces into groups of at most `max` tokens; each new group starts with the
+/// trailing pieces of the previous one that fit in `overlap` tokens.
+fn pack(pieces: &[Piece], max: usize, overlap: usize) -> Vec<Vec<Piece>> {
+  let mut groups: Vec<Vec<Piece>> = Vec::new();
+  let mut cur: Vec<Piece> = Vec::new();
+  let mut cur_tokens = 0;
+  let mut fresh = 0; // pieces in `cur` that are not overlap
+  for p in pieces {
+    if cur_tokens + p.tokens > max && fresh > 0 {
+      let mut carried: Vec<Piece> = Vec::new();
+      let mut ot = 0;
+      for q in cur.iter().rev() {
+        if ot + q.tokens > overlap || ot + q.tokens + p.tokens > max {
+          break;
         }
-        groups.push(std::mem::take(&mut cur));
-        cur = overlap;
-        cur_tokens = ot;
-        fresh = 0;
+        ot += q.tokens;
+        carried.insert(0, q.clone());
       }
-      cur_tokens += p.tokens;
-      fresh += 1;
-      cur.push(p);
+      groups.push(std::mem::replace(&mut cur, carried));
+      cur_tokens = ot;
+      fresh = 0;
     }
-    if fresh > 0 {
-      groups.push(cur);
-    }
-    let first_group = chunks.len();
-    for g in groups {
-      let mut text = String::new();
-      for (k, p) in g.iter().enumerate() {
-        if k > 0 {
-          let gap = if g[k - 1].end <= p.start { &body[g[k - 1].end..p.start] } else { "" };
-          text.push_str(if gap.contains("\n\n") || gap.is_empty() && k > 0 && !text.ends_with('\n') { "\n\n" } else { "\n" });
-        }
-        text.push_str(&p.text);
-      }
-      let text = text.trim().to_string();
-      let s = if chunks.len() == first_group { start.unwrap_or(g[0].start).min(g[0].start) } else { g[0].start };
-      let e = g.iter().map(|p| p.end).max().unwrap_or(s).max(s + 1);
-      chunks.push(Chunk {
-        id: chunk_id(&prefix, &text),
-        ordinal: chunks.len() as u32,
-        headings: heads.clone(),
-        prefix: prefix.clone(),
-        plain: plain_text(&text),
-        text,
-        line_start: lines.line_of(s),
-        line_end: lines.line_of(e - 1),
+    cur_tokens += p.tokens;
+    fresh += 1;
+    cur.push(p.clone());
+  }
+  if fresh > 0 {
+    groups.push(cur);
+  }
+  groups
+}
+
+/// Source text of a group: pieces joined with the original separator (blank line between
+/// blocks, newline within one).
+fn join_pieces(body: &str, group: &[Piece]) -> String {
+  let mut text = String::new();
+  for (k, p) in group.iter().enumerate() {
+    if k > 0 {
+      let prev = &group[k - 1];
+      let gap = if prev.end <= p.start {
+        &body[prev.end..p.start]
+      } else {
+        "\n\n"
+      };
+      text.push_str(if gap.contains("\n\n") || gap.is_empty() {
+        "\n\n"
+      } else {
+        "\n"
       });
     }
-  };
+    text.push_str(&p.text);
+  }
+  text.trim().to_string()
+}
+
+fn make_prefix(title: &str, headings: &[String]) -> String {
+  std::iter::once(title)
+    .chain(headings.iter().map(String::as_str))
+    .collect::<Vec<_>>()
+    .join(PREFIX_SEPARATOR)
+}
+
+/// Chunk a page body. `body_start_line` is the 1-based file line where the body begins.
+pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConfig) -> ChunkedPage {
+  let lines = LineIndex::new(body, body_start_line);
+  let mut out = ChunkedPage::default();
+  let mut headings: Vec<(usize, String)> = Vec::new();
+  let mut section_start: Option<usize> = None;
+  let mut pieces: Vec<Piece> = Vec::new();
+
+  let emit =
+    |headings: &[(usize, String)], start: Option<usize>, pieces: &mut Vec<Piece>, out: &mut ChunkedPage| {
+      if pieces.is_empty() {
+        return;
+      }
+      let heads: Vec<String> = headings.iter().map(|(_, t)| t.clone()).collect();
+      let prefix = make_prefix(title, &heads);
+      for (pi, part) in pack(pieces, SECTION_MAX_TOKENS, 0).into_iter().enumerate() {
+        let s = if pi == 0 {
+          start.unwrap_or(part[0].start).min(part[0].start)
+        } else {
+          part[0].start
+        };
+        let e = part.iter().map(|p| p.end).max().unwrap_or(s).max(s + 1);
+        let section = out.sections.len() as u32;
+        out.sections.push(Section {
+          ordinal: section,
+          headings: heads.clone(),
+          plain: plain_text(&join_pieces(body, &part)),
+          line_start: lines.line_of(s),
+          line_end: lines.line_of(e - 1),
+        });
+        for (gi, group) in pack(&part, cfg.max_tokens, cfg.overlap_tokens)
+          .into_iter()
+          .enumerate()
+        {
+          let text = join_pieces(body, &group);
+          let cs = if gi == 0 { s } else { group[0].start };
+          let ce = group.iter().map(|p| p.end).max().unwrap_or(cs).max(cs + 1);
+          out.chunks.push(Chunk {
+            id: chunk_id(&prefix, &text),
+            ordinal: out.chunks.len() as u32,
+            section,
+            headings: heads.clone(),
+            prefix: prefix.clone(),
+            plain: plain_text(&text),
+            text,
+            line_start: lines.line_of(cs),
+            line_end: lines.line_of(ce - 1),
+          });
+        }
+      }
+      pieces.clear();
+    };
 
   for block in top_level_blocks(body) {
     match block {
       Block::Heading { level, text, start } => {
-        emit(&headings, section_start, &mut section, &mut chunks);
+        emit(&headings, section_start, &mut pieces, &mut out);
         while headings.last().is_some_and(|(l, _)| *l >= level) {
           headings.pop();
         }
@@ -405,31 +528,37 @@ pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConf
         section_start = Some(start);
       }
       Block::Content { kind, start, end } => {
-        section.extend(block_pieces(body, kind, start, end, cfg.max_tokens));
+        pieces.extend(block_pieces(body, kind, start, end, cfg.max_tokens))
       }
     }
   }
-  emit(&headings, section_start, &mut section, &mut chunks);
+  emit(&headings, section_start, &mut pieces, &mut out);
 
-  if chunks.is_empty() {
+  if out.chunks.is_empty() {
     // A page without body text still needs one entry so its title and metadata are searchable.
-    let prefix = if headings.is_empty() {
-      title.to_string()
-    } else {
-      std::iter::once(title.to_string()).chain(headings.iter().map(|(_, h)| h.clone())).collect::<Vec<_>>().join(PREFIX_SEPARATOR)
-    };
-    chunks.push(Chunk {
+    let heads: Vec<String> = headings.into_iter().map(|(_, h)| h).collect();
+    let prefix = make_prefix(title, &heads);
+    let line_end = lines.line_of(body.len().saturating_sub(1)).max(body_start_line);
+    out.sections.push(Section {
+      ordinal: 0,
+      headings: heads.clone(),
+      plain: String::new(),
+      line_start: body_start_line,
+      line_end,
+    });
+    out.chunks.push(Chunk {
       id: chunk_id(&prefix, ""),
       ordinal: 0,
-      headings: headings.into_iter().map(|(_, h)| h).collect(),
+      section: 0,
+      headings: heads,
       prefix,
       text: String::new(),
       plain: String::new(),
       line_start: body_start_line,
-      line_end: lines.line_of(body.len().saturating_sub(1)).max(body_start_line),
+      line_end,
     });
   }
-  chunks
+  out
 }
 
 #[cfg(test)]
@@ -447,7 +576,7 @@ mod tests {
   #[test]
   fn sections_prefixes_and_lines() {
     let body = "Intro line.\n\n# Alpha\n\nText A.\n\n## Beta\n\nText B.\n\n# Gamma\nText C.\n";
-    let c = chunk_page("T", body, 5, &ChunkConfig::default());
+    let c = chunk_page("T", body, 5, &ChunkConfig::default()).chunks;
     let prefixes: Vec<_> = c.iter().map(|c| c.prefix.as_str()).collect();
     assert_eq!(prefixes, vec!["T", "T › Alpha", "T › Alpha › Beta", "T › Gamma"]);
     assert_eq!(c[0].text, "Intro line.");
@@ -461,7 +590,7 @@ mod tests {
   #[test]
   fn headings_inside_code_fences_are_not_sections() {
     let body = "# Real\n\n```sh\n# not a heading\necho hi\n```\n";
-    let c = chunk_page("T", body, 1, &ChunkConfig::default());
+    let c = chunk_page("T", body, 1, &ChunkConfig::default()).chunks;
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].prefix, "T › Real");
     assert!(c[0].text.contains("# not a heading"));
@@ -472,21 +601,33 @@ mod tests {
     let sentence = "Retrieval systems rank passages by lexical and semantic evidence. ";
     let body = format!("# Long\n\n{}\n", sentence.repeat(60));
     let cfg = ChunkConfig::default();
-    let c = chunk_page("T", &body, 1, &cfg);
+    let c = chunk_page("T", &body, 1, &cfg).chunks;
     assert!(c.len() >= 4, "{}", c.len());
     for ch in &c {
-      assert!(estimate_tokens(&ch.text) <= cfg.max_tokens, "{}", estimate_tokens(&ch.text));
+      assert!(
+        estimate_tokens(&ch.text) <= cfg.max_tokens,
+        "{}",
+        estimate_tokens(&ch.text)
+      );
     }
     // Overlap: each chunk after the first starts with the last sentence of the previous one.
     let last_sentence_of_first = c[0].text.rsplit(". ").next().unwrap();
-    assert!(c[1].text.starts_with(last_sentence_of_first.trim_end_matches('.')), "{}", c[1].text);
+    assert!(
+      c[1]
+        .text
+        .starts_with(last_sentence_of_first.trim_end_matches('.')),
+      "{}",
+      c[1].text
+    );
   }
 
   #[test]
   fn long_code_fence_is_refenced() {
-    let code: String = (0..200).map(|i| format!("let variable_{i} = compute({i});\n")).collect();
+    let code: String = (0..200)
+      .map(|i| format!("let variable_{i} = compute({i});\n"))
+      .collect();
     let body = format!("# Code\n\n```rust\n{code}```\n");
-    let c = chunk_page("T", &body, 1, &ChunkConfig::default());
+    let c = chunk_page("T", &body, 1, &ChunkConfig::default()).chunks;
     assert!(c.len() > 2);
     for ch in &c {
       assert!(ch.text.starts_with("```rust\n"), "{}", &ch.text[..20]);
@@ -498,8 +639,14 @@ mod tests {
 
   #[test]
   fn ids_are_stable_and_local() {
-    let a = chunk_page("T", "# A\n\none\n\n# B\n\ntwo\n", 1, &ChunkConfig::default());
-    let b = chunk_page("T", "# A\n\none\n\n# B\n\ntwo changed\n", 1, &ChunkConfig::default());
+    let a = chunk_page("T", "# A\n\none\n\n# B\n\ntwo\n", 1, &ChunkConfig::default()).chunks;
+    let b = chunk_page(
+      "T",
+      "# A\n\none\n\n# B\n\ntwo changed\n",
+      1,
+      &ChunkConfig::default(),
+    )
+    .chunks;
     assert_eq!(a[0].id, b[0].id);
     assert_ne!(a[1].id, b[1].id);
     assert_eq!(a[0].id.len(), 16);
@@ -507,13 +654,36 @@ mod tests {
 
   #[test]
   fn empty_body_yields_title_chunk() {
-    let c = chunk_page("Only Title", "", 4, &ChunkConfig::default());
+    let c = chunk_page("Only Title", "", 4, &ChunkConfig::default()).chunks;
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].embedding_text(), "Only Title");
   }
 
   #[test]
+  fn sections_group_chunks_and_split_when_huge() {
+    let para = "Retrieval systems rank passages by lexical and semantic evidence. ".repeat(12);
+    let body = format!("# A\n\n{para}\n\n{para}\n\n# B\n\nshort\n");
+    let page = chunk_page("T", &body, 1, &ChunkConfig::default());
+    assert_eq!(page.sections.len(), 2);
+    assert!(page.chunks.len() >= 3);
+    assert!(page
+      .chunks
+      .iter()
+      .all(|c| (c.section as usize) < page.sections.len()));
+    assert_eq!(page.chunks.last().unwrap().section, 1);
+    let huge = format!("# H\n\n{}", format!("{para}\n\n").repeat(20));
+    let page = chunk_page("T", &huge, 1, &ChunkConfig::default());
+    assert!(page.sections.len() >= 2, "{}", page.sections.len());
+    for s in &page.sections {
+      assert!(estimate_tokens(&s.plain) <= SECTION_MAX_TOKENS + 8);
+    }
+  }
+
+  #[test]
   fn plain_text_strips_markup() {
-    assert_eq!(plain_text("**Bold** [link](http://x) `code`\n\n- item"), "Bold link code item");
+    assert_eq!(
+      plain_text("**Bold** [link](http://x) `code`\n\n- item"),
+      "Bold link code item"
+    );
   }
 }

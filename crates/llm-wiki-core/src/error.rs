@@ -34,7 +34,12 @@ pub enum Error {
   Cancelled,
   /// A filesystem operation failed.
   #[error("{op} {path}: {source}")]
-  Io { op: &'static str, path: PathBuf, #[source] source: std::io::Error },
+  Io {
+    op: &'static str,
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+  },
   /// The recall query is empty after normalization.
   #[error("recall query is empty")]
   QueryEmpty,
@@ -86,7 +91,11 @@ impl Error {
 
   /// Shorthand for an I/O error with the operation and path that failed.
   pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-    Error::Io { op, path: path.into(), source }
+    Error::Io {
+      op,
+      path: path.into(),
+      source,
+    }
   }
 
   /// Shorthand for an [`Error::InvalidArgument`].

@@ -6,9 +6,12 @@
 
 pub mod analysis;
 pub mod chunk;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod error;
 pub mod eval;
 pub mod fsutil;
+pub mod retrieve;
 pub mod store;
 pub mod vault;
 

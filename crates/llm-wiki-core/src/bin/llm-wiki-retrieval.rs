@@ -1,1 +1,3 @@
-fn main(){}
+fn main() {
+  std::process::exit(llm_wiki_core::cli::run(std::env::args().skip(1)));
+}

@@ -29,24 +29,36 @@ impl Generation {
     let searcher = lexical.reader.searcher();
     let generation = lexical.generation_of(&searcher)?;
     if generation == 0 {
-      return Err(Error::Index(format!("{} has no committed generation", dir.dir.display())));
+      return Err(Error::Index(format!(
+        "{} has no committed generation",
+        dir.dir.display()
+      )));
     }
     let manifest = Manifest::load(&dir.manifest_file(generation), None)?;
     if manifest.generation != generation {
-      return Err(Error::Index(format!("manifest generation {} != index generation {generation}", manifest.generation)));
-    }
-    let chunks = lexical.chunk_count(&searcher);
-    if chunks != manifest.total_chunks() as u64 {
       return Err(Error::Index(format!(
-        "index holds {chunks} chunk documents but the manifest lists {}",
-        manifest.total_chunks()
+        "manifest generation {} != index generation {generation}",
+        manifest.generation
+      )));
+    }
+    let docs = searcher.num_docs();
+    if docs != manifest.expected_documents() {
+      return Err(Error::Index(format!(
+        "index holds {docs} documents but the manifest accounts for {}",
+        manifest.expected_documents()
       )));
     }
     let state = match StateFile::read(&dir) {
       JsonFile::Valid(s) => Some(s),
       _ => None,
     };
-    Ok(Generation { dir, lexical, generation, manifest: Arc::new(manifest), state })
+    Ok(Generation {
+      dir,
+      lexical,
+      generation,
+      manifest: Arc::new(manifest),
+      state,
+    })
   }
 }
 
@@ -55,7 +67,13 @@ pub fn validate(dir: &GenDir) -> Result<()> {
   let g = Generation::open(dir.clone())?;
   match &g.state {
     Some(s) if s.generation <= g.generation => Ok(()),
-    Some(s) => Err(Error::Index(format!("state generation {} is ahead of the index ({})", s.generation, g.generation))),
-    None => Err(Error::Index(format!("{} has no valid state.json", dir.dir.display()))),
+    Some(s) => Err(Error::Index(format!(
+      "state generation {} is ahead of the index ({})",
+      s.generation, g.generation
+    ))),
+    None => Err(Error::Index(format!(
+      "{} has no valid state.json",
+      dir.dir.display()
+    ))),
   }
 }

@@ -1,30 +1,49 @@
-//! The tantivy side of a store generation: one document per chunk carrying the chunk text, its
-//! heading path and the page fields (title, aliases, tags, description, id tokens), plus one
-//! `commit` document whose `generation` tells a searcher which manifest it belongs to.
+//! The tantivy side of a store generation. Three document kinds:
+//! * `section`: a heading section (the BM25 unit) with the page fields — pages are ranked by
+//!   their best section;
+//! * `chunk`: an embedding-sized passage, stored for previews and searchable only through its own
+//!   `chunk_body` field, used to pick the passage shown for a page;
+//! * `commit`: one document whose `generation` tells a searcher which manifest it belongs to.
+//!
+//! Scoring uses one combined field (`all`): body, headings, the title and aliases written twice,
+//! tags, description and id tokens. Summing separate per-field BM25 scores over-rewards short
+//! fields (each saturates on its own); putting weighted copies into one field is the BM25F-style
+//! weighting that measured best (title ×2). The small fields are also indexed alone, without
+//! frequencies, only to report where a term matched.
+//!
+//! Each document carries a `page_key` fast field (64-bit hash of the page id), so ranking never
+//! touches the compressed document store.
 
+use std::collections::HashMap;
 use std::path::Path;
 
+use sha2::Digest;
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
   Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING,
 };
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use crate::analysis::{wiki_analyzer, WIKI_ANALYZER};
-use crate::chunk::Chunk;
+use crate::chunk::ChunkedPage;
 use crate::error::{Error, Result};
 use crate::vault::PageMeta;
 
-/// Searchable fields and their BM25 boosts (a BM25F-lite: title/aliases count double).
-pub const FIELD_BOOSTS: &[(&str, f32)] =
-  &[("body", 1.0), ("heading", 1.0), ("title", 2.0), ("aliases", 2.0), ("tags", 1.0), ("desc", 1.0), ("ident", 1.0)];
+/// Copies of the title and of each alias in the scoring field (BM25F-style field weight).
+pub const TITLE_WEIGHT: usize = 2;
+
+/// Fields whose matches are reported; bit i of a match mask is `MATCH_FIELDS[i]`. `text` is the
+/// combined scoring field, so a term in `text` but in no other field matched the body.
+pub const MATCH_FIELDS: &[&str] = &["text", "heading", "title", "aliases", "tags", "desc", "ident"];
 
 /// Handles to every schema field.
 #[derive(Debug, Clone)]
 pub struct Fields {
   pub kind: Field,
   pub page_id: Field,
+  pub page_key: Field,
+  pub section: Field,
   pub chunk_id: Field,
   pub ordinal: Field,
   pub line_start: Field,
@@ -32,17 +51,26 @@ pub struct Fields {
   pub source: Field,
   pub heading_path: Field,
   pub generation: Field,
-  /// Searchable fields in [`FIELD_BOOSTS`] order.
-  pub searchable: Vec<(Field, f32)>,
+  pub chunk_body: Field,
+  /// The scoring field (`MATCH_FIELDS[0]`).
+  pub all: Field,
+  /// All match fields in [`MATCH_FIELDS`] order (`all` first).
+  pub matchable: Vec<Field>,
 }
 
 fn schema() -> (Schema, Fields) {
   let mut b = Schema::builder();
-  let text = TextOptions::default().set_indexing_options(
-    TextFieldIndexing::default().set_tokenizer(WIKI_ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
-  );
+  let indexing = |opt| {
+    TextOptions::default().set_indexing_options(
+      TextFieldIndexing::default()
+        .set_tokenizer(WIKI_ANALYZER)
+        .set_index_option(opt),
+    )
+  };
   let kind = b.add_text_field("kind", STRING);
   let page_id = b.add_text_field("page_id", STRING | STORED);
+  let page_key = b.add_u64_field("page_key", NumericOptions::default().set_fast());
+  let section = b.add_u64_field("section", NumericOptions::default().set_stored());
   let chunk_id = b.add_text_field("chunk_id", STORED);
   let ordinal = b.add_u64_field("ordinal", NumericOptions::default().set_stored());
   let line_start = b.add_u64_field("line_start", NumericOptions::default().set_stored());
@@ -50,14 +78,60 @@ fn schema() -> (Schema, Fields) {
   let source = b.add_text_field("source", STORED);
   let heading_path = b.add_text_field("heading_path", STORED);
   let generation = b.add_u64_field("generation", NumericOptions::default().set_stored());
-  let searchable = FIELD_BOOSTS.iter().map(|(name, boost)| (b.add_text_field(name, text.clone()), *boost)).collect();
-  let schema = b.build();
-  (schema, Fields { kind, page_id, chunk_id, ordinal, line_start, line_end, source, heading_path, generation, searchable })
+  let chunk_body = b.add_text_field("chunk_body", indexing(IndexRecordOption::WithFreqs));
+  let all = b.add_text_field(MATCH_FIELDS[0], indexing(IndexRecordOption::WithFreqs));
+  let mut matchable = vec![all];
+  for name in &MATCH_FIELDS[1..] {
+    matchable.push(b.add_text_field(name, indexing(IndexRecordOption::Basic)));
+  }
+  let fields = Fields {
+    kind,
+    page_id,
+    page_key,
+    section,
+    chunk_id,
+    ordinal,
+    line_start,
+    line_end,
+    source,
+    heading_path,
+    generation,
+    chunk_body,
+    all,
+    matchable,
+  };
+  (b.build(), fields)
 }
 
 /// Tokens of a page id useful for search: every path segment plus the file stem words.
 fn ident_text(page_id: &str) -> String {
   page_id.replace(['/', '-', '_', '.'], " ")
+}
+
+/// 64-bit key of a page id (first 8 bytes of its sha256), stored as a fast field.
+pub fn page_key(page_id: &str) -> u64 {
+  let d = sha2::Sha256::digest(page_id.as_bytes());
+  u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+/// BM25 statistics restricted to one document kind. Sections and chunks share an index, and
+/// tantivy would otherwise count every document in N and in the average length of fields only
+/// one kind carries, distorting length normalization.
+struct KindStats<'a> {
+  searcher: &'a Searcher,
+  docs: u64,
+}
+
+impl tantivy::query::Bm25StatisticsProvider for KindStats<'_> {
+  fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+    self.searcher.total_num_tokens(field)
+  }
+  fn total_num_docs(&self) -> tantivy::Result<u64> {
+    Ok(self.docs)
+  }
+  fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+    self.searcher.doc_freq(term)
+  }
 }
 
 /// An open tantivy index of one generation directory.
@@ -67,12 +141,30 @@ pub struct LexicalIndex {
   pub reader: IndexReader,
 }
 
-/// A chunk-level search hit.
+/// A section-level search hit.
 #[derive(Debug, Clone)]
-pub struct ChunkHit {
+pub struct SectionHit {
   pub score: f32,
   pub address: DocAddress,
+  /// [`page_key`] of the page.
+  pub page_key: u64,
+}
+
+/// Stored fields of one chunk document.
+#[derive(Debug, Clone)]
+pub struct StoredChunk {
   pub page_id: String,
+  pub chunk_id: String,
+  pub ordinal: u32,
+  pub section: u32,
+  pub line_start: u32,
+  pub line_end: u32,
+  pub source: String,
+  pub heading_path: String,
+}
+
+fn zero_score(q: Box<dyn Query>) -> Box<dyn Query> {
+  Box::new(ConstScoreQuery::new(q, 0.0))
 }
 
 impl LexicalIndex {
@@ -80,8 +172,15 @@ impl LexicalIndex {
     // Custom analyzers are not persisted by tantivy: register on every open.
     index.tokenizers().register(WIKI_ANALYZER, wiki_analyzer());
     let (_, fields) = schema();
-    let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-    Ok(LexicalIndex { index, fields, reader })
+    let reader = index
+      .reader_builder()
+      .reload_policy(ReloadPolicy::Manual)
+      .try_into()?;
+    Ok(LexicalIndex {
+      index,
+      fields,
+      reader,
+    })
   }
 
   /// Create an empty index in `dir` (created if missing).
@@ -93,10 +192,14 @@ impl LexicalIndex {
 
   /// Open an existing index.
   pub fn open(dir: &Path) -> Result<Self> {
-    let index = Index::open_in_dir(dir).map_err(|e| Error::Index(format!("cannot open {}: {e}", dir.display())))?;
+    let index =
+      Index::open_in_dir(dir).map_err(|e| Error::Index(format!("cannot open {}: {e}", dir.display())))?;
     let (expected, _) = schema();
     if index.schema() != expected {
-      return Err(Error::Index(format!("{} has an incompatible schema", dir.display())));
+      return Err(Error::Index(format!(
+        "{} has an incompatible schema",
+        dir.display()
+      )));
     }
     Self::finish(index)
   }
@@ -104,12 +207,17 @@ impl LexicalIndex {
   /// A writer with a bounded thread count and memory budget.
   pub fn writer(&self, threads: usize) -> Result<IndexWriter> {
     let threads = threads.clamp(1, 4);
-    Ok(self.index.writer_with_num_threads(threads, threads * 40_000_000)?)
+    Ok(
+      self
+        .index
+        .writer_with_num_threads(threads, threads * 40_000_000)?,
+    )
   }
 
-  /// Add one document per chunk of a page.
-  pub fn add_page(&self, w: &IndexWriter, page_id: &str, meta: &PageMeta, chunks: &[Chunk]) -> Result<()> {
+  /// Add the section and chunk documents of a page.
+  pub fn add_page(&self, w: &IndexWriter, page_id: &str, meta: &PageMeta, page: &ChunkedPage) -> Result<()> {
     let f = &self.fields;
+    let key = page_key(page_id);
     let aliases = meta.aliases.join("\n");
     let tags = meta.tags.join("\n");
     let desc = [meta.description.as_deref(), meta.summary.as_deref()]
@@ -119,28 +227,51 @@ impl LexicalIndex {
       .collect::<Vec<_>>()
       .join("\n");
     let ident = ident_text(page_id);
-    for c in chunks {
+    let weighted =
+      format!("{}\n", meta.title).repeat(TITLE_WEIGHT) + &format!("{aliases}\n").repeat(TITLE_WEIGHT);
+    for sec in &page.sections {
       let mut d = TantivyDocument::default();
-      d.add_text(f.kind, "chunk");
+      d.add_text(f.kind, "section");
       d.add_text(f.page_id, page_id);
-      d.add_text(f.chunk_id, &c.id);
-      d.add_u64(f.ordinal, c.ordinal as u64);
-      d.add_u64(f.line_start, c.line_start as u64);
-      d.add_u64(f.line_end, c.line_end as u64);
-      d.add_text(f.source, &c.text);
-      d.add_text(f.heading_path, c.headings.join(" › "));
-      let values = [&c.plain, &c.headings.join("\n"), &meta.title, &aliases, &tags, &desc, &ident];
-      for ((field, _), value) in f.searchable.iter().zip(values) {
+      d.add_u64(f.page_key, key);
+      d.add_u64(f.section, sec.ordinal as u64);
+      d.add_u64(f.line_start, sec.line_start as u64);
+      d.add_u64(f.line_end, sec.line_end as u64);
+      let headings = sec.headings.join("\n");
+      d.add_text(
+        f.all,
+        [sec.plain.as_str(), &headings, &weighted, &tags, &desc, &ident].join("\n"),
+      );
+      for (field, value) in
+        f.matchable[1..]
+          .iter()
+          .zip([&headings, &meta.title, &aliases, &tags, &desc, &ident])
+      {
         if !value.is_empty() {
           d.add_text(*field, value);
         }
       }
       w.add_document(d)?;
     }
+    for c in &page.chunks {
+      let mut d = TantivyDocument::default();
+      d.add_text(f.kind, "chunk");
+      d.add_text(f.page_id, page_id);
+      d.add_u64(f.page_key, key);
+      d.add_u64(f.section, c.section as u64);
+      d.add_text(f.chunk_id, &c.id);
+      d.add_u64(f.ordinal, c.ordinal as u64);
+      d.add_u64(f.line_start, c.line_start as u64);
+      d.add_u64(f.line_end, c.line_end as u64);
+      d.add_text(f.source, &c.text);
+      d.add_text(f.heading_path, c.headings.join(" › "));
+      d.add_text(f.chunk_body, format!("{}\n{}", c.headings.join("\n"), c.plain));
+      w.add_document(d)?;
+    }
     Ok(())
   }
 
-  /// Delete every chunk document of a page.
+  /// Delete every document of a page.
   pub fn delete_page(&self, w: &IndexWriter, page_id: &str) {
     w.delete_term(Term::from_field_text(self.fields.page_id, page_id));
   }
@@ -157,104 +288,180 @@ impl LexicalIndex {
 
   /// Generation stored in a searcher's snapshot (0 when the index was never committed).
   pub fn generation_of(&self, searcher: &Searcher) -> Result<u64> {
-    let q = TermQuery::new(Term::from_field_text(self.fields.kind, "commit"), IndexRecordOption::Basic);
+    let q = TermQuery::new(
+      Term::from_field_text(self.fields.kind, "commit"),
+      IndexRecordOption::Basic,
+    );
     let top = searcher.search(&q, &TopDocs::with_limit(1).order_by_score())?;
-    let Some((_, addr)) = top.first() else { return Ok(0) };
+    let Some((_, addr)) = top.first() else {
+      return Ok(0);
+    };
     let doc: TantivyDocument = searcher.doc(*addr)?;
-    Ok(doc.get_first(self.fields.generation).and_then(|v| v.as_u64()).unwrap_or(0))
+    Ok(
+      doc
+        .get_first(self.fields.generation)
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0),
+    )
   }
 
-  /// Number of chunk documents visible to `searcher`.
-  pub fn chunk_count(&self, searcher: &Searcher) -> u64 {
-    searcher.num_docs().saturating_sub(1)
+  /// Number of documents of a kind (`section` or `chunk`), at least 1.
+  pub fn kind_count(&self, searcher: &Searcher, kind: &str) -> Result<u64> {
+    Ok(
+      searcher
+        .doc_freq(&Term::from_field_text(self.fields.kind, kind))?
+        .max(1),
+    )
   }
 
-  /// OR query over every searchable field for each term; returns the top `limit` chunks.
-  pub fn search(&self, searcher: &Searcher, terms: &[String], limit: usize) -> Result<Vec<ChunkHit>> {
+  /// BM25 (OR semantics) over the scoring field; the top `limit` sections. Only section documents
+  /// carry that field, so chunks and the commit doc never match.
+  pub fn search(&self, searcher: &Searcher, terms: &[String], limit: usize) -> Result<Vec<SectionHit>> {
     if terms.is_empty() || limit == 0 {
       return Ok(Vec::new());
     }
-    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * self.fields.searchable.len());
-    for t in terms {
-      for (field, boost) in &self.fields.searchable {
-        let q: Box<dyn Query> =
-          Box::new(TermQuery::new(Term::from_field_text(*field, t), IndexRecordOption::WithFreqs));
-        clauses.push((Occur::Should, if *boost == 1.0 { q } else { Box::new(BoostQuery::new(q, *boost)) }));
-      }
-    }
-    let query = BooleanQuery::new(clauses);
-    let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
+    let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+      .iter()
+      .map(|t| {
+        let q: Box<dyn Query> = Box::new(TermQuery::new(
+          Term::from_field_text(self.fields.all, t),
+          IndexRecordOption::WithFreqs,
+        ));
+        (Occur::Should, q)
+      })
+      .collect();
+    let stats = KindStats {
+      searcher,
+      docs: self.kind_count(searcher, "section")?,
+    };
+    let top = searcher.search_with_statistics_provider(
+      &BooleanQuery::new(clauses),
+      &TopDocs::with_limit(limit).order_by_score(),
+      &stats,
+    )?;
+    let mut columns: HashMap<u32, tantivy::columnar::Column<u64>> = HashMap::new();
     let mut hits = Vec::with_capacity(top.len());
     for (score, address) in top {
-      let page_id = self.stored_text(searcher, address, self.fields.page_id)?;
-      hits.push(ChunkHit { score, address, page_id });
+      let col = match columns.entry(address.segment_ord) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(v) => v.insert(
+          searcher
+            .segment_reader(address.segment_ord)
+            .fast_fields()
+            .u64("page_key")?,
+        ),
+      };
+      hits.push(SectionHit {
+        score,
+        address,
+        page_key: col.first(address.doc_id).unwrap_or(0),
+      });
     }
     Ok(hits)
   }
 
-  fn stored_text(&self, searcher: &Searcher, addr: DocAddress, field: Field) -> Result<String> {
-    let doc: TantivyDocument = searcher.doc(addr)?;
-    Ok(doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_string())
+  /// The best chunk of a page for `terms` (BM25 over chunk text; ties → earliest chunk).
+  pub fn best_chunk(
+    &self,
+    searcher: &Searcher,
+    page_id: &str,
+    terms: &[String],
+  ) -> Result<Option<DocAddress>> {
+    let f = &self.fields;
+    let term_query = |field, value: &str| -> Box<dyn Query> {
+      Box::new(TermQuery::new(
+        Term::from_field_text(field, value),
+        IndexRecordOption::WithFreqs,
+      ))
+    };
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
+      (Occur::Must, zero_score(term_query(f.page_id, page_id))),
+      (Occur::Must, zero_score(term_query(f.kind, "chunk"))),
+    ];
+    clauses.extend(terms.iter().map(|t| (Occur::Should, term_query(f.chunk_body, t))));
+    let stats = KindStats {
+      searcher,
+      docs: self.kind_count(searcher, "chunk")?,
+    };
+    let top = searcher.search_with_statistics_provider(
+      &BooleanQuery::new(clauses),
+      &TopDocs::with_limit(256).order_by_score(),
+      &stats,
+    )?;
+    // Ties go to the earliest chunk: a page's chunks are added in order, so within its segment
+    // document order is chunk order (no stored-field reads needed).
+    let mut best: Option<(f32, DocAddress)> = None;
+    for (score, addr) in top {
+      if best.is_none_or(|(s, a)| score > s + 1e-6 || ((score - s).abs() <= 1e-6 && addr < a)) {
+        best = Some((score, addr));
+      }
+    }
+    Ok(best.map(|(_, a)| a))
   }
 
   /// Stored fields of a chunk document.
   pub fn chunk_doc(&self, searcher: &Searcher, addr: DocAddress) -> Result<StoredChunk> {
     let doc: TantivyDocument = searcher.doc(addr)?;
     let f = &self.fields;
-    let text = |field| doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-    let num = |field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0);
+    let text = |field| {
+      doc
+        .get_first(field)
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string()
+    };
+    let num = |field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0) as u32;
     Ok(StoredChunk {
       page_id: text(f.page_id),
       chunk_id: text(f.chunk_id),
-      ordinal: num(f.ordinal) as u32,
-      line_start: num(f.line_start) as u32,
-      line_end: num(f.line_end) as u32,
+      ordinal: num(f.ordinal),
+      section: num(f.section),
+      line_start: num(f.line_start),
+      line_end: num(f.line_end),
       source: text(f.source),
       heading_path: text(f.heading_path),
     })
   }
 
-  /// Document frequency of a term in the field where it is most frequent.
+  /// Document frequency of a term among sections (scoring field).
   pub fn doc_freq(&self, searcher: &Searcher, term: &str) -> Result<u64> {
-    let mut best = 0;
-    for (field, _) in &self.fields.searchable {
-      best = best.max(searcher.doc_freq(&Term::from_field_text(*field, term))?);
-    }
-    Ok(best)
+    Ok(searcher.doc_freq(&Term::from_field_text(self.fields.all, term))?)
   }
 
-  /// Which of `terms` occur (in any searchable field) in the document at `addr`.
-  pub fn terms_in_doc(&self, searcher: &Searcher, addr: DocAddress, terms: &[String]) -> Result<Vec<bool>> {
-    use tantivy::postings::Postings;
+  /// For each document in `addrs` and each of `terms`, a bit mask of the [`MATCH_FIELDS`] in
+  /// which the term occurs. Reads each term's postings once per segment and seeks through the
+  /// sorted documents: no re-analysis of stored text.
+  pub fn term_fields(
+    &self,
+    searcher: &Searcher,
+    addrs: &[DocAddress],
+    terms: &[String],
+  ) -> Result<Vec<Vec<u8>>> {
     use tantivy::DocSet;
-    let seg = searcher.segment_reader(addr.segment_ord);
-    let mut present = vec![false; terms.len()];
-    for (field, _) in &self.fields.searchable {
-      let inverted = seg.inverted_index(*field)?;
-      for (i, t) in terms.iter().enumerate() {
-        if present[i] {
-          continue;
-        }
-        let term = Term::from_field_text(*field, t);
-        if let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic).map_err(|e| Error::Index(e.to_string()))? {
-          if postings.seek(addr.doc_id) == addr.doc_id && postings.term_freq() > 0 {
-            present[i] = true;
+    let mut masks = vec![vec![0u8; terms.len()]; addrs.len()];
+    let mut by_segment: HashMap<u32, Vec<(u32, usize)>> = HashMap::new();
+    for (i, a) in addrs.iter().enumerate() {
+      by_segment.entry(a.segment_ord).or_default().push((a.doc_id, i));
+    }
+    for (seg_ord, mut docs) in by_segment {
+      docs.sort_unstable();
+      let seg = searcher.segment_reader(seg_ord);
+      for (bit, field) in self.fields.matchable.iter().enumerate() {
+        let inverted = seg.inverted_index(*field)?;
+        for (ti, t) in terms.iter().enumerate() {
+          let term = Term::from_field_text(*field, t);
+          let postings = inverted
+            .read_postings(&term, IndexRecordOption::Basic)
+            .map_err(|e| Error::Index(e.to_string()))?;
+          let Some(mut postings) = postings else { continue };
+          for &(doc, i) in &docs {
+            if postings.doc() <= doc && postings.seek(doc) == doc {
+              masks[i][ti] |= 1 << bit;
+            }
           }
         }
       }
     }
-    Ok(present)
+    Ok(masks)
   }
-}
-
-/// Stored fields of one chunk document.
-#[derive(Debug, Clone)]
-pub struct StoredChunk {
-  pub page_id: String,
-  pub chunk_id: String,
-  pub ordinal: u32,
-  pub line_start: u32,
-  pub line_end: u32,
-  pub source: String,
-  pub heading_path: String,
 }

@@ -20,6 +20,8 @@ pub const MANIFEST_VERSION: u32 = 1;
 #[serde(rename_all = "camelCase")]
 pub struct ChunkRef {
   pub id: String,
+  /// Section (lexical unit) containing the chunk.
+  pub section: u32,
   pub line_start: u32,
   pub line_end: u32,
 }
@@ -36,6 +38,8 @@ pub struct ManifestEntry {
   pub content_hash: String,
   pub role: Role,
   pub meta: PageMeta,
+  /// Number of section documents in the lexical index.
+  pub sections: u32,
   pub chunks: Vec<ChunkRef>,
 }
 
@@ -93,12 +97,26 @@ impl Manifest {
   }
 
   pub fn count_roles(&self) -> (u32, u32) {
-    let canonical = self.entries.values().filter(|e| e.role == Role::Canonical).count() as u32;
+    let canonical = self
+      .entries
+      .values()
+      .filter(|e| e.role == Role::Canonical)
+      .count() as u32;
     (canonical, self.entries.len() as u32 - canonical)
   }
 
   pub fn total_chunks(&self) -> u32 {
     self.entries.values().map(|e| e.chunks.len() as u32).sum()
+  }
+
+  /// Documents the lexical index must hold for this manifest: sections + chunks + the commit doc.
+  pub fn expected_documents(&self) -> u64 {
+    self
+      .entries
+      .values()
+      .map(|e| e.sections as u64 + e.chunks.len() as u64)
+      .sum::<u64>()
+      + 1
   }
 
   /// Load and validate a manifest file.
@@ -119,7 +137,10 @@ impl Manifest {
     }
     if let Some(v) = expected_vault {
       if v != self.vault_id {
-        return bad(format!("manifest belongs to vault {}, expected {v}", self.vault_id));
+        return bad(format!(
+          "manifest belongs to vault {}, expected {v}",
+          self.vault_id
+        ));
       }
     }
     for (id, e) in &self.entries {
@@ -172,7 +193,12 @@ mod tests {
       mtime_ns: 2,
       content_hash: hash.repeat(64 / hash.len()),
       role: Role::Canonical,
-      meta: PageMeta { title: "B".into(), page_type: "concept".into(), ..Default::default() },
+      meta: PageMeta {
+        title: "B".into(),
+        page_type: "concept".into(),
+        ..Default::default()
+      },
+      sections: 0,
       chunks: vec![],
     }
   }
@@ -196,8 +222,17 @@ mod tests {
     m.entries.insert("a/b".into(), entry("a"));
     m.save(&p).unwrap();
     assert!(Manifest::load(&p, Some("v")).is_ok());
-    assert_eq!(Manifest::load(&p, Some("w")).unwrap_err().code(), "qmd_manifest_invalid");
-    m.entries.insert("../x".into(), ManifestEntry { rel_path: "../x.md".into(), ..entry("a") });
+    assert_eq!(
+      Manifest::load(&p, Some("w")).unwrap_err().code(),
+      "qmd_manifest_invalid"
+    );
+    m.entries.insert(
+      "../x".into(),
+      ManifestEntry {
+        rel_path: "../x.md".into(),
+        ..entry("a")
+      },
+    );
     m.save(&p).unwrap();
     assert!(Manifest::load(&p, None).is_err());
     std::fs::write(&p, "{").unwrap();

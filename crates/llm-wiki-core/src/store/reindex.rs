@@ -21,7 +21,7 @@ use super::manifest::{sha256_hex, ChunkRef, ExcludedEntry, Manifest, ManifestEnt
 use super::state::{StateFile, StateModels};
 use super::status::{read_index_status, IndexStatus};
 use super::{CancelFlag, Component, IndexIssue, Progress, ProgressSink, Scope};
-use crate::chunk::{chunk_page, Chunk, ChunkConfig};
+use crate::chunk::{chunk_page, ChunkConfig, ChunkedPage};
 use crate::error::{Error, Result};
 use crate::fsutil::{now_iso, now_ms, remove_dir_all_if_exists, write_json};
 use crate::vault::config::{ensure_vault_id, read_config};
@@ -114,13 +114,30 @@ pub struct WikiReindexResult {
 /// How one discovered page compares with the previous generation.
 enum Loaded {
   Unchanged(ManifestEntry),
-  Changed { entry: ManifestEntry, chunks: Vec<Chunk>, is_new: bool, page: Box<Page> },
+  Changed {
+    entry: ManifestEntry,
+    chunks: ChunkedPage,
+    is_new: bool,
+    page: Box<Page>,
+  },
   Invalid(Diagnostic),
 }
 
-fn emit(opts: &ReindexOptions, stage: &'static str, message: impl Into<String>, current: Option<u64>, total: Option<u64>) {
+fn emit(
+  opts: &ReindexOptions,
+  stage: &'static str,
+  message: impl Into<String>,
+  current: Option<u64>,
+  total: Option<u64>,
+) {
   if let Some(p) = &opts.progress {
-    p(Progress { vault: None, stage, message: message.into(), current, total });
+    p(Progress {
+      vault: None,
+      stage,
+      message: message.into(),
+      current,
+      total,
+    });
   }
 }
 
@@ -128,7 +145,10 @@ fn threads(opts: &ReindexOptions) -> usize {
   if opts.threads > 0 {
     return opts.threads;
   }
-  std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(4)
+  std::thread::available_parallelism()
+    .map(|n| n.get())
+    .unwrap_or(1)
+    .min(4)
 }
 
 /// Read, hash and (when changed) parse + chunk one page file.
@@ -136,11 +156,15 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
   let prev = prior.and_then(|m| m.entries.get(&file.id));
   let racy = prior.is_some_and(|m| file.mtime_ns / 1_000_000 >= m.built_at_ms - RACY_WINDOW_MS);
   if trust_stat && !racy {
-    if let Some(p) = prev.filter(|p| p.rel_path == file.rel_path && p.size == file.size && p.mtime_ns == file.mtime_ns) {
+    if let Some(p) =
+      prev.filter(|p| p.rel_path == file.rel_path && p.size == file.size && p.mtime_ns == file.mtime_ns)
+    {
       return Loaded::Unchanged(p.clone());
     }
     let excluded = prior.and_then(|m| m.excluded.get(&file.id));
-    if let Some(x) = excluded.filter(|x| x.rel_path == file.rel_path && x.size == file.size && x.mtime_ns == file.mtime_ns) {
+    if let Some(x) =
+      excluded.filter(|x| x.rel_path == file.rel_path && x.size == file.size && x.mtime_ns == file.mtime_ns)
+    {
       return Loaded::Invalid(x.diagnostic.clone());
     }
   }
@@ -148,17 +172,30 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
     return Loaded::Invalid(Diagnostic::error(
       "page_too_large",
       &file.rel_path,
-      &format!("Page is {} bytes; pages over {MAX_PAGE_BYTES} bytes are not indexed", file.size),
+      &format!(
+        "Page is {} bytes; pages over {MAX_PAGE_BYTES} bytes are not indexed",
+        file.size
+      ),
     ));
   }
   let bytes = match std::fs::read(&file.abs_path) {
     Ok(b) => b,
-    Err(e) => return Loaded::Invalid(Diagnostic::error("frontmatter_parse_error", &file.rel_path, &format!("Failed to read file: {e}"))),
+    Err(e) => {
+      return Loaded::Invalid(Diagnostic::error(
+        "frontmatter_parse_error",
+        &file.rel_path,
+        &format!("Failed to read file: {e}"),
+      ))
+    }
   };
   let hash = sha256_hex(&bytes);
   if let Some(p) = prev {
     if p.content_hash == hash && p.rel_path == file.rel_path {
-      return Loaded::Unchanged(ManifestEntry { size: file.size, mtime_ns: file.mtime_ns, ..p.clone() });
+      return Loaded::Unchanged(ManifestEntry {
+        size: file.size,
+        mtime_ns: file.mtime_ns,
+        ..p.clone()
+      });
     }
   }
   let text = String::from_utf8_lossy(&bytes);
@@ -173,9 +210,24 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
         content_hash: hash,
         role: page.role,
         meta: page.meta.clone(),
-        chunks: chunks.iter().map(|c| ChunkRef { id: c.id.clone(), line_start: c.line_start, line_end: c.line_end }).collect(),
+        sections: chunks.sections.len() as u32,
+        chunks: chunks
+          .chunks
+          .iter()
+          .map(|c| ChunkRef {
+            id: c.id.clone(),
+            section: c.section,
+            line_start: c.line_start,
+            line_end: c.line_end,
+          })
+          .collect(),
       };
-      Loaded::Changed { entry, chunks, is_new: prev.is_none(), page: Box::new(page) }
+      Loaded::Changed {
+        entry,
+        chunks,
+        is_new: prev.is_none(),
+        page: Box::new(page),
+      }
     }
   }
 }
@@ -192,9 +244,19 @@ fn load_pages(files: &[PageFile], prior: Option<&Manifest>, opts: &ReindexOption
     let parts: Vec<Vec<Loaded>> = std::thread::scope(|s| {
       let handles: Vec<_> = batch
         .chunks(per)
-        .map(|part| s.spawn(move || part.iter().map(|f| load_one(f, prior, trust_stat, &opts.chunking)).collect::<Vec<_>>()))
+        .map(|part| {
+          s.spawn(move || {
+            part
+              .iter()
+              .map(|f| load_one(f, prior, trust_stat, &opts.chunking))
+              .collect::<Vec<_>>()
+          })
+        })
         .collect();
-      handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+      handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or_default())
+        .collect()
     });
     for p in parts {
       out.extend(p);
@@ -216,12 +278,18 @@ fn open_current(layout: &StoreLayout, vault_id: &str) -> Option<Generation> {
 struct Plan {
   entries: BTreeMap<String, ManifestEntry>,
   excluded: BTreeMap<String, ExcludedEntry>,
-  changed: Vec<(String, Box<Page>, Vec<Chunk>)>,
+  changed: Vec<(String, Box<Page>, ChunkedPage)>,
   removed: Vec<String>,
   metadata_only: bool,
 }
 
-fn plan(loaded: Vec<Loaded>, files: &[PageFile], prior: Option<&Manifest>, counts: &mut DocumentCounts, warnings: &mut Vec<IndexIssue>) -> Plan {
+fn plan(
+  loaded: Vec<Loaded>,
+  files: &[PageFile],
+  prior: Option<&Manifest>,
+  counts: &mut DocumentCounts,
+  warnings: &mut Vec<IndexIssue>,
+) -> Plan {
   let mut entries = BTreeMap::new();
   let mut excluded = BTreeMap::new();
   let mut changed = Vec::new();
@@ -236,7 +304,12 @@ fn plan(loaded: Vec<Loaded>, files: &[PageFile], prior: Option<&Manifest>, count
         counts.unchanged += 1;
         entries.insert(file.id.clone(), e);
       }
-      Loaded::Changed { entry, chunks, is_new, page } => {
+      Loaded::Changed {
+        entry,
+        chunks,
+        is_new,
+        page,
+      } => {
         if is_new {
           counts.indexed += 1;
         } else {
@@ -247,7 +320,12 @@ fn plan(loaded: Vec<Loaded>, files: &[PageFile], prior: Option<&Manifest>, count
       }
       Loaded::Invalid(d) => {
         warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
-        let x = ExcludedEntry { rel_path: file.rel_path.clone(), size: file.size, mtime_ns: file.mtime_ns, diagnostic: d };
+        let x = ExcludedEntry {
+          rel_path: file.rel_path.clone(),
+          size: file.size,
+          mtime_ns: file.mtime_ns,
+          diagnostic: d,
+        };
         excluded.insert(file.id.clone(), x);
       }
     }
@@ -255,10 +333,23 @@ fn plan(loaded: Vec<Loaded>, files: &[PageFile], prior: Option<&Manifest>, count
   if prior.is_some_and(|m| m.excluded != excluded) {
     metadata_only = true;
   }
-  let removed: Vec<String> =
-    prior.map(|m| m.entries.keys().filter(|k| !entries.contains_key(*k)).cloned().collect()).unwrap_or_default();
+  let removed: Vec<String> = prior
+    .map(|m| {
+      m.entries
+        .keys()
+        .filter(|k| !entries.contains_key(*k))
+        .cloned()
+        .collect()
+    })
+    .unwrap_or_default();
   counts.removed = removed.len() as u32;
-  Plan { entries, excluded, changed, removed, metadata_only }
+  Plan {
+    entries,
+    excluded,
+    changed,
+    removed,
+    metadata_only,
+  }
 }
 
 /// Write `plan` into the lexical index of `dir` as generation `gen` and commit it.
@@ -276,7 +367,10 @@ fn write_generation(
   let result = (|| {
     for id in &plan.removed {
       lexical.delete_page(&writer, id);
-      chunks.removed += prior.and_then(|m| m.entries.get(id)).map(|e| e.chunks.len() as u32).unwrap_or(0);
+      chunks.removed += prior
+        .and_then(|m| m.entries.get(id))
+        .map(|e| e.chunks.len() as u32)
+        .unwrap_or(0);
     }
     let total = plan.changed.len() as u64;
     for (i, (id, page, page_chunks)) in plan.changed.iter().enumerate() {
@@ -289,12 +383,14 @@ fn write_generation(
         chunks.removed += prev.chunks.len() as u32;
       }
       lexical.add_page(&writer, id, &page.meta, page_chunks)?;
-      chunks.added += page_chunks.len() as u32;
+      chunks.added += page_chunks.chunks.len() as u32;
     }
     emit(opts, "lexical", "indexing pages", Some(total), Some(total));
     lexical.set_generation(&writer, gen)?;
-    let manifest =
-      Manifest { version: super::manifest::MANIFEST_VERSION, vault_id: vault_id.to_string(), generation: gen,
+    let manifest = Manifest {
+      version: super::manifest::MANIFEST_VERSION,
+      vault_id: vault_id.to_string(),
+      generation: gen,
       built_at_ms: now_ms(),
       entries: plan.entries.clone(),
       excluded: plan.excluded.clone(),
@@ -399,7 +495,9 @@ fn run_locked(
 ) -> LockedOutcome {
   let pre = |e: Error| (e, false);
   let post = |e: Error| (e, true);
-  res.warnings.extend(journal::recover(layout, &generation::validate).map_err(pre)?);
+  res
+    .warnings
+    .extend(journal::recover(layout, &generation::validate).map_err(pre)?);
   opts.cancel.check().map_err(pre)?;
   emit(opts, "mirror", "resolving vault identity", None, None);
   let vault_id = ensure_vault_id(paths).map_err(pre)?;
@@ -407,14 +505,26 @@ fn run_locked(
 
   let discovery = discover_pages(&paths.root, &paths.wiki);
   for d in &discovery.diagnostics {
-    res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
+    res
+      .warnings
+      .push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
   }
   let force_lexical = opts.force && components.contains(&Component::Lexical);
-  let current = if force_lexical { None } else { open_current(layout, &vault_id) };
+  let current = if force_lexical {
+    None
+  } else {
+    open_current(layout, &vault_id)
+  };
   let prior: Option<Arc<Manifest>> = current.as_ref().map(|g| g.manifest.clone());
   let loaded = load_pages(&discovery.files, prior.as_deref(), opts).map_err(pre)?;
   let mut counts = DocumentCounts::default();
-  let plan = plan(loaded, &discovery.files, prior.as_deref(), &mut counts, &mut res.warnings);
+  let plan = plan(
+    loaded,
+    &discovery.files,
+    prior.as_deref(),
+    &mut counts,
+    &mut res.warnings,
+  );
   res.documents = counts;
   if components.contains(&Component::Vectors) {
     res.warnings.push(IndexIssue::new(
@@ -431,16 +541,39 @@ fn run_locked(
         res.generation = gen.generation;
         // Repair a state file left behind by a crash between commit and state write.
         if gen.state.as_ref().is_none_or(|s| s.generation != gen.generation) {
-          let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(new_store_id);
+          let store_id = gen
+            .state
+            .as_ref()
+            .map(|s| s.store_id.clone())
+            .unwrap_or_else(new_store_id);
           write_state(&gen.dir, &gen.manifest, &store_id).map_err(post)?;
         }
         let _ = std::fs::remove_file(layout.last_error_file());
         return Ok(());
       }
       let next = gen.generation + 1;
-      let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(new_store_id);
-      let manifest = write_generation(&gen.lexical, &gen.dir, &plan, prior.as_deref(), &vault_id, next, opts, &mut res.chunks)
-        .map_err(|e| if matches!(e, Error::Cancelled) { pre(e) } else { post(e) })?;
+      let store_id = gen
+        .state
+        .as_ref()
+        .map(|s| s.store_id.clone())
+        .unwrap_or_else(new_store_id);
+      let manifest = write_generation(
+        &gen.lexical,
+        &gen.dir,
+        &plan,
+        prior.as_deref(),
+        &vault_id,
+        next,
+        opts,
+        &mut res.chunks,
+      )
+      .map_err(|e| {
+        if matches!(e, Error::Cancelled) {
+          pre(e)
+        } else {
+          post(e)
+        }
+      })?;
       write_state(&gen.dir, &manifest, &store_id).map_err(post)?;
       crash_point("after-state");
       gc_manifests(&gen.dir, next);
@@ -455,7 +588,16 @@ fn run_locked(
         emit(opts, "copy", "building a fresh index in staging", None, None);
         let lexical = LexicalIndex::create(&staging.lexical_dir())?;
         let store_id = new_store_id();
-        let manifest = write_generation(&lexical, &staging, &plan, None, &vault_id, 1, opts, &mut res.chunks)?;
+        let manifest = write_generation(
+          &lexical,
+          &staging,
+          &plan,
+          None,
+          &vault_id,
+          1,
+          opts,
+          &mut res.chunks,
+        )?;
         write_state(&staging, &manifest, &store_id)?;
         drop(lexical);
         emit(opts, "validate", "validating the new index", None, None);
@@ -463,13 +605,19 @@ fn run_locked(
         opts.cancel.check()?;
         crash_point("before-swap");
         super::bump_epoch(&layout.dir);
-        journal::promote(layout, &staging_name, &generation::validate, &|m| emit(opts, "swap", m, None, None))?;
+        journal::promote(layout, &staging_name, &generation::validate, &|m| {
+          emit(opts, "swap", m, None, None)
+        })?;
         super::bump_epoch(&layout.dir);
         Ok(())
       })();
       if let Err(e) = built {
         let _ = remove_dir_all_if_exists(&staging.dir);
-        return Err(if matches!(e, Error::Cancelled) { pre(e) } else { post(e) });
+        return Err(if matches!(e, Error::Cancelled) {
+          pre(e)
+        } else {
+          post(e)
+        });
       }
       res.generation = 1;
       res.chunks.removed = prior.as_deref().map(|m| m.total_chunks()).unwrap_or(0);
@@ -500,7 +648,9 @@ impl VaultTarget {
       "personal" => Ok(VaultTarget::Personal),
       "project" => Ok(VaultTarget::Project),
       "all" => Ok(VaultTarget::All),
-      o => Err(Error::invalid(format!("unknown vault '{o}' (expected active | personal | project | all)"))),
+      o => Err(Error::invalid(format!(
+        "unknown vault '{o}' (expected active | personal | project | all)"
+      ))),
     }
   }
   pub fn as_str(self) -> &'static str {
@@ -519,7 +669,10 @@ pub fn resolve_targets(active: &VaultPaths, target: VaultTarget) -> Vec<(VaultPa
   let personal = personal_vault_paths();
   let mut out: Vec<(VaultPaths, &'static str)> = Vec::new();
   match target {
-    VaultTarget::Active => out.push((active.clone(), if active_is_personal { "personal" } else { "active" })),
+    VaultTarget::Active => out.push((
+      active.clone(),
+      if active_is_personal { "personal" } else { "active" },
+    )),
     VaultTarget::Personal => out.push((personal, "personal")),
     VaultTarget::Project => {
       if !active_is_personal {
@@ -541,7 +694,10 @@ pub fn resolve_targets(active: &VaultPaths, target: VaultTarget) -> Vec<(VaultPa
 /// Check that a vault exists and has a usable knowledge format before writing to it.
 fn inspect_writable(paths: &VaultPaths) -> std::result::Result<(), IndexIssue> {
   if !paths.dot_wiki.is_dir() {
-    return Err(IndexIssue::new("config_invalid_knowledge_format", "Wiki vault not found. Run wiki_bootstrap first."));
+    return Err(IndexIssue::new(
+      "config_invalid_knowledge_format",
+      "Wiki vault not found. Run wiki_bootstrap first.",
+    ));
   }
   if let Ok(config) = read_config(paths) {
     if let Some(f) = config.get("knowledge_format") {
@@ -568,7 +724,10 @@ pub fn reindex_wiki(active: &VaultPaths, target: VaultTarget, opts: &ReindexOpti
         p(ev)
       }) as ProgressSink
     });
-    let scoped = ReindexOptions { progress, ..opts.clone() };
+    let scoped = ReindexOptions {
+      progress,
+      ..opts.clone()
+    };
     let result = match inspect_writable(&paths) {
       Err(issue) => {
         let mut r = base_result(opts, &dedup_components(&opts.components));
@@ -580,7 +739,10 @@ pub fn reindex_wiki(active: &VaultPaths, target: VaultTarget, opts: &ReindexOpti
     };
     results.push(VaultReindexResult { root, label, result });
   }
-  WikiReindexResult { vault: target.as_str().to_string(), results }
+  WikiReindexResult {
+    vault: target.as_str().to_string(),
+    results,
+  }
 }
 
 /// Used by tests and benches: true when `dir` holds a store.

@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use super::layout::{GenDir, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
 use super::manifest::Manifest;
-use crate::fsutil::{now_iso, read_json, write_json, JsonFile};
 use crate::error::Result;
+use crate::fsutil::{now_iso, read_json, write_json, JsonFile};
 
 /// Version of the state file format.
 pub const STATE_VERSION: u32 = 1;

@@ -100,7 +100,11 @@ pub struct StatusOptions {
 
 impl Default for StatusOptions {
   fn default() -> Self {
-    StatusOptions { check_pages: true, embed_model: String::new(), rerank_model: String::new() }
+    StatusOptions {
+      check_pages: true,
+      embed_model: String::new(),
+      rerank_model: String::new(),
+    }
   }
 }
 
@@ -110,14 +114,22 @@ impl IndexStatus {
       qmd_version: ENGINE_VERSION.to_string(),
       engine_version: ENGINE_VERSION.to_string(),
       format_version: INDEX_FORMAT_VERSION,
-      models: StatusModels { embed: opts.embed_model.clone(), generate: String::new(), rerank: opts.rerank_model.clone() },
+      models: StatusModels {
+        embed: opts.embed_model.clone(),
+        generate: String::new(),
+        rerank: opts.rerank_model.clone(),
+      },
       ..Default::default()
     }
   }
 
   /// Status of a vault that could not be reindexed at all (e.g. no vault).
   pub fn blocked(issue: &IndexIssue) -> Self {
-    IndexStatus { state: IndexState::Error, issues: vec![issue.clone()], ..Self::base(&StatusOptions::default()) }
+    IndexStatus {
+      state: IndexState::Error,
+      issues: vec![issue.clone()],
+      ..Self::base(&StatusOptions::default())
+    }
   }
 
   fn with_state(mut self, s: &StateFile) -> Self {
@@ -152,7 +164,11 @@ pub fn pending_pages(paths: &VaultPaths, manifest: &Manifest) -> PendingPages {
       Some(_) => {}
     }
   }
-  p.removed = manifest.entries.keys().filter(|k| !seen.contains(k.as_str())).count() as u32;
+  p.removed = manifest
+    .entries
+    .keys()
+    .filter(|k| !seen.contains(k.as_str()))
+    .count() as u32;
   p
 }
 
@@ -194,17 +210,22 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
     JsonFile::Valid(s) => Some(s),
     JsonFile::Missing => None,
     JsonFile::Invalid(msg) => {
-      issues.push(IndexIssue::new("qmd_index_error", format!("Index state file is malformed: {msg}")));
+      issues.push(IndexIssue::new(
+        "qmd_index_error",
+        format!("Index state file is malformed: {msg}"),
+      ));
       malformed = true;
       None
     }
   };
-  let manifest = state.as_ref().and_then(|s| match Manifest::load(&current.manifest_file(s.generation), Some(&s.vault_id)) {
-    Ok(m) => Some(m),
-    Err(e) => {
-      issues.push(IndexIssue::new("qmd_manifest_invalid", e.to_string()));
-      malformed = true;
-      None
+  let manifest = state.as_ref().and_then(|s| {
+    match Manifest::load(&current.manifest_file(s.generation), Some(&s.vault_id)) {
+      Ok(m) => Some(m),
+      Err(e) => {
+        issues.push(IndexIssue::new("qmd_manifest_invalid", e.to_string()));
+        malformed = true;
+        None
+      }
     }
   });
   if let Some(m) = &manifest {
@@ -225,14 +246,20 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
     JsonFile::Valid(j) => {
       st.state = IndexState::Recovering;
       st.swap_phase = Some(j.phase.as_str().to_string());
-      st.issues = vec![IndexIssue::new("qmd_swap_interrupted", "An index swap was interrupted and is being recovered")];
+      st.issues = vec![IndexIssue::new(
+        "qmd_swap_interrupted",
+        "An index swap was interrupted and is being recovered",
+      )];
       if let Some(s) = &state {
         st = st.with_state(s);
       }
       return st;
     }
     JsonFile::Invalid(_) => {
-      issues.push(IndexIssue::new("qmd_swap_interrupted", "Swap journal is malformed; the next reindex repairs it"));
+      issues.push(IndexIssue::new(
+        "qmd_swap_interrupted",
+        "Swap journal is malformed; the next reindex repairs it",
+      ));
       malformed = true;
     }
     JsonFile::Missing => {}
@@ -240,13 +267,19 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
 
   // 2. Error.
   if state.is_some() && !is_real_dir(&current.lexical_dir()) {
-    issues.push(IndexIssue::new("qmd_index_error", "Index state exists but current/lexical is absent"));
+    issues.push(IndexIssue::new(
+      "qmd_index_error",
+      "Index state exists but current/lexical is absent",
+    ));
     malformed = true;
   }
   if state.is_none() && last_error.is_some() {
     issues.push(IndexIssue::new(
       "qmd_index_error",
-      last_error.as_ref().and_then(|e| e.message.clone()).unwrap_or_else(|| "Last index attempt failed and no usable index exists".into()),
+      last_error
+        .as_ref()
+        .and_then(|e| e.message.clone())
+        .unwrap_or_else(|| "Last index attempt failed and no usable index exists".into()),
     ));
     malformed = true;
   }
@@ -256,7 +289,11 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
       st = st.with_state(s);
     }
     st.state = IndexState::Error;
-    st.repair_components = vec![if had_vectors { Component::Vectors } else { Component::Lexical }];
+    st.repair_components = vec![if had_vectors {
+      Component::Vectors
+    } else {
+      Component::Lexical
+    }];
     st.issues = issues;
     return st;
   }
@@ -272,15 +309,27 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   // 4. Identity.
   let Some(vault_id) = vault_id else {
     st.state = IndexState::Error;
-    st.issues.push(IndexIssue::new("qmd_config_invalid", "Vault config is missing or malformed; vault identity cannot be confirmed"));
-    st.repair_components = vec![if had_vectors { Component::Vectors } else { Component::Lexical }];
+    st.issues.push(IndexIssue::new(
+      "qmd_config_invalid",
+      "Vault config is missing or malformed; vault identity cannot be confirmed",
+    ));
+    st.repair_components = vec![if had_vectors {
+      Component::Vectors
+    } else {
+      Component::Lexical
+    }];
     return st;
   };
 
   // 5. Stale.
   let mut other_reason = false;
   if let Some(e) = &last_error {
-    issues.push(IndexIssue::new("qmd_index_error", e.message.clone().unwrap_or_else(|| "Last index attempt failed".into())));
+    issues.push(IndexIssue::new(
+      "qmd_index_error",
+      e.message
+        .clone()
+        .unwrap_or_else(|| "Last index attempt failed".into()),
+    ));
     other_reason = true;
   }
   if opts.check_pages {
@@ -289,19 +338,29 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
       if p.added + p.changed + p.removed > 0 {
         issues.push(IndexIssue::new(
           "qmd_index_stale",
-          format!("Index is stale: {} added, {} changed, {} removed page(s) since the last index", p.added, p.changed, p.removed),
+          format!(
+            "Index is stale: {} added, {} changed, {} removed page(s) since the last index",
+            p.added, p.changed, p.removed
+          ),
         ));
         other_reason = true;
       }
       st.pending_pages = Some(p);
     }
   }
-  let embed_changed = state.status.has_vector_index && !opts.embed_model.is_empty() && state.models.embed != opts.embed_model;
+  let embed_changed =
+    state.status.has_vector_index && !opts.embed_model.is_empty() && state.models.embed != opts.embed_model;
   if embed_changed {
-    issues.push(IndexIssue::new("qmd_index_stale", "Embedding model changed; vectors are stale"));
+    issues.push(IndexIssue::new(
+      "qmd_index_stale",
+      "Embedding model changed; vectors are stale",
+    ));
   }
   if !state.is_current_format() || state.engine != ENGINE_NAME {
-    issues.push(IndexIssue::new("qmd_index_stale", "Index format or engine changed; index needs rebuild"));
+    issues.push(IndexIssue::new(
+      "qmd_index_stale",
+      "Index format or engine changed; index needs rebuild",
+    ));
     other_reason = true;
   }
   if state.vault_id != vault_id {
@@ -311,7 +370,11 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   if !issues.is_empty() {
     st.state = IndexState::Stale;
     let needs_vectors = embed_changed || (state.status.has_vector_index && other_reason);
-    st.repair_components = vec![if needs_vectors { Component::Vectors } else { Component::Lexical }];
+    st.repair_components = vec![if needs_vectors {
+      Component::Vectors
+    } else {
+      Component::Lexical
+    }];
     st.issues = issues;
     return st;
   }

@@ -59,11 +59,19 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
   }
   // The wiki directory itself must physically live inside the vault: a symlinked `wiki/`
   // pointing elsewhere would make us read files outside the vault.
-  let (Ok(real_root), Ok(real_wiki)) = (std::fs::canonicalize(vault_root), std::fs::canonicalize(wiki_dir)) else {
-    out.diagnostics.push(Diagnostic::error("frontmatter_parse_error", ".", "Failed to scan knowledge directory"));
+  let (Ok(real_root), Ok(real_wiki)) = (std::fs::canonicalize(vault_root), std::fs::canonicalize(wiki_dir))
+  else {
+    out.diagnostics.push(Diagnostic::error(
+      "frontmatter_parse_error",
+      ".",
+      "Failed to scan knowledge directory",
+    ));
     return out;
   };
-  if !real_wiki.starts_with(&real_root) || std::fs::symlink_metadata(wiki_dir).map(|m| m.is_symlink()).unwrap_or(true)
+  if !real_wiki.starts_with(&real_root)
+    || std::fs::symlink_metadata(wiki_dir)
+      .map(|m| m.is_symlink())
+      .unwrap_or(true)
   {
     out.diagnostics.push(Diagnostic::error(
       "link_path_escape",
@@ -86,9 +94,11 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
           .and_then(|p| p.strip_prefix(wiki_dir).ok())
           .map(rel_string)
           .unwrap_or_else(|| ".".to_string());
-        out
-          .diagnostics
-          .push(Diagnostic::error("frontmatter_parse_error", &rel, &format!("Failed to scan knowledge directory: {err}")));
+        out.diagnostics.push(Diagnostic::error(
+          "frontmatter_parse_error",
+          &rel,
+          &format!("Failed to scan knowledge directory: {err}"),
+        ));
         continue;
       }
     };
@@ -100,7 +110,9 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
     if !name.to_lowercase().ends_with(".md") || is_reserved(&name) {
       continue;
     }
-    let Ok(rel) = entry.path().strip_prefix(wiki_dir) else { continue };
+    let Ok(rel) = entry.path().strip_prefix(wiki_dir) else {
+      continue;
+    };
     let rel_path = nfc(&rel_string(rel));
     let id = rel_path[..rel_path.len() - 3].to_string();
     let key = id.to_lowercase();
@@ -124,14 +136,23 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
       }
     };
     seen.insert(key, rel_path.clone());
-    out.files.push(PageFile { id, rel_path, abs_path: entry.into_path(), size: meta.len(), mtime_ns: mtime_ns(&meta) });
+    out.files.push(PageFile {
+      id,
+      rel_path,
+      abs_path: entry.into_path(),
+      size: meta.len(),
+      mtime_ns: mtime_ns(&meta),
+    });
   }
   out.files.sort_by(|a, b| a.id.cmp(&b.id));
   out
 }
 
 fn rel_string(p: &Path) -> String {
-  p.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
+  p.components()
+    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+    .collect::<Vec<_>>()
+    .join("/")
 }
 
 #[cfg(test)]

@@ -1,0 +1,111 @@
+//! Absolute confidence in [0, 1] and the bounded final multiplier. This is the one place that
+//! decides how sure the engine is that a page answers a query; the policy floors act on it.
+//!
+//! Lexical confidence is IDF-weighted query-term coverage: the share of the query's information
+//! (Σ idf of its distinct terms) that the page actually contains, in any field of a matching chunk.
+//! Terms absent from the vault weigh the most, so a query that shares one common word with a note
+//! ("hotel trial balance audit" vs. a vault-audit note) stays low however high its BM25 rank,
+//! while a query fully covered by a page stays high regardless of how many other pages match.
+//! Unlike a list-max normalization, the top hit is not 1.0 by construction.
+
+use crate::vault::Role;
+
+/// Explicit recall floor.
+pub const EXPLICIT_FLOOR: f64 = 0.25;
+/// Automatic recall floor.
+pub const AUTOMATIC_FLOOR: f64 = 0.50;
+/// Confidence given to an exact title / alias / id / filename match.
+pub const EXACT_MATCH_CONFIDENCE: f64 = 0.95;
+
+/// BM25-style IDF of a term with document frequency `df` among `n` documents.
+pub fn idf(df: u64, n: u64) -> f64 {
+  let (df, n) = (df as f64, n.max(1) as f64);
+  (1.0 + (n - df + 0.5) / (df + 0.5)).ln().max(0.0)
+}
+
+/// IDF-weighted coverage: Σ idf(matched) / Σ idf(all). `weights` and `matched` are per term.
+pub fn coverage(weights: &[f64], matched: &[bool]) -> f64 {
+  let total: f64 = weights.iter().sum();
+  if total <= 0.0 {
+    return 0.0;
+  }
+  weights
+    .iter()
+    .zip(matched)
+    .filter(|(_, m)| **m)
+    .map(|(w, _)| w)
+    .sum::<f64>()
+    / total
+}
+
+/// Lexical confidence from coverage and whether the page is an exact identity match.
+pub fn lexical_confidence(coverage: f64, exact: bool) -> f64 {
+  let c = coverage.clamp(0.0, 1.0);
+  if exact {
+    c.max(EXACT_MATCH_CONFIDENCE)
+  } else {
+    c
+  }
+}
+
+/// The bounded multiplier: exact +0.05, stable canonical +0.03, evidence −0.02, deprecated −0.08,
+/// clamped to [0.90, 1.10]. `feedback` (later phases) is clamped to ±0.02 before it is added.
+pub fn bounded_multiplier(exact: bool, role: Role, status: Option<&str>, feedback: f64) -> f64 {
+  let mut m = 1.0;
+  if exact {
+    m += 0.05;
+  }
+  let deprecated = status == Some("deprecated");
+  match role {
+    // Draft canonical pages get no preference; stable (or unstated) ones do.
+    Role::Canonical if status != Some("draft") && !deprecated => m += 0.03,
+    Role::Canonical => {}
+    Role::Evidence => m -= 0.02,
+  }
+  if deprecated {
+    m -= 0.08;
+  }
+  m += feedback.clamp(-0.02, 0.02);
+  m.clamp(0.90, 1.10)
+}
+
+/// Final bounded score of a result: confidence × multiplier, capped at 1.
+pub fn final_score(confidence: f64, multiplier: f64) -> f64 {
+  (confidence * multiplier).clamp(0.0, 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn multiplier_is_bounded() {
+    assert!((bounded_multiplier(true, Role::Canonical, Some("stable"), 0.0) - 1.08).abs() < 1e-12);
+    assert!((bounded_multiplier(true, Role::Canonical, None, 1.0) - 1.10).abs() < 1e-12);
+    assert!((bounded_multiplier(false, Role::Evidence, Some("deprecated"), -1.0) - 0.90).abs() < 1e-12);
+    assert!((bounded_multiplier(false, Role::Evidence, None, 0.0) - 0.98).abs() < 1e-12);
+    assert!((bounded_multiplier(false, Role::Canonical, Some("draft"), 0.0) - 1.0).abs() < 1e-12);
+    assert!((bounded_multiplier(false, Role::Canonical, Some("deprecated"), 0.0) - 0.92).abs() < 1e-12);
+  }
+
+  #[test]
+  fn coverage_weights_rare_terms() {
+    let n = 1000;
+    let w = [idf(0, n), idf(0, n), idf(0, n), idf(5, n)];
+    // Only the one term present in the vault matches: low coverage.
+    let c = coverage(&w, &[false, false, false, true]);
+    assert!(c < 0.25, "{c}");
+    assert_eq!(coverage(&w, &[true; 4]), 1.0);
+    assert_eq!(coverage(&[], &[]), 0.0);
+  }
+
+  #[test]
+  fn confidence_and_floors() {
+    assert_eq!(lexical_confidence(0.2, true), EXACT_MATCH_CONFIDENCE);
+    assert_eq!(lexical_confidence(1.3, false), 1.0);
+    assert!(final_score(0.48, 1.05) >= AUTOMATIC_FLOOR);
+    assert!(final_score(0.48, 0.98) < AUTOMATIC_FLOOR);
+    assert_eq!(final_score(0.99, 1.1), 1.0);
+    assert!(idf(1, 10) > idf(5, 10));
+  }
+}

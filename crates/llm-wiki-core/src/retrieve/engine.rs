@@ -1,0 +1,158 @@
+//! The warm engine: one open reader per vault store, cached across recalls. Each recall reloads
+//! the tantivy reader (cheap: it re-reads `meta.json`) and takes a searcher snapshot; the
+//! generation recorded in that snapshot selects the manifest, so a recall running while a reindex
+//! commits sees either the old or the new generation, never a mix. A swap in this process bumps
+//! the store's epoch and the cached reader is reopened.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tantivy::Searcher;
+
+use crate::error::{Error, Result};
+use crate::fsutil::JsonFile;
+use crate::store::layout::StoreLayout;
+use crate::store::lexical::{page_key, LexicalIndex};
+use crate::store::manifest::Manifest;
+use crate::store::state::StateFile;
+use crate::store::{epoch, journal};
+use crate::vault::VaultPaths;
+
+/// An open store of one vault.
+pub struct VaultReader {
+  pub layout: StoreLayout,
+  pub lexical: LexicalIndex,
+  epoch: u64,
+  manifest: Mutex<Option<(Arc<Manifest>, Arc<PageKeys>)>>,
+}
+
+/// `page_key` fast-field value → page id, for one manifest generation.
+pub type PageKeys = HashMap<u64, String>;
+
+/// A consistent view of one store for the duration of a recall.
+pub struct Snapshot {
+  pub searcher: Searcher,
+  pub generation: u64,
+  pub manifest: Arc<Manifest>,
+  pub keys: Arc<PageKeys>,
+  pub reader: Arc<VaultReader>,
+}
+
+impl VaultReader {
+  fn open(layout: StoreLayout) -> Result<Self> {
+    let epoch = epoch(&layout.dir);
+    let lexical = LexicalIndex::open(&layout.current().lexical_dir())?;
+    Ok(VaultReader {
+      layout,
+      lexical,
+      epoch,
+      manifest: Mutex::new(None),
+    })
+  }
+
+  /// Take a snapshot, reloading to the latest commit when the index changed.
+  pub fn snapshot(self: &Arc<Self>) -> Result<Snapshot> {
+    // A failed reload (e.g. mid-swap in another process) keeps the previous snapshot.
+    let _ = self.lexical.reader.reload();
+    for _ in 0..3 {
+      let searcher = self.lexical.reader.searcher();
+      let generation = self.lexical.generation_of(&searcher)?;
+      let mut cached = self.manifest.lock().unwrap_or_else(|p| p.into_inner());
+      if let Some((m, k)) = cached.as_ref().filter(|(m, _)| m.generation == generation) {
+        return Ok(Snapshot {
+          searcher,
+          generation,
+          manifest: m.clone(),
+          keys: k.clone(),
+          reader: self.clone(),
+        });
+      }
+      match Manifest::load(&self.layout.current().manifest_file(generation), None) {
+        Ok(m) => {
+          let keys: PageKeys = m.entries.keys().map(|id| (page_key(id), id.clone())).collect();
+          let (m, keys) = (Arc::new(m), Arc::new(keys));
+          *cached = Some((m.clone(), keys.clone()));
+          return Ok(Snapshot {
+            searcher,
+            generation,
+            manifest: m,
+            keys,
+            reader: self.clone(),
+          });
+        }
+        // The manifest of a superseded generation may have been collected: reload and retry.
+        Err(_) => {
+          drop(cached);
+          let _ = self.lexical.reader.reload();
+        }
+      }
+    }
+    Err(Error::Index(format!(
+      "no manifest for the committed generation in {}",
+      self.layout.dir.display()
+    )))
+  }
+}
+
+fn cache() -> &'static Mutex<HashMap<PathBuf, Arc<VaultReader>>> {
+  static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<VaultReader>>>> = OnceLock::new();
+  CACHE.get_or_init(Default::default)
+}
+
+/// Why a store cannot serve recall right now.
+#[derive(Debug, Clone)]
+pub struct NotReady {
+  pub code: &'static str,
+  pub message: String,
+}
+
+/// Cheap readiness check from small files only: no journal, a state file of this format.
+pub fn readiness(layout: &StoreLayout) -> std::result::Result<(), NotReady> {
+  if !matches!(journal::read_journal(layout), JsonFile::Missing) {
+    return Err(NotReady {
+      code: "qmd_swap_interrupted",
+      message: "index swap in progress or interrupted".into(),
+    });
+  }
+  match StateFile::read(&layout.current()) {
+    JsonFile::Missing => Err(NotReady {
+      code: "qmd_index_missing",
+      message: "vault has no retrieval index yet; run wiki_reindex".into(),
+    }),
+    JsonFile::Invalid(m) => Err(NotReady {
+      code: "qmd_index_error",
+      message: m,
+    }),
+    JsonFile::Valid(s) if !s.is_current_format() => Err(NotReady {
+      code: "qmd_index_stale",
+      message: "index was built by an incompatible engine version; run wiki_reindex".into(),
+    }),
+    JsonFile::Valid(_) => Ok(()),
+  }
+}
+
+/// The cached reader of a vault's store, (re)opened when missing or when this process swapped it.
+pub fn reader_for(paths: &VaultPaths) -> Result<Arc<VaultReader>> {
+  let layout = StoreLayout::new(paths.retrieval());
+  let key = layout.dir.clone();
+  let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
+  if let Some(r) = map.get(&key) {
+    if r.epoch == epoch(&key) {
+      return Ok(r.clone());
+    }
+  }
+  let r = Arc::new(VaultReader::open(layout)?);
+  map.insert(key, r.clone());
+  Ok(r)
+}
+
+/// Drop the cached reader of a store (e.g. before removing it).
+pub fn evict(dir: &Path) {
+  cache().lock().unwrap_or_else(|p| p.into_inner()).remove(dir);
+}
+
+/// Number of cached readers (diagnostics).
+pub fn cached_readers() -> usize {
+  cache().lock().map(|m| m.len()).unwrap_or(0)
+}

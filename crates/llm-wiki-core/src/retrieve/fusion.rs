@@ -1,0 +1,156 @@
+//! Rank fusion. Reciprocal rank `1/(60 + rank)` (rank 0-based) merges lists whose raw scores are
+//! not comparable: a vault's lexical and dense lists, and the per-vault lists across vaults.
+
+/// RRF offset.
+pub const RRF_K: f64 = 60.0;
+
+/// Reciprocal-rank contribution of a 0-based rank.
+pub fn reciprocal_rank(rank: usize) -> f64 {
+  1.0 / (RRF_K + rank as f64)
+}
+
+/// Which vault a result came from; project wins ties and duplicate page ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum VaultKind {
+  Project,
+  Personal,
+}
+
+impl VaultKind {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      VaultKind::Project => "project",
+      VaultKind::Personal => "personal",
+    }
+  }
+}
+
+/// An item of a per-vault list entering cross-vault fusion.
+#[derive(Debug, Clone)]
+pub struct LayerItem<T> {
+  pub page_id: String,
+  pub vault: VaultKind,
+  /// 0-based rank within its vault's list.
+  pub rank: usize,
+  /// Bounded multiplier applied to the reciprocal rank.
+  pub multiplier: f64,
+  pub payload: T,
+}
+
+/// A fused item with its fusion key.
+#[derive(Debug, Clone)]
+pub struct Fused<T> {
+  pub item: LayerItem<T>,
+  /// `multiplier / (60 + rank)`.
+  pub key: f64,
+}
+
+/// Merge per-vault lists: duplicate page ids keep the project vault's item (the spec's rule);
+/// order by `multiplier × 1/(60+rank)` desc, then lower rank, then project, then page id.
+pub fn fuse_layers<T>(layers: Vec<Vec<LayerItem<T>>>) -> Vec<Fused<T>> {
+  let mut items: Vec<LayerItem<T>> = layers.into_iter().flatten().collect();
+  // Project precedence on duplicates, independent of rank.
+  items.sort_by(|a, b| {
+    a.page_id
+      .cmp(&b.page_id)
+      .then(a.vault.cmp(&b.vault))
+      .then(a.rank.cmp(&b.rank))
+  });
+  items.dedup_by(|later, earlier| later.page_id == earlier.page_id);
+  let mut fused: Vec<Fused<T>> = items
+    .into_iter()
+    .map(|i| Fused {
+      key: i.multiplier * reciprocal_rank(i.rank),
+      item: i,
+    })
+    .collect();
+  fused.sort_by(|a, b| {
+    b.key
+      .partial_cmp(&a.key)
+      .unwrap_or(std::cmp::Ordering::Equal)
+      .then(a.item.rank.cmp(&b.item.rank))
+      .then(a.item.vault.cmp(&b.item.vault))
+      .then(a.item.page_id.cmp(&b.item.page_id))
+  });
+  fused
+}
+
+/// Plain RRF of several ranked id lists (k = 60); ids in first-seen order break ties.
+pub fn rrf(lists: &[Vec<String>]) -> Vec<(String, f64)> {
+  let mut scores: Vec<(String, f64)> = Vec::new();
+  let mut index = std::collections::HashMap::new();
+  for list in lists {
+    for (rank, id) in list.iter().enumerate() {
+      let i = *index.entry(id.clone()).or_insert_with(|| {
+        scores.push((id.clone(), 0.0));
+        scores.len() - 1
+      });
+      scores[i].1 += reciprocal_rank(rank);
+    }
+  }
+  scores.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
+  scores
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn item(id: &str, vault: VaultKind, rank: usize, multiplier: f64) -> LayerItem<()> {
+    LayerItem {
+      page_id: id.into(),
+      vault,
+      rank,
+      multiplier,
+      payload: (),
+    }
+  }
+
+  #[test]
+  fn project_wins_duplicates_even_at_worse_rank() {
+    let fused = fuse_layers(vec![
+      vec![item("a", VaultKind::Project, 3, 1.0)],
+      vec![
+        item("a", VaultKind::Personal, 0, 1.0),
+        item("b", VaultKind::Personal, 1, 1.0),
+      ],
+    ]);
+    assert_eq!(fused.len(), 2);
+    let a = fused.iter().find(|f| f.item.page_id == "a").unwrap();
+    assert_eq!(a.item.vault, VaultKind::Project);
+    assert_eq!(fused[0].item.page_id, "b");
+  }
+
+  #[test]
+  fn ties_by_rank_then_project_then_id() {
+    let fused = fuse_layers(vec![
+      vec![
+        item("p0", VaultKind::Project, 0, 1.0),
+        item("p1", VaultKind::Project, 1, 1.0),
+      ],
+      vec![
+        item("q0", VaultKind::Personal, 0, 1.0),
+        item("a1", VaultKind::Personal, 1, 1.0),
+      ],
+    ]);
+    let ids: Vec<_> = fused.iter().map(|f| f.item.page_id.as_str()).collect();
+    assert_eq!(ids, vec!["p0", "q0", "p1", "a1"]);
+    assert!((fused[0].key - 1.0 / 60.0).abs() < 1e-12);
+  }
+
+  #[test]
+  fn multiplier_can_lift_a_canonical_card() {
+    let fused = fuse_layers(vec![vec![
+      item("evidence", VaultKind::Project, 0, 0.98),
+      item("card", VaultKind::Project, 1, 1.03),
+    ]]);
+    assert_eq!(fused[0].item.page_id, "card");
+  }
+
+  #[test]
+  fn rrf_sums_ranks() {
+    let r = rrf(&[vec!["a".into(), "b".into()], vec!["b".into(), "c".into()]]);
+    assert_eq!(r[0].0, "b");
+    assert!((r[0].1 - (1.0 / 61.0 + 1.0 / 60.0)).abs() < 1e-12);
+  }
+}

@@ -1,0 +1,161 @@
+//! Lexical candidates of one vault: BM25 (OR semantics, field boosts) over chunk documents,
+//! aggregated to one candidate per page (its best chunk), with coverage-based confidence and
+//! exact identity detection.
+
+use std::collections::HashMap;
+
+use tantivy::DocAddress;
+
+use super::confidence::{coverage, idf, lexical_confidence};
+use super::engine::Snapshot;
+use super::query::identity_key;
+use crate::analysis::{analyze, wiki_analyzer};
+use crate::error::Result;
+use crate::store::lexical::MATCH_FIELDS;
+use crate::store::manifest::ManifestEntry;
+
+/// Most distinct query terms used (long pasted queries keep their first terms).
+pub const MAX_QUERY_TERMS: usize = 64;
+
+/// Kind of exact identity match between the query and a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExactMatch {
+  Title,
+  Alias,
+  Id,
+  Filename,
+}
+
+impl ExactMatch {
+  pub fn reason(self) -> &'static str {
+    match self {
+      ExactMatch::Title => "exact_title",
+      ExactMatch::Alias => "exact_alias",
+      ExactMatch::Id => "exact_id",
+      ExactMatch::Filename => "exact_filename",
+    }
+  }
+}
+
+/// Exact identity of the query with a page's id, title, alias or file name (case, `-`/`_` and
+/// whitespace insensitive).
+pub fn exact_match(query: &str, page_id: &str, entry: &ManifestEntry) -> Option<ExactMatch> {
+  let q = identity_key(query);
+  if q.is_empty() {
+    return None;
+  }
+  if identity_key(page_id) == q {
+    return Some(ExactMatch::Id);
+  }
+  if identity_key(&entry.meta.title) == q {
+    return Some(ExactMatch::Title);
+  }
+  if entry.meta.aliases.iter().any(|a| identity_key(a) == q) {
+    return Some(ExactMatch::Alias);
+  }
+  let stem = page_id.rsplit('/').next().unwrap_or(page_id);
+  (identity_key(stem) == q).then_some(ExactMatch::Filename)
+}
+
+/// Analyzed query: distinct terms in order, capped.
+pub fn query_terms(query: &str) -> Vec<String> {
+  let mut analyzer = wiki_analyzer();
+  let mut seen = std::collections::HashSet::new();
+  analyze(&mut analyzer, query)
+    .into_iter()
+    .filter(|t| seen.insert(t.clone()))
+    .take(MAX_QUERY_TERMS)
+    .collect()
+}
+
+/// One page found by the lexical engine.
+#[derive(Debug, Clone)]
+pub struct LexicalCandidate {
+  pub page_id: String,
+  /// 0-based rank in the vault's lexical list.
+  pub rank: usize,
+  /// BM25 score of the best chunk.
+  pub bm25: f32,
+  /// Best-scoring section document of the page.
+  pub best_section: DocAddress,
+  pub coverage: f64,
+  pub confidence: f64,
+  pub exact: Option<ExactMatch>,
+  /// Names of fields in which some query term matched.
+  pub matched_fields: Vec<&'static str>,
+  pub matched_terms: usize,
+  pub total_terms: usize,
+}
+
+/// Lexical candidates (at most `limit` pages) of a snapshot.
+pub fn lexical_candidates(
+  snap: &Snapshot,
+  query: &str,
+  terms: &[String],
+  limit: usize,
+) -> Result<Vec<LexicalCandidate>> {
+  let lex = &snap.reader.lexical;
+  let searcher = &snap.searcher;
+  // Several sections of one page can outrank other pages: fetch more sections than pages.
+  let hits = lex.search(searcher, terms, (limit * 3).max(30))?;
+  let n = lex.kind_count(searcher, "section")?;
+  let weights: Vec<f64> = terms
+    .iter()
+    .map(|t| lex.doc_freq(searcher, t).map(|df| idf(df, n)))
+    .collect::<Result<_>>()?;
+
+  // Group section hits by page, in rank order.
+  let mut pages: Vec<(u64, f32, DocAddress, Vec<usize>)> = Vec::new();
+  let mut index: HashMap<u64, usize> = HashMap::new();
+  for (i, h) in hits.iter().enumerate() {
+    match index.get(&h.page_key) {
+      Some(&p) => pages[p].3.push(i),
+      None if pages.len() < limit => {
+        index.insert(h.page_key, pages.len());
+        pages.push((h.page_key, h.score, h.address, vec![i]));
+      }
+      None => {}
+    }
+  }
+  let addrs: Vec<DocAddress> = hits.iter().map(|h| h.address).collect();
+  let masks = lex.term_fields(searcher, &addrs, terms)?;
+  let mut out = Vec::with_capacity(pages.len());
+  for (key, bm25, best, members) in pages {
+    let Some(page_id) = snap.keys.get(&key) else {
+      continue;
+    };
+    let Some(entry) = snap.manifest.entries.get(page_id) else {
+      continue;
+    };
+    // Coverage over everything the page matched (all its matching sections).
+    let mut mask = vec![0u8; terms.len()];
+    for &i in &members {
+      for (m, x) in mask.iter_mut().zip(&masks[i]) {
+        *m |= x;
+      }
+    }
+    let matched: Vec<bool> = mask.iter().map(|m| *m != 0).collect();
+    let cov = coverage(&weights, &matched);
+    let exact = exact_match(query, page_id, entry);
+    let all = mask.iter().fold(0u8, |a, m| a | m);
+    let matched_fields = MATCH_FIELDS
+      .iter()
+      .enumerate()
+      .filter(|(i, _)| all & (1 << i) != 0)
+      .map(|(_, n)| *n)
+      .collect();
+    out.push(LexicalCandidate {
+      rank: out.len(),
+      page_id: page_id.clone(),
+      bm25,
+      best_section: best,
+      coverage: cov,
+      confidence: lexical_confidence(cov, exact.is_some()),
+      exact,
+      matched_fields,
+      matched_terms: matched.iter().filter(|m| **m).count(),
+      total_terms: terms.len(),
+    });
+  }
+  Ok(out)
+}

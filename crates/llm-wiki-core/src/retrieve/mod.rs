@@ -1,0 +1,12 @@
+//! Retrieval: query normalization, per-vault candidate lists, confidence, fusion, modes, recall.
+
+pub mod confidence;
+pub mod engine;
+pub mod fusion;
+pub mod lexical;
+pub mod modes;
+pub mod query;
+pub mod recall;
+
+pub use modes::RetrievalMode;
+pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult};

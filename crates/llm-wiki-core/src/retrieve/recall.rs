@@ -1,0 +1,357 @@
+//! `recallWiki`: policy → vaults → per-vault ranked lists with absolute confidence → bounded
+//! multiplier and floor → cross-vault rank fusion (project precedence) → results.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::confidence::{bounded_multiplier, final_score, AUTOMATIC_FLOOR, EXPLICIT_FLOOR};
+use super::engine::{reader_for, readiness};
+use super::fusion::{fuse_layers, LayerItem, VaultKind};
+use super::lexical::query_terms;
+use super::modes::{run_mode, RetrievalMode, VaultHit};
+use super::query::normalize_query;
+use crate::error::{Error, Result};
+use crate::store::layout::StoreLayout;
+use crate::store::CancelFlag;
+use crate::vault::paths::{is_personal_vault, personal_vault_paths};
+use crate::vault::{Role, VaultPaths};
+
+/// Label the extension shows next to personal-vault hits.
+pub const PERSONAL_LABEL: &str = "📓 personal";
+
+/// How many results, from which vaults, above which floor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallPolicy {
+  /// Search the personal vault too (explicit recall).
+  pub include_personal: bool,
+  /// Floor on the final bounded score (confidence × multiplier).
+  pub min_score: f64,
+  /// Candidates taken from each vault before fusion.
+  pub max_per_vault: usize,
+  /// Results returned.
+  pub max_results: usize,
+}
+
+impl RecallPolicy {
+  /// Explicit recall (`wiki_recall`, MCP): both vaults, floor 0.25, `max_results` default 5, max 10.
+  pub fn explicit(max_results: Option<usize>) -> Self {
+    RecallPolicy {
+      include_personal: true,
+      min_score: EXPLICIT_FLOOR,
+      max_per_vault: 10,
+      max_results: max_results.unwrap_or(5).clamp(1, 10),
+    }
+  }
+
+  /// Automatic recall (`before_agent_start`): active vault only, floor 0.50, 3 results.
+  pub fn automatic() -> Self {
+    RecallPolicy {
+      include_personal: false,
+      min_score: AUTOMATIC_FLOOR,
+      max_per_vault: 10,
+      max_results: 3,
+    }
+  }
+
+  fn validate(&self) -> Result<()> {
+    if !(0.0..=1.0).contains(&self.min_score) || self.min_score.is_nan() {
+      return Err(Error::invalid(format!(
+        "minScore must be within [0, 1], got {}",
+        self.min_score
+      )));
+    }
+    if self.max_results == 0
+      || self.max_results > 1000
+      || self.max_per_vault == 0
+      || self.max_per_vault > 1000
+    {
+      return Err(Error::invalid(
+        "maxResults and maxPerVault must be within 1..=1000",
+      ));
+    }
+    Ok(())
+  }
+}
+
+/// Options of a recall.
+#[derive(Debug, Clone)]
+pub struct RecallOptions {
+  pub policy: RecallPolicy,
+  pub mode: RetrievalMode,
+  pub cancel: CancelFlag,
+}
+
+/// One recalled page (the extension's `RecallResult` plus provenance).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecallResult {
+  pub id: String,
+  pub title: String,
+  #[serde(rename = "type")]
+  pub page_type: String,
+  /// Best chunk `#<heading> — <≤180 chars>` (or its text when it has no heading).
+  pub preview: String,
+  /// Absolute path of the page file.
+  pub path: String,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub vault_label: Option<String>,
+  /// Final bounded score: confidence × multiplier, in [0, 1]; the floors act on it.
+  pub score: f64,
+  pub vault_id: String,
+  pub vault: &'static str,
+  pub role: Role,
+  pub status: Option<String>,
+  /// Absolute confidence in [0, 1] before the multiplier.
+  pub confidence: f64,
+  pub multiplier: f64,
+  /// Reciprocal-rank fusion key used for ordering.
+  pub fusion_score: f64,
+  /// 0-based rank in its vault's list.
+  pub vault_rank: u32,
+  pub engine_score: f64,
+  pub heading: Option<String>,
+  pub chunk_id: String,
+  pub line_start: u32,
+  pub line_end: u32,
+  pub match_reasons: Vec<String>,
+}
+
+/// `{code, message}` diagnostic of a recall.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecallDiagnostic {
+  pub code: String,
+  pub message: String,
+}
+
+impl RecallDiagnostic {
+  fn new(code: &str, message: impl Into<String>) -> Self {
+    RecallDiagnostic {
+      code: code.to_string(),
+      message: message.into(),
+    }
+  }
+}
+
+/// Result of `recallWiki`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecallResponse {
+  pub results: Vec<RecallResult>,
+  pub diagnostics: Vec<RecallDiagnostic>,
+  pub trace: Vec<String>,
+  /// Mode actually used (after fallbacks).
+  pub mode: RetrievalMode,
+}
+
+/// Vaults searched by a policy: the active vault, plus the personal one for explicit recall
+/// when it is a different vault with a config.
+pub fn recall_vaults(active: &VaultPaths, policy: &RecallPolicy) -> Vec<(VaultPaths, VaultKind)> {
+  let active_is_personal = is_personal_vault(active);
+  let mut out = vec![(
+    active.clone(),
+    if active_is_personal {
+      VaultKind::Personal
+    } else {
+      VaultKind::Project
+    },
+  )];
+  if policy.include_personal && !active_is_personal {
+    let personal = personal_vault_paths();
+    if personal.config_file().is_file() && personal.root != active.root {
+      out.push((personal, VaultKind::Personal));
+    }
+  }
+  out
+}
+
+struct VaultOutcome {
+  kind: VaultKind,
+  paths: VaultPaths,
+  hits: Vec<(VaultHit, f64, f64)>,
+  snap: super::engine::Snapshot,
+}
+
+/// Recall from the vaults of `active` under `opts`.
+pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -> Result<RecallResponse> {
+  opts.policy.validate()?;
+  let mut trace = Vec::new();
+  let mut diagnostics = Vec::new();
+  let query = match normalize_query(raw_query) {
+    Ok(q) => q,
+    Err(e @ (Error::QueryEmpty | Error::QueryTooLong { .. })) => {
+      return Ok(RecallResponse {
+        results: vec![],
+        diagnostics: vec![RecallDiagnostic::new(e.code(), e.to_string())],
+        trace: vec![format!("query:rejected:{}", e.code())],
+        mode: opts.mode,
+      })
+    }
+    Err(e) => return Err(e),
+  };
+  let automatic = !opts.policy.include_personal;
+  let terms = query_terms(&query);
+  trace.push(format!("query:{} terms", terms.len()));
+  let mut used_mode = opts.mode;
+  let mut outcomes: Vec<VaultOutcome> = Vec::new();
+  for (paths, kind) in recall_vaults(active, &opts.policy) {
+    opts.cancel.check()?;
+    let started = Instant::now();
+    let layout = StoreLayout::new(paths.retrieval());
+    if let Err(nr) = readiness(&layout) {
+      trace.push(format!("vault:{}:skipped:{}", kind.as_str(), nr.code));
+      if !automatic {
+        diagnostics.push(RecallDiagnostic::new(
+          nr.code,
+          format!("{} vault: {}", kind.as_str(), nr.message),
+        ));
+      }
+      continue;
+    }
+    let snap = match reader_for(&paths).and_then(|r| r.snapshot()) {
+      Ok(s) => s,
+      Err(e) => {
+        trace.push(format!("vault:{}:unavailable:{}", kind.as_str(), e.code()));
+        if !automatic {
+          diagnostics.push(RecallDiagnostic::new(
+            "qmd_index_error",
+            format!("{} vault index cannot open: {e}", kind.as_str()),
+          ));
+        }
+        continue;
+      }
+    };
+    let (hits, mode) = run_mode(
+      &snap,
+      &query,
+      &terms,
+      opts.mode,
+      opts.policy.max_per_vault,
+      &mut trace,
+    )?;
+    used_mode = mode;
+    let total = hits.len();
+    let kept: Vec<(VaultHit, f64, f64)> = hits
+      .into_iter()
+      .filter_map(|h| {
+        let entry = snap.manifest.entries.get(&h.page_id)?;
+        let m = bounded_multiplier(h.exact.is_some(), entry.role, entry.meta.status.as_deref(), 0.0);
+        let score = final_score(h.confidence, m);
+        (score >= opts.policy.min_score).then_some((h, m, score))
+      })
+      .collect();
+    trace.push(format!(
+      "vault:{}:{}:{} candidates, {} above floor {:.2} ({:.1} ms)",
+      kind.as_str(),
+      mode.as_str(),
+      total,
+      kept.len(),
+      opts.policy.min_score,
+      started.elapsed().as_secs_f64() * 1000.0
+    ));
+    outcomes.push(VaultOutcome {
+      kind,
+      paths,
+      hits: kept,
+      snap,
+    });
+  }
+
+  let layers: Vec<Vec<LayerItem<(usize, usize)>>> = outcomes
+    .iter()
+    .enumerate()
+    .map(|(vi, o)| {
+      o.hits
+        .iter()
+        .enumerate()
+        .map(|(hi, (h, m, _))| LayerItem {
+          page_id: h.page_id.clone(),
+          vault: o.kind,
+          rank: h.rank,
+          multiplier: *m,
+          payload: (vi, hi),
+        })
+        .collect()
+    })
+    .collect();
+  let fused = fuse_layers(layers);
+  trace.push(format!(
+    "fusion:rrf k=60 over {} vault(s) -> {} result(s)",
+    outcomes.len(),
+    fused.len().min(opts.policy.max_results)
+  ));
+  let mut results = Vec::new();
+  for f in fused.into_iter().take(opts.policy.max_results) {
+    let (vi, hi) = f.item.payload;
+    let o = &outcomes[vi];
+    let (h, m, score) = &o.hits[hi];
+    results.push(build_result(o, h, &terms, *m, *score, f.key)?);
+  }
+  Ok(RecallResponse {
+    results,
+    diagnostics,
+    trace,
+    mode: used_mode,
+  })
+}
+
+fn build_result(
+  o: &VaultOutcome,
+  h: &VaultHit,
+  terms: &[String],
+  multiplier: f64,
+  score: f64,
+  key: f64,
+) -> Result<RecallResult> {
+  let entry = &o.snap.manifest.entries[&h.page_id];
+  let lex = &o.snap.reader.lexical;
+  let addr = match h.chunk {
+    Some(a) => a,
+    None => lex
+      .best_chunk(&o.snap.searcher, &h.page_id, terms)?
+      .ok_or_else(|| Error::Index(format!("page {} has no chunk documents", h.page_id)))?,
+  };
+  let chunk = lex.chunk_doc(&o.snap.searcher, addr)?;
+  let heading = chunk
+    .heading_path
+    .rsplit(" › ")
+    .next()
+    .filter(|s| !s.is_empty())
+    .map(str::to_string);
+  let mut content: String = chunk.source.split_whitespace().collect::<Vec<_>>().join(" ");
+  if content.is_empty() {
+    content = entry
+      .meta
+      .description
+      .clone()
+      .or_else(|| entry.meta.summary.clone())
+      .unwrap_or_default();
+  }
+  let content: String = content.chars().take(180).collect();
+  let preview = match &heading {
+    Some(hd) => format!("#{hd} — {content}"),
+    None => content,
+  };
+  Ok(RecallResult {
+    id: h.page_id.clone(),
+    title: entry.meta.title.clone(),
+    page_type: entry.meta.page_type.clone(),
+    preview,
+    path: o.paths.wiki.join(&entry.rel_path).to_string_lossy().into_owned(),
+    vault_label: (o.kind == VaultKind::Personal).then(|| PERSONAL_LABEL.to_string()),
+    score,
+    vault_id: o.snap.manifest.vault_id.clone(),
+    vault: o.kind.as_str(),
+    role: entry.role,
+    status: entry.meta.status.clone(),
+    confidence: h.confidence,
+    multiplier,
+    fusion_score: key,
+    vault_rank: h.rank as u32,
+    engine_score: h.engine_score,
+    heading,
+    chunk_id: chunk.chunk_id,
+    line_start: chunk.line_start,
+    line_end: chunk.line_end,
+    match_reasons: h.reasons.clone(),
+  })
+}
