@@ -1,1 +1,193 @@
+//! Node binding of the llm-wiki retrieval engine: a thin layer of `#[napi]` glue. Every export
+//! validates its input, runs the engine on a libuv worker thread (never on the JS thread),
+//! catches panics there, and rejects with the engine's stable `err.code`.
+#![deny(clippy::all)]
 
+mod error;
+mod task;
+mod types;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi_derive::napi;
+
+use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
+use llm_wiki_core::store::reindex::{reindex_wiki as core_reindex_wiki, VaultTarget};
+use llm_wiki_core::store::status::{read_index_status_with, StatusOptions as CoreStatusOptions};
+use llm_wiki_core::store::{CancelFlag, Component, Progress, ProgressSink, ReindexOptions, Scope};
+use llm_wiki_core::vault::paths as core_paths;
+
+use crate::error::{Failure, Outcome};
+use crate::task::Job;
+use crate::types::*;
+
+fn invalid(message: impl Into<String>) -> Failure {
+  Failure { code: "invalid_argument".into(), message: message.into() }
+}
+
+fn core_err(e: llm_wiki_core::Error) -> Failure {
+  Failure::from(e)
+}
+
+/// A cancel flag tied to an optional AbortSignal (set from the JS thread on abort).
+fn cancel_flag(signal: Option<&AbortSignal>, already_aborted: bool) -> CancelFlag {
+  let flag = Arc::new(AtomicBool::new(already_aborted));
+  if let Some(s) = signal {
+    let f = flag.clone();
+    s.on_abort(move || f.store(true, std::sync::atomic::Ordering::SeqCst));
+  }
+  CancelFlag::from_arc(flag)
+}
+
+/// Reindex the vaults selected by `input.vault` (default: the active vault), sequentially.
+/// Resolves with one result per vault; a busy lock, a cancellation or a failure is reported in
+/// that vault's `result` (`ok: false`), not as a rejection.
+#[napi(catch_unwind, ts_return_type = "Promise<WikiReindexResult>")]
+pub fn reindex_wiki(active_paths: VaultPaths, input: Option<WikiReindexInput>) -> AsyncTask<Job<WikiReindexResult>> {
+  let input = input.unwrap_or(WikiReindexInput {
+    scope: None,
+    components: None,
+    force: None,
+    vault: None,
+    signal: None,
+    on_progress: None,
+    aborted: None,
+    threads: None,
+  });
+  let cancel = cancel_flag(input.signal.as_ref(), input.aborted.unwrap_or(false));
+  let progress: Option<ProgressSink> = input.on_progress.map(|cb| {
+    let cb = Arc::new(cb);
+    Arc::new(move |p: Progress| {
+      let event = ReindexProgressEvent {
+        vault: p.vault.clone().unwrap_or_default(),
+        progress: IndexProgress {
+          stage: p.stage.to_string(),
+          message: p.message,
+          current: p.current.map(|v| v as f64),
+          total: p.total.map(|v| v as f64),
+        },
+      };
+      cb.call(event, ThreadsafeFunctionCallMode::NonBlocking);
+    }) as ProgressSink
+  });
+  let (scope, components, force, vault, threads) = (input.scope, input.components, input.force, input.vault, input.threads);
+  Job::new(move || {
+    let paths = active_paths.to_core()?;
+    let scope = Scope::parse(scope.as_deref().unwrap_or("changed")).map_err(core_err)?;
+    let components = match components {
+      None => vec![Component::Lexical, Component::Vectors],
+      Some(c) if c.is_empty() => return Err(invalid("components must contain at least one of lexical | vectors")),
+      Some(c) => c.iter().map(|s| Component::parse(s)).collect::<std::result::Result<Vec<_>, _>>().map_err(core_err)?,
+    };
+    let target = VaultTarget::parse(vault.as_deref().unwrap_or("active")).map_err(core_err)?;
+    let opts = ReindexOptions {
+      scope,
+      components,
+      force: force.unwrap_or(false),
+      cancel,
+      progress,
+      threads: threads.unwrap_or(0) as usize,
+      ..Default::default()
+    };
+    Ok(WikiReindexResult::from(&core_reindex_wiki(&paths, target, &opts)))
+  })
+}
+
+/// Status of a vault's index from its small state files (and a stat-only page scan); never opens
+/// the index and never loads a model.
+#[napi(catch_unwind, ts_return_type = "Promise<IndexStatus>")]
+pub fn read_index_status(paths: VaultPaths, options: Option<StatusOptions>) -> AsyncTask<Job<IndexStatus>> {
+  let check_pages = options.and_then(|o| o.check_pages).unwrap_or(true);
+  Job::new(move || {
+    let paths = paths.to_core()?;
+    let opts = CoreStatusOptions { check_pages, ..Default::default() };
+    Ok(IndexStatus::from(&read_index_status_with(&paths, &opts)))
+  })
+}
+
+fn parse_mode(opts: &RecallWikiOptions, diagnostics: &mut Vec<core_retrieve::recall::RecallDiagnostic>) -> Outcome<RetrievalMode> {
+  if let Some(m) = &opts.mode {
+    return RetrievalMode::parse(m).map_err(core_err);
+  }
+  match opts.config.as_ref().and_then(|c| c.retrieval_mode.as_deref()) {
+    None => Ok(RetrievalMode::default()),
+    Some(m) => Ok(RetrievalMode::parse(m).unwrap_or_else(|_| {
+      diagnostics.push(core_retrieve::recall::RecallDiagnostic {
+        code: "config_invalid_retrieval_mode".into(),
+        message: format!("retrievalMode {m:?} is not one of lexical | hybrid | adaptive | quality; using adaptive"),
+      });
+      RetrievalMode::default()
+    })),
+  }
+}
+
+/// Recall pages for a query under a policy. Empty `results` means no reliable memory was found.
+/// An empty or over-long query resolves with a diagnostic (`recall_query_empty`,
+/// `recall_query_too_long`); invalid arguments reject with `invalid_argument`.
+#[napi(catch_unwind, ts_return_type = "Promise<RecallResponse>")]
+pub fn recall_wiki(paths: VaultPaths, raw_query: String, opts: RecallWikiOptions) -> AsyncTask<Job<RecallResponse>> {
+  let cancel = cancel_flag(opts.signal.as_ref(), opts.aborted.unwrap_or(false));
+  let mut config_diagnostics = Vec::new();
+  let mode = parse_mode(&opts, &mut config_diagnostics);
+  let policy = core_retrieve::RecallPolicy {
+    include_personal: opts.policy.include_personal,
+    min_score: opts.policy.min_score,
+    max_per_vault: opts.policy.max_per_vault as usize,
+    max_results: opts.policy.max_results as usize,
+  };
+  Job::new(move || {
+    let paths = paths.to_core()?;
+    let mode = mode?;
+    let recall_opts = core_retrieve::RecallOptions { policy, mode, cancel };
+    let mut response = core_retrieve::recall_wiki(&paths, &raw_query, &recall_opts).map_err(core_err)?;
+    response.diagnostics.splice(0..0, config_diagnostics);
+    Ok(RecallResponse::from(response))
+  })
+}
+
+/// The vault that applies to a working directory: the project vault found from `cwd`
+/// (itself, `$WIKI_HOME`, or the nearest ancestor), else the personal vault.
+#[napi(catch_unwind)]
+pub fn resolve_vault_paths(cwd: String) -> Result<VaultPaths, crate::error::Code> {
+  let p = std::path::PathBuf::from(&cwd);
+  if !p.is_absolute() {
+    return Err(invalid(format!("cwd must be an absolute path, got {cwd:?}")).into_sync());
+  }
+  Ok(VaultPaths::from_core(&core_paths::resolve_vault_paths(&p)))
+}
+
+/// Paths of the personal vault (`$WIKI_HOME` or the home directory, new layout).
+#[napi(catch_unwind)]
+pub fn personal_vault_paths() -> VaultPaths {
+  VaultPaths::from_core(&core_paths::personal_vault_paths())
+}
+
+/// Engine name, versions and limits.
+#[napi]
+pub fn engine_info() -> EngineInfo {
+  EngineInfo {
+    name: llm_wiki_core::store::layout::ENGINE_NAME.into(),
+    version: llm_wiki_core::store::layout::ENGINE_VERSION.into(),
+    index_format_version: llm_wiki_core::store::layout::INDEX_FORMAT_VERSION,
+    query_max_chars: core_retrieve::query::QUERY_MAX_CHARS as u32,
+    explicit_floor: core_retrieve::confidence::EXPLICIT_FLOOR,
+    automatic_floor: core_retrieve::confidence::AUTOMATIC_FLOOR,
+  }
+}
+
+/// Run the command-line interface with `args` (without the program name) on a worker thread.
+/// Resolves with the process exit code; output goes to the process's stdout/stderr.
+#[napi(catch_unwind, ts_return_type = "Promise<number>")]
+pub fn run_cli(args: Vec<String>) -> AsyncTask<Job<i32>> {
+  Job::new(move || Ok(llm_wiki_core::cli::run(args)))
+}
+
+/// Test hook: a call that panics inside the worker thread, to prove panics reject with
+/// `err.code === "internal_panic"` instead of aborting the process.
+#[napi(catch_unwind, ts_return_type = "Promise<void>")]
+pub fn debug_panic(message: String) -> AsyncTask<Job<()>> {
+  Job::new(move || panic!("{message}"))
+}

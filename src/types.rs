@@ -1,0 +1,490 @@
+//! JavaScript-facing option and result objects. Field names follow the pi-llm-wiki contract so
+//! the extension can swap implementations without touching its rendering; fields named after
+//! QMD keep their names. Every doc comment here becomes JSDoc in `index.d.ts`.
+
+use std::path::PathBuf;
+
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi_derive::napi;
+
+use llm_wiki_core::store::reindex as core_reindex;
+use llm_wiki_core::store::status as core_status;
+use llm_wiki_core::{retrieve as core_retrieve, store as core_store, vault as core_vault};
+
+use crate::error::{Failure, Outcome};
+
+/// Absolute paths of one vault (the extension's `VaultPaths`). Only `root` is required; missing
+/// fields are derived from it (new `.llm-wiki/` layout, or legacy `.wiki` when detected).
+#[napi(object)]
+#[derive(Clone)]
+pub struct VaultPaths {
+  /// Vault root (contains `.llm-wiki/`).
+  pub root: String,
+  /// `<root>/.llm-wiki` (or `<root>/.wiki` in the legacy layout); holds `config.json`.
+  pub dot_wiki: Option<String>,
+  pub raw: Option<String>,
+  pub raw_sources: Option<String>,
+  pub raw_trajectories: Option<String>,
+  /// Authoritative Markdown pages.
+  pub wiki: Option<String>,
+  /// Generated state; the retrieval index lives in `<meta>/retrieval`.
+  pub meta: Option<String>,
+  pub outputs: Option<String>,
+  pub discoveries: Option<String>,
+  pub qmd: Option<String>,
+  pub qmd_current: Option<String>,
+  pub qmd_documents: Option<String>,
+  pub qmd_manifest: Option<String>,
+  pub qmd_swap: Option<String>,
+}
+
+fn abs(field: &str, value: &str) -> Outcome<PathBuf> {
+  let p = PathBuf::from(value);
+  if value.is_empty() || !p.is_absolute() {
+    return Err(Failure { code: "invalid_argument".into(), message: format!("paths.{field} must be an absolute path, got {value:?}") });
+  }
+  if p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+    return Err(Failure { code: "invalid_argument".into(), message: format!("paths.{field} must not contain '..': {value:?}") });
+  }
+  Ok(p)
+}
+
+impl VaultPaths {
+  /// Validate and convert to the engine's paths.
+  pub fn to_core(&self) -> Outcome<core_vault::VaultPaths> {
+    let mut p = core_vault::VaultPaths::for_root(abs("root", &self.root)?);
+    let set = |slot: &mut PathBuf, name: &str, v: &Option<String>| -> Outcome<()> {
+      if let Some(v) = v {
+        *slot = abs(name, v)?;
+      }
+      Ok(())
+    };
+    set(&mut p.dot_wiki, "dotWiki", &self.dot_wiki)?;
+    set(&mut p.raw, "raw", &self.raw)?;
+    set(&mut p.raw_sources, "rawSources", &self.raw_sources)?;
+    set(&mut p.raw_trajectories, "rawTrajectories", &self.raw_trajectories)?;
+    set(&mut p.wiki, "wiki", &self.wiki)?;
+    set(&mut p.meta, "meta", &self.meta)?;
+    set(&mut p.outputs, "outputs", &self.outputs)?;
+    set(&mut p.discoveries, "discoveries", &self.discoveries)?;
+    set(&mut p.qmd, "qmd", &self.qmd)?;
+    set(&mut p.qmd_current, "qmdCurrent", &self.qmd_current)?;
+    set(&mut p.qmd_documents, "qmdDocuments", &self.qmd_documents)?;
+    set(&mut p.qmd_manifest, "qmdManifest", &self.qmd_manifest)?;
+    set(&mut p.qmd_swap, "qmdSwap", &self.qmd_swap)?;
+    Ok(p)
+  }
+
+  pub fn from_core(p: &core_vault::VaultPaths) -> Self {
+    let s = |p: &std::path::Path| Some(p.to_string_lossy().into_owned());
+    VaultPaths {
+      root: p.root.to_string_lossy().into_owned(),
+      dot_wiki: s(&p.dot_wiki),
+      raw: s(&p.raw),
+      raw_sources: s(&p.raw_sources),
+      raw_trajectories: s(&p.raw_trajectories),
+      wiki: s(&p.wiki),
+      meta: s(&p.meta),
+      outputs: s(&p.outputs),
+      discoveries: s(&p.discoveries),
+      qmd: s(&p.qmd),
+      qmd_current: s(&p.qmd_current),
+      qmd_documents: s(&p.qmd_documents),
+      qmd_manifest: s(&p.qmd_manifest),
+      qmd_swap: s(&p.qmd_swap),
+    }
+  }
+}
+
+/// A progress event of a long operation.
+#[napi(object)]
+pub struct IndexProgress {
+  /// `mirror` (scan + parse), `copy`, `lexical`, `vectors`, `validate` or `swap`.
+  #[napi(ts_type = "'mirror' | 'copy' | 'lexical' | 'vectors' | 'validate' | 'swap'")]
+  pub stage: String,
+  pub message: String,
+  pub current: Option<f64>,
+  pub total: Option<f64>,
+}
+
+/// `onProgress` payload of `reindexWiki`: the vault root and its progress.
+#[napi(object)]
+pub struct ReindexProgressEvent {
+  /// Root of the vault being indexed.
+  pub vault: String,
+  pub progress: IndexProgress,
+}
+
+
+/// Input of `reindexWiki` (the `wiki_reindex` tool's parameters).
+#[napi(object, object_to_js = false)]
+pub struct WikiReindexInput {
+  /// `changed` (default) trusts size + mtime; `all` re-hashes every page.
+  #[napi(ts_type = "'changed' | 'all'")]
+  pub scope: Option<String>,
+  /// Components to update; default `["lexical", "vectors"]`; must not be empty.
+  #[napi(ts_type = "Array<'lexical' | 'vectors'>")]
+  pub components: Option<Vec<String>>,
+  /// Rebuild the selected components from scratch (default false).
+  pub force: Option<bool>,
+  /// Which vaults: `active` (default), `personal`, `project` or `all`.
+  #[napi(ts_type = "'active' | 'personal' | 'project' | 'all'")]
+  pub vault: Option<String>,
+  /// Cancels cooperatively between batches; the last good index stays intact.
+  pub signal: Option<AbortSignal>,
+  /// Progress events, delivered on the JS thread.
+  pub on_progress: Option<ThreadsafeFunction<ReindexProgressEvent, (), ReindexProgressEvent, Status, false, true>>,
+  /// Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted).
+  pub aborted: Option<bool>,
+  /// Worker threads for parsing and indexing (default: available cores, at most 4).
+  pub threads: Option<u32>,
+}
+
+/// `{code, message, path?}` of an index warning or error.
+#[napi(object)]
+pub struct IndexIssue {
+  pub code: String,
+  pub message: String,
+  pub path: Option<String>,
+}
+
+impl From<&core_store::IndexIssue> for IndexIssue {
+  fn from(i: &core_store::IndexIssue) -> Self {
+    IndexIssue { code: i.code.clone(), message: i.message.clone(), path: i.path.clone() }
+  }
+}
+
+/// Model identities resolved now (not the indexed ones).
+#[napi(object)]
+pub struct StatusModels {
+  /// Embedding model id ("" when no dense engine is configured).
+  pub embed: String,
+  /// Always "" (no generative model is used).
+  pub generate: String,
+  /// Cross-encoder id ("" when none).
+  pub rerank: String,
+}
+
+/// Pages that differ from the index (by path, size and mtime).
+#[napi(object)]
+pub struct PendingPages {
+  pub added: u32,
+  pub changed: u32,
+  pub removed: u32,
+}
+
+/// Index status (the contract's `QmdGeneratedStatus`, plus neutral extras).
+#[napi(object)]
+pub struct IndexStatus {
+  #[napi(ts_type = "'missing' | 'ready' | 'stale' | 'recovering' | 'error'")]
+  pub state: String,
+  pub vault_id: Option<String>,
+  /// Running engine version (kept under its QMD-era name).
+  pub qmd_version: String,
+  pub engine_version: String,
+  pub format_version: u32,
+  pub models: StatusModels,
+  pub total_documents: u32,
+  pub canonical_documents: u32,
+  pub evidence_documents: u32,
+  pub total_chunks: u32,
+  pub needs_embedding: u32,
+  pub embedded_chunks: u32,
+  pub has_vector_index: bool,
+  pub manifest_hash: Option<String>,
+  pub indexed_manifest_hash: Option<String>,
+  pub last_indexed_at: Option<String>,
+  /// Only when `state` is `recovering`.
+  #[napi(ts_type = "'prepared' | 'previous-moved' | 'current-promoted' | 'validated'")]
+  pub swap_phase: Option<String>,
+  pub pending_pages: Option<PendingPages>,
+  /// Components a repair reindex should target (sorted; empty when ready/missing/recovering).
+  #[napi(ts_type = "Array<'lexical' | 'vectors'>")]
+  pub repair_components: Vec<String>,
+  pub issues: Vec<IndexIssue>,
+}
+
+impl From<&core_status::IndexStatus> for IndexStatus {
+  fn from(s: &core_status::IndexStatus) -> Self {
+    IndexStatus {
+      state: s.state.as_str().to_string(),
+      vault_id: s.vault_id.clone(),
+      qmd_version: s.qmd_version.clone(),
+      engine_version: s.engine_version.clone(),
+      format_version: s.format_version,
+      models: StatusModels { embed: s.models.embed.clone(), generate: s.models.generate.clone(), rerank: s.models.rerank.clone() },
+      total_documents: s.total_documents,
+      canonical_documents: s.canonical_documents,
+      evidence_documents: s.evidence_documents,
+      total_chunks: s.total_chunks,
+      needs_embedding: s.needs_embedding,
+      embedded_chunks: s.embedded_chunks,
+      has_vector_index: s.has_vector_index,
+      manifest_hash: s.manifest_hash.clone(),
+      indexed_manifest_hash: s.indexed_manifest_hash.clone(),
+      last_indexed_at: s.last_indexed_at.clone(),
+      swap_phase: s.swap_phase.clone(),
+      pending_pages: s.pending_pages.as_ref().map(|p| PendingPages { added: p.added, changed: p.changed, removed: p.removed }),
+      repair_components: s.repair_components.iter().map(|c| c.as_str().to_string()).collect(),
+      issues: s.issues.iter().map(IndexIssue::from).collect(),
+    }
+  }
+}
+
+/// Page counts of a reindex.
+#[napi(object)]
+pub struct DocumentCounts {
+  /// Pages indexed for the first time.
+  pub indexed: u32,
+  /// Pages whose content changed.
+  pub updated: u32,
+  pub unchanged: u32,
+  /// Pages removed from the index (deleted, renamed away, or now malformed).
+  pub removed: u32,
+}
+
+/// Chunk documents of a reindex.
+#[napi(object)]
+pub struct ChunkCounts {
+  /// Chunks in the index after the run.
+  pub total: u32,
+  pub added: u32,
+  pub removed: u32,
+}
+
+/// Vector work of a reindex.
+#[napi(object)]
+pub struct VectorCounts {
+  pub generated: u32,
+  pub skipped: u32,
+  pub errors: u32,
+}
+
+/// Outcome of one vault (the contract's `QmdReindexResult`).
+#[napi(object)]
+pub struct ReindexResult {
+  pub ok: bool,
+  pub vault_id: Option<String>,
+  #[napi(ts_type = "'changed' | 'all'")]
+  pub scope: String,
+  #[napi(ts_type = "Array<'lexical' | 'vectors'>")]
+  pub components: Vec<String>,
+  pub documents: DocumentCounts,
+  pub chunks: ChunkCounts,
+  pub vectors: VectorCounts,
+  pub elapsed_ms: f64,
+  /// True when the store was rebuilt from scratch and swapped in.
+  pub full_rebuild: bool,
+  /// Store generation after the run.
+  pub generation: f64,
+  pub status: IndexStatus,
+  pub warnings: Vec<IndexIssue>,
+  pub errors: Vec<IndexIssue>,
+}
+
+impl From<&core_reindex::ReindexResult> for ReindexResult {
+  fn from(r: &core_reindex::ReindexResult) -> Self {
+    ReindexResult {
+      ok: r.ok,
+      vault_id: r.vault_id.clone(),
+      scope: r.scope.as_str().to_string(),
+      components: r.components.iter().map(|c| c.as_str().to_string()).collect(),
+      documents: DocumentCounts {
+        indexed: r.documents.indexed,
+        updated: r.documents.updated,
+        unchanged: r.documents.unchanged,
+        removed: r.documents.removed,
+      },
+      chunks: ChunkCounts { total: r.chunks.total, added: r.chunks.added, removed: r.chunks.removed },
+      vectors: VectorCounts { generated: r.vectors.generated, skipped: r.vectors.skipped, errors: r.vectors.errors },
+      elapsed_ms: r.elapsed_ms,
+      full_rebuild: r.full_rebuild,
+      generation: r.generation as f64,
+      status: IndexStatus::from(&r.status),
+      warnings: r.warnings.iter().map(IndexIssue::from).collect(),
+      errors: r.errors.iter().map(IndexIssue::from).collect(),
+    }
+  }
+}
+
+/// One vault's outcome in `WikiReindexResult.results`.
+#[napi(object)]
+pub struct VaultReindexResult {
+  pub root: String,
+  #[napi(ts_type = "'active' | 'personal' | 'project'")]
+  pub label: String,
+  pub result: ReindexResult,
+}
+
+/// Result of `reindexWiki`.
+#[napi(object)]
+pub struct WikiReindexResult {
+  #[napi(ts_type = "'active' | 'personal' | 'project' | 'all'")]
+  pub vault: String,
+  pub results: Vec<VaultReindexResult>,
+}
+
+impl From<&core_reindex::WikiReindexResult> for WikiReindexResult {
+  fn from(r: &core_reindex::WikiReindexResult) -> Self {
+    WikiReindexResult {
+      vault: r.vault.clone(),
+      results: r
+        .results
+        .iter()
+        .map(|v| VaultReindexResult { root: v.root.clone(), label: v.label.to_string(), result: ReindexResult::from(&v.result) })
+        .collect(),
+    }
+  }
+}
+
+/// Options of `readIndexStatus`.
+#[napi(object)]
+pub struct StatusOptions {
+  /// Compare pages on disk with the index (stat only, no reads). Default true.
+  pub check_pages: Option<bool>,
+}
+
+/// Recall policy (the phase-3 plan's `RecallPolicy`).
+#[napi(object)]
+pub struct RecallPolicy {
+  /// Also search the personal vault (explicit recall: true; automatic: false).
+  pub include_personal: bool,
+  /// Floor on the final score (explicit 0.25, automatic 0.50); within [0, 1].
+  pub min_score: f64,
+  /// Candidates per vault before fusion (both policies: 10).
+  pub max_per_vault: u32,
+  /// Results returned (explicit: `max_results` ≤ 10, default 5; automatic: 3).
+  pub max_results: u32,
+}
+
+/// The subset of the extension's `TaskConfig` recall reads.
+#[napi(object)]
+pub struct RecallConfig {
+  /// `lexical`, `hybrid`, `adaptive` (default) or `quality`. An invalid value falls back to the
+  /// default with a `config_invalid_retrieval_mode` diagnostic (it never disables recall).
+  pub retrieval_mode: Option<String>,
+}
+
+/// Options of `recallWiki`.
+#[napi(object, object_to_js = false)]
+pub struct RecallWikiOptions {
+  pub policy: RecallPolicy,
+  pub config: Option<RecallConfig>,
+  /// Overrides `config.retrievalMode`; an unknown value rejects with `invalid_argument`.
+  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
+  pub mode: Option<String>,
+  pub signal: Option<AbortSignal>,
+  /// Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted).
+  pub aborted: Option<bool>,
+}
+
+/// One recalled page: the extension's `RecallResult` plus provenance.
+#[napi(object)]
+pub struct RecallResult {
+  /// Folder-qualified page id, e.g. `concepts/rag`.
+  pub id: String,
+  pub title: String,
+  #[napi(js_name = "type")]
+  pub page_type: String,
+  /// Best chunk as `#<heading> — <≤180 chars>` (or its text when it has no heading).
+  pub preview: String,
+  /// Absolute path of the page file.
+  pub path: String,
+  /// `"📓 personal"` for personal-vault hits.
+  pub vault_label: Option<String>,
+  /// Final bounded score in [0, 1] (confidence × multiplier); the policy floor acts on it.
+  pub score: f64,
+  pub vault_id: String,
+  #[napi(ts_type = "'project' | 'personal'")]
+  pub vault: String,
+  #[napi(ts_type = "'canonical' | 'evidence'")]
+  pub role: String,
+  pub status: Option<String>,
+  /// Absolute confidence in [0, 1] before the bounded multiplier.
+  pub confidence: f64,
+  /// Bounded multiplier in [0.90, 1.10].
+  pub multiplier: f64,
+  /// Reciprocal-rank fusion key that orders results.
+  pub fusion_score: f64,
+  /// 0-based rank within its vault's list.
+  pub vault_rank: u32,
+  /// Raw engine score (BM25 for lexical).
+  pub engine_score: f64,
+  pub heading: Option<String>,
+  pub chunk_id: String,
+  /// 1-based first line of the passage in the page file.
+  pub line_start: u32,
+  pub line_end: u32,
+  pub match_reasons: Vec<String>,
+}
+
+impl From<&core_retrieve::RecallResult> for RecallResult {
+  fn from(r: &core_retrieve::RecallResult) -> Self {
+    RecallResult {
+      id: r.id.clone(),
+      title: r.title.clone(),
+      page_type: r.page_type.clone(),
+      preview: r.preview.clone(),
+      path: r.path.clone(),
+      vault_label: r.vault_label.clone(),
+      score: r.score,
+      vault_id: r.vault_id.clone(),
+      vault: r.vault.to_string(),
+      role: r.role.as_str().to_string(),
+      status: r.status.clone(),
+      confidence: r.confidence,
+      multiplier: r.multiplier,
+      fusion_score: r.fusion_score,
+      vault_rank: r.vault_rank,
+      engine_score: r.engine_score,
+      heading: r.heading.clone(),
+      chunk_id: r.chunk_id.clone(),
+      line_start: r.line_start,
+      line_end: r.line_end,
+      match_reasons: r.match_reasons.clone(),
+    }
+  }
+}
+
+/// `{code, message}`.
+#[napi(object)]
+pub struct RecallDiagnostic {
+  pub code: String,
+  pub message: String,
+}
+
+/// Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome.
+#[napi(object)]
+pub struct RecallResponse {
+  pub results: Vec<RecallResult>,
+  pub diagnostics: Vec<RecallDiagnostic>,
+  /// Every stage and fallback that ran.
+  pub trace: Vec<String>,
+  /// Mode actually used after fallbacks.
+  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
+  pub mode: String,
+}
+
+impl From<core_retrieve::RecallResponse> for RecallResponse {
+  fn from(r: core_retrieve::RecallResponse) -> Self {
+    RecallResponse {
+      results: r.results.iter().map(RecallResult::from).collect(),
+      diagnostics: r.diagnostics.into_iter().map(|d| RecallDiagnostic { code: d.code, message: d.message }).collect(),
+      trace: r.trace,
+      mode: r.mode.as_str().to_string(),
+    }
+  }
+}
+
+/// Versions and limits of the engine.
+#[napi(object)]
+pub struct EngineInfo {
+  pub name: String,
+  pub version: String,
+  pub index_format_version: u32,
+  /// Longest accepted recall query (characters).
+  pub query_max_chars: u32,
+  pub explicit_floor: f64,
+  pub automatic_floor: f64,
+}
