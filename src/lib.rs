@@ -25,7 +25,10 @@ use crate::task::Job;
 use crate::types::*;
 
 fn invalid(message: impl Into<String>) -> Failure {
-  Failure { code: "invalid_argument".into(), message: message.into() }
+  Failure {
+    code: "invalid_argument".into(),
+    message: message.into(),
+  }
 }
 
 fn core_err(e: llm_wiki_core::Error) -> Failure {
@@ -46,7 +49,10 @@ fn cancel_flag(signal: Option<&AbortSignal>, already_aborted: bool) -> CancelFla
 /// Resolves with one result per vault; a busy lock, a cancellation or a failure is reported in
 /// that vault's `result` (`ok: false`), not as a rejection.
 #[napi(catch_unwind, ts_return_type = "Promise<WikiReindexResult>")]
-pub fn reindex_wiki(active_paths: VaultPaths, input: Option<WikiReindexInput>) -> AsyncTask<Job<WikiReindexResult>> {
+pub fn reindex_wiki(
+  active_paths: VaultPaths,
+  input: Option<WikiReindexInput>,
+) -> AsyncTask<Job<WikiReindexResult>> {
   let input = input.unwrap_or(WikiReindexInput {
     scope: None,
     components: None,
@@ -73,14 +79,28 @@ pub fn reindex_wiki(active_paths: VaultPaths, input: Option<WikiReindexInput>) -
       cb.call(event, ThreadsafeFunctionCallMode::NonBlocking);
     }) as ProgressSink
   });
-  let (scope, components, force, vault, threads) = (input.scope, input.components, input.force, input.vault, input.threads);
+  let (scope, components, force, vault, threads) = (
+    input.scope,
+    input.components,
+    input.force,
+    input.vault,
+    input.threads,
+  );
   Job::new(move || {
     let paths = active_paths.to_core()?;
     let scope = Scope::parse(scope.as_deref().unwrap_or("changed")).map_err(core_err)?;
     let components = match components {
       None => vec![Component::Lexical, Component::Vectors],
-      Some(c) if c.is_empty() => return Err(invalid("components must contain at least one of lexical | vectors")),
-      Some(c) => c.iter().map(|s| Component::parse(s)).collect::<std::result::Result<Vec<_>, _>>().map_err(core_err)?,
+      Some(c) if c.is_empty() => {
+        return Err(invalid(
+          "components must contain at least one of lexical | vectors",
+        ))
+      }
+      Some(c) => c
+        .iter()
+        .map(|s| Component::parse(s))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(core_err)?,
     };
     let target = VaultTarget::parse(vault.as_deref().unwrap_or("active")).map_err(core_err)?;
     let opts = ReindexOptions {
@@ -103,12 +123,18 @@ pub fn read_index_status(paths: VaultPaths, options: Option<StatusOptions>) -> A
   let check_pages = options.and_then(|o| o.check_pages).unwrap_or(true);
   Job::new(move || {
     let paths = paths.to_core()?;
-    let opts = CoreStatusOptions { check_pages, ..Default::default() };
+    let opts = CoreStatusOptions {
+      check_pages,
+      ..Default::default()
+    };
     Ok(IndexStatus::from(&read_index_status_with(&paths, &opts)))
   })
 }
 
-fn parse_mode(opts: &RecallWikiOptions, diagnostics: &mut Vec<core_retrieve::recall::RecallDiagnostic>) -> Outcome<RetrievalMode> {
+fn parse_mode(
+  opts: &RecallWikiOptions,
+  diagnostics: &mut Vec<core_retrieve::recall::RecallDiagnostic>,
+) -> Outcome<RetrievalMode> {
   if let Some(m) = &opts.mode {
     return RetrievalMode::parse(m).map_err(core_err);
   }
@@ -117,7 +143,9 @@ fn parse_mode(opts: &RecallWikiOptions, diagnostics: &mut Vec<core_retrieve::rec
     Some(m) => Ok(RetrievalMode::parse(m).unwrap_or_else(|_| {
       diagnostics.push(core_retrieve::recall::RecallDiagnostic {
         code: "config_invalid_retrieval_mode".into(),
-        message: format!("retrievalMode {m:?} is not one of lexical | hybrid | adaptive | quality; using adaptive"),
+        message: format!(
+          "retrievalMode {m:?} is not one of lexical | hybrid | adaptive | quality; using adaptive"
+        ),
       });
       RetrievalMode::default()
     })),
@@ -128,7 +156,11 @@ fn parse_mode(opts: &RecallWikiOptions, diagnostics: &mut Vec<core_retrieve::rec
 /// An empty or over-long query resolves with a diagnostic (`recall_query_empty`,
 /// `recall_query_too_long`); invalid arguments reject with `invalid_argument`.
 #[napi(catch_unwind, ts_return_type = "Promise<RecallResponse>")]
-pub fn recall_wiki(paths: VaultPaths, raw_query: String, opts: RecallWikiOptions) -> AsyncTask<Job<RecallResponse>> {
+pub fn recall_wiki(
+  paths: VaultPaths,
+  raw_query: String,
+  opts: RecallWikiOptions,
+) -> AsyncTask<Job<RecallResponse>> {
   let cancel = cancel_flag(opts.signal.as_ref(), opts.aborted.unwrap_or(false));
   let mut config_diagnostics = Vec::new();
   let mode = parse_mode(&opts, &mut config_diagnostics);

@@ -42,10 +42,19 @@ pub struct VaultPaths {
 fn abs(field: &str, value: &str) -> Outcome<PathBuf> {
   let p = PathBuf::from(value);
   if value.is_empty() || !p.is_absolute() {
-    return Err(Failure { code: "invalid_argument".into(), message: format!("paths.{field} must be an absolute path, got {value:?}") });
+    return Err(Failure {
+      code: "invalid_argument".into(),
+      message: format!("paths.{field} must be an absolute path, got {value:?}"),
+    });
   }
-  if p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-    return Err(Failure { code: "invalid_argument".into(), message: format!("paths.{field} must not contain '..': {value:?}") });
+  if p
+    .components()
+    .any(|c| matches!(c, std::path::Component::ParentDir))
+  {
+    return Err(Failure {
+      code: "invalid_argument".into(),
+      message: format!("paths.{field} must not contain '..': {value:?}"),
+    });
   }
   Ok(p)
 }
@@ -116,7 +125,6 @@ pub struct ReindexProgressEvent {
   pub progress: IndexProgress,
 }
 
-
 /// Input of `reindexWiki` (the `wiki_reindex` tool's parameters).
 #[napi(object, object_to_js = false)]
 pub struct WikiReindexInput {
@@ -134,7 +142,8 @@ pub struct WikiReindexInput {
   /// Cancels cooperatively between batches; the last good index stays intact.
   pub signal: Option<AbortSignal>,
   /// Progress events, delivered on the JS thread.
-  pub on_progress: Option<ThreadsafeFunction<ReindexProgressEvent, (), ReindexProgressEvent, Status, false, true>>,
+  pub on_progress:
+    Option<ThreadsafeFunction<ReindexProgressEvent, (), ReindexProgressEvent, Status, false, true>>,
   /// Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted).
   pub aborted: Option<bool>,
   /// Worker threads for parsing and indexing (default: available cores, at most 4).
@@ -151,7 +160,11 @@ pub struct IndexIssue {
 
 impl From<&core_store::IndexIssue> for IndexIssue {
   fn from(i: &core_store::IndexIssue) -> Self {
-    IndexIssue { code: i.code.clone(), message: i.message.clone(), path: i.path.clone() }
+    IndexIssue {
+      code: i.code.clone(),
+      message: i.message.clone(),
+      path: i.path.clone(),
+    }
   }
 }
 
@@ -213,7 +226,11 @@ impl From<&core_status::IndexStatus> for IndexStatus {
       qmd_version: s.qmd_version.clone(),
       engine_version: s.engine_version.clone(),
       format_version: s.format_version,
-      models: StatusModels { embed: s.models.embed.clone(), generate: s.models.generate.clone(), rerank: s.models.rerank.clone() },
+      models: StatusModels {
+        embed: s.models.embed.clone(),
+        generate: s.models.generate.clone(),
+        rerank: s.models.rerank.clone(),
+      },
       total_documents: s.total_documents,
       canonical_documents: s.canonical_documents,
       evidence_documents: s.evidence_documents,
@@ -225,8 +242,16 @@ impl From<&core_status::IndexStatus> for IndexStatus {
       indexed_manifest_hash: s.indexed_manifest_hash.clone(),
       last_indexed_at: s.last_indexed_at.clone(),
       swap_phase: s.swap_phase.clone(),
-      pending_pages: s.pending_pages.as_ref().map(|p| PendingPages { added: p.added, changed: p.changed, removed: p.removed }),
-      repair_components: s.repair_components.iter().map(|c| c.as_str().to_string()).collect(),
+      pending_pages: s.pending_pages.as_ref().map(|p| PendingPages {
+        added: p.added,
+        changed: p.changed,
+        removed: p.removed,
+      }),
+      repair_components: s
+        .repair_components
+        .iter()
+        .map(|c| c.as_str().to_string())
+        .collect(),
       issues: s.issues.iter().map(IndexIssue::from).collect(),
     }
   }
@@ -296,8 +321,16 @@ impl From<&core_reindex::ReindexResult> for ReindexResult {
         unchanged: r.documents.unchanged,
         removed: r.documents.removed,
       },
-      chunks: ChunkCounts { total: r.chunks.total, added: r.chunks.added, removed: r.chunks.removed },
-      vectors: VectorCounts { generated: r.vectors.generated, skipped: r.vectors.skipped, errors: r.vectors.errors },
+      chunks: ChunkCounts {
+        total: r.chunks.total,
+        added: r.chunks.added,
+        removed: r.chunks.removed,
+      },
+      vectors: VectorCounts {
+        generated: r.vectors.generated,
+        skipped: r.vectors.skipped,
+        errors: r.vectors.errors,
+      },
       elapsed_ms: r.elapsed_ms,
       full_rebuild: r.full_rebuild,
       generation: r.generation as f64,
@@ -332,7 +365,11 @@ impl From<&core_reindex::WikiReindexResult> for WikiReindexResult {
       results: r
         .results
         .iter()
-        .map(|v| VaultReindexResult { root: v.root.clone(), label: v.label.to_string(), result: ReindexResult::from(&v.result) })
+        .map(|v| VaultReindexResult {
+          root: v.root.clone(),
+          label: v.label.to_string(),
+          result: ReindexResult::from(&v.result),
+        })
         .collect(),
     }
   }
@@ -470,7 +507,14 @@ impl From<core_retrieve::RecallResponse> for RecallResponse {
   fn from(r: core_retrieve::RecallResponse) -> Self {
     RecallResponse {
       results: r.results.iter().map(RecallResult::from).collect(),
-      diagnostics: r.diagnostics.into_iter().map(|d| RecallDiagnostic { code: d.code, message: d.message }).collect(),
+      diagnostics: r
+        .diagnostics
+        .into_iter()
+        .map(|d| RecallDiagnostic {
+          code: d.code,
+          message: d.message,
+        })
+        .collect(),
       trace: r.trace,
       mode: r.mode.as_str().to_string(),
     }

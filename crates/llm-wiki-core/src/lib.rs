@@ -11,6 +11,7 @@ pub mod cli;
 pub mod error;
 pub mod eval;
 pub mod fsutil;
+pub mod models;
 pub mod retrieve;
 pub mod store;
 pub mod vault;

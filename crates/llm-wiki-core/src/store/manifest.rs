@@ -66,6 +66,9 @@ pub struct Manifest {
   pub entries: BTreeMap<String, ManifestEntry>,
   #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
   pub excluded: BTreeMap<String, ExcludedEntry>,
+  /// Chunk vectors of this generation (absent until a vectors run).
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub vectors: Option<super::vectors::VectorManifest>,
 }
 
 impl Manifest {
@@ -77,6 +80,7 @@ impl Manifest {
       built_at_ms: 0,
       entries: BTreeMap::new(),
       excluded: BTreeMap::new(),
+      vectors: None,
     }
   }
 
@@ -103,6 +107,15 @@ impl Manifest {
       .filter(|e| e.role == Role::Canonical)
       .count() as u32;
     (canonical, self.entries.len() as u32 - canonical)
+  }
+
+  /// Numeric keys of every live chunk.
+  pub fn chunk_keys(&self) -> std::collections::HashSet<u64> {
+    self
+      .entries
+      .values()
+      .flat_map(|e| e.chunks.iter().map(|c| super::vectors::chunk_key(&c.id)))
+      .collect()
   }
 
   pub fn total_chunks(&self) -> u32 {

@@ -1,6 +1,7 @@
 //! One index store per vault under `<meta>/retrieval/` (layout in [`layout`]): lock, manifest,
 //! lexical index, vectors, swap journal, status and the reindex that ties them together.
 
+pub mod embedding;
 pub mod generation;
 pub mod journal;
 pub mod layout;
@@ -10,6 +11,7 @@ pub mod manifest;
 pub mod reindex;
 pub mod state;
 pub mod status;
+pub mod vectors;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

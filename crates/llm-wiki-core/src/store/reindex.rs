@@ -20,6 +20,7 @@ use super::lock;
 use super::manifest::{sha256_hex, ChunkRef, ExcludedEntry, Manifest, ManifestEntry};
 use super::state::{StateFile, StateModels};
 use super::status::{read_index_status, IndexStatus};
+use super::vectors::VectorManifest;
 use super::{CancelFlag, Component, IndexIssue, Progress, ProgressSink, Scope};
 use crate::chunk::{chunk_page, ChunkConfig, ChunkedPage};
 use crate::error::{Error, Result};
@@ -360,6 +361,7 @@ fn write_generation(
   prior: Option<&Manifest>,
   vault_id: &str,
   gen: u64,
+  vectors: Option<&VectorManifest>,
   opts: &ReindexOptions,
   chunks: &mut ChunkCounts,
 ) -> Result<Manifest> {
@@ -394,6 +396,7 @@ fn write_generation(
       built_at_ms: now_ms(),
       entries: plan.entries.clone(),
       excluded: plan.excluded.clone(),
+      vectors: vectors.cloned(),
     };
     // The manifest of generation `gen` exists before the commit that makes `gen` visible.
     manifest.save(&dir.manifest_file(gen))?;
@@ -414,7 +417,7 @@ fn write_generation(
 }
 
 /// Remove manifests older than the previous generation (readers may still hold `gen - 1`).
-fn gc_manifests(dir: &GenDir, gen: u64) {
+pub(crate) fn gc_manifests(dir: &GenDir, gen: u64) {
   for g in dir.manifest_generations() {
     if g + 1 < gen || g > gen {
       let _ = std::fs::remove_file(dir.manifest_file(g));
@@ -422,8 +425,24 @@ fn gc_manifests(dir: &GenDir, gen: u64) {
   }
 }
 
-fn write_state(dir: &GenDir, manifest: &Manifest, store_id: &str) -> Result<()> {
-  StateFile::describe(manifest, store_id, StateModels::default(), (0, false)).write(dir)
+/// Write `state.json` describing `manifest` (vector counts from the manifest's vectors).
+pub(crate) fn write_state(dir: &GenDir, manifest: &Manifest, store_id: &str) -> Result<()> {
+  let (models, counts) = match &manifest.vectors {
+    Some(vm) => {
+      let live = manifest.chunk_keys();
+      let present = super::vectors::VectorIndex::open(&dir.vectors_dir(), vm, &live)?
+        .present()
+        .len() as u32;
+      (
+        StateModels {
+          embed: vm.model.clone(),
+        },
+        (present, !vm.segments.is_empty()),
+      )
+    }
+    None => (StateModels::default(), (0, false)),
+  };
+  StateFile::describe(manifest, store_id, models, counts).write(dir)
 }
 
 fn base_result(opts: &ReindexOptions, components: &[Component]) -> ReindexResult {
@@ -526,19 +545,14 @@ fn run_locked(
     &mut res.warnings,
   );
   res.documents = counts;
-  if components.contains(&Component::Vectors) {
-    res.warnings.push(IndexIssue::new(
-      "vectors_unavailable",
-      "The dense (vector) engine is not available in this build; only the lexical index was updated",
-    ));
-  }
   opts.cancel.check().map_err(post)?;
 
   match current {
     Some(gen) => {
-      let nothing = plan.changed.is_empty() && plan.removed.is_empty();
-      if nothing && !plan.metadata_only {
+      let nothing = plan.changed.is_empty() && plan.removed.is_empty() && !plan.metadata_only;
+      if nothing {
         res.generation = gen.generation;
+        res.chunks.total = gen.manifest.total_chunks();
         // Repair a state file left behind by a crash between commit and state write.
         if gen.state.as_ref().is_none_or(|s| s.generation != gen.generation) {
           let store_id = gen
@@ -548,37 +562,37 @@ fn run_locked(
             .unwrap_or_else(new_store_id);
           write_state(&gen.dir, &gen.manifest, &store_id).map_err(post)?;
         }
-        let _ = std::fs::remove_file(layout.last_error_file());
-        return Ok(());
+      } else {
+        let next = gen.generation + 1;
+        let store_id = gen
+          .state
+          .as_ref()
+          .map(|s| s.store_id.clone())
+          .unwrap_or_else(new_store_id);
+        let manifest = write_generation(
+          &gen.lexical,
+          &gen.dir,
+          &plan,
+          prior.as_deref(),
+          &vault_id,
+          next,
+          prior.as_deref().and_then(|m| m.vectors.as_ref()),
+          opts,
+          &mut res.chunks,
+        )
+        .map_err(|e| {
+          if matches!(e, Error::Cancelled) {
+            pre(e)
+          } else {
+            post(e)
+          }
+        })?;
+        write_state(&gen.dir, &manifest, &store_id).map_err(post)?;
+        crash_point("after-state");
+        gc_manifests(&gen.dir, next);
+        super::bump_epoch(&layout.dir);
+        res.generation = next;
       }
-      let next = gen.generation + 1;
-      let store_id = gen
-        .state
-        .as_ref()
-        .map(|s| s.store_id.clone())
-        .unwrap_or_else(new_store_id);
-      let manifest = write_generation(
-        &gen.lexical,
-        &gen.dir,
-        &plan,
-        prior.as_deref(),
-        &vault_id,
-        next,
-        opts,
-        &mut res.chunks,
-      )
-      .map_err(|e| {
-        if matches!(e, Error::Cancelled) {
-          pre(e)
-        } else {
-          post(e)
-        }
-      })?;
-      write_state(&gen.dir, &manifest, &store_id).map_err(post)?;
-      crash_point("after-state");
-      gc_manifests(&gen.dir, next);
-      super::bump_epoch(&layout.dir);
-      res.generation = next;
     }
     None => {
       res.full_rebuild = true;
@@ -588,6 +602,13 @@ fn run_locked(
         emit(opts, "copy", "building a fresh index in staging", None, None);
         let lexical = LexicalIndex::create(&staging.lexical_dir())?;
         let store_id = new_store_id();
+        // Vectors are keyed by chunk content: a forced lexical rebuild keeps them unless vectors
+        // are forced too.
+        let carried = if opts.force && components.contains(&Component::Vectors) {
+          None
+        } else {
+          super::embedding::carry_vectors(layout, &staging, &vault_id)
+        };
         let manifest = write_generation(
           &lexical,
           &staging,
@@ -595,6 +616,7 @@ fn run_locked(
           None,
           &vault_id,
           1,
+          carried.as_ref(),
           opts,
           &mut res.chunks,
         )?;
@@ -620,8 +642,16 @@ fn run_locked(
         });
       }
       res.generation = 1;
-      res.chunks.removed = prior.as_deref().map(|m| m.total_chunks()).unwrap_or(0);
     }
+  }
+  if components.contains(&Component::Vectors) {
+    super::embedding::vector_phase(layout, opts, res).map_err(|e| {
+      if matches!(e, Error::Cancelled) {
+        pre(e)
+      } else {
+        post(e)
+      }
+    })?;
   }
   let _ = std::fs::remove_file(layout.last_error_file());
   Ok(())

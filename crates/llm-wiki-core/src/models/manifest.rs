@@ -1,0 +1,215 @@
+//! Model directory layout: `model.onnx`, `tokenizer.json` and `manifest.json` describing the
+//! model (id, kind, dimensions, pooling, max length, prefixes, file checksums).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::fsutil::{read_json, JsonFile};
+
+/// What a model does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+  /// Text → vector (bi-encoder).
+  Embed,
+  /// (query, passage) → relevance logit (cross-encoder).
+  Rerank,
+}
+
+/// How token vectors become one text vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pooling {
+  /// Attention-masked mean of the last hidden state.
+  Mean,
+  /// The first ([CLS]) token.
+  Cls,
+  /// No pooling (cross-encoders output logits).
+  None,
+}
+
+/// Size and checksum of one model file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileInfo {
+  pub sha256: String,
+  pub size: u64,
+}
+
+/// `manifest.json` of a model directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelManifest {
+  /// Stable identity, e.g. `sentence-transformers/all-MiniLM-L6-v2:int8`. Vectors are valid only
+  /// for the id that produced them.
+  pub id: String,
+  pub kind: ModelKind,
+  /// Output dimensions (1 for a cross-encoder).
+  pub dims: usize,
+  pub pooling: Pooling,
+  /// Token limit (inputs are truncated to it).
+  pub max_length: usize,
+  #[serde(default)]
+  pub query_prefix: String,
+  #[serde(default)]
+  pub document_prefix: String,
+  /// L2-normalize pooled vectors (cosine = dot product).
+  #[serde(default = "yes")]
+  pub normalize: bool,
+  /// `model.onnx`, `tokenizer.json` (and possibly others) with sha256 + size.
+  pub files: BTreeMap<String, FileInfo>,
+  #[serde(default)]
+  pub source: String,
+  #[serde(default)]
+  pub license: String,
+}
+
+fn yes() -> bool {
+  true
+}
+
+/// A model directory with its parsed manifest.
+#[derive(Debug, Clone)]
+pub struct ModelDir {
+  pub dir: PathBuf,
+  pub manifest: ModelManifest,
+}
+
+impl ModelDir {
+  /// Open `dir`: the manifest must parse, name `model.onnx` and `tokenizer.json`, and the files
+  /// must exist with the recorded sizes (checksums are verified by [`ModelDir::verify`]).
+  pub fn open(dir: &Path) -> Result<Self> {
+    let manifest: ModelManifest = match read_json(&dir.join("manifest.json")) {
+      JsonFile::Valid(m) => m,
+      JsonFile::Missing => {
+        return Err(Error::ModelUnavailable(format!(
+          "{} has no manifest.json",
+          dir.display()
+        )))
+      }
+      JsonFile::Invalid(msg) => return Err(Error::ModelUnavailable(msg)),
+    };
+    if manifest.id.trim().is_empty() || manifest.dims == 0 || manifest.max_length == 0 {
+      return Err(Error::ModelUnavailable(format!(
+        "{}: manifest needs a non-empty id, dims > 0 and maxLength > 0",
+        dir.display()
+      )));
+    }
+    for name in ["model.onnx", "tokenizer.json"] {
+      let info = manifest.files.get(name).ok_or_else(|| {
+        Error::ModelUnavailable(format!("{}: manifest does not list {name}", dir.display()))
+      })?;
+      let path = dir.join(name);
+      let size = std::fs::metadata(&path)
+        .map_err(|e| Error::ModelUnavailable(format!("{} is missing: {e}", path.display())))?
+        .len();
+      if size != info.size {
+        return Err(Error::ModelUnavailable(format!(
+          "{} is {size} bytes but the manifest says {} (corrupt or partial download)",
+          path.display(),
+          info.size
+        )));
+      }
+    }
+    Ok(ModelDir {
+      dir: dir.to_path_buf(),
+      manifest,
+    })
+  }
+
+  /// Check every listed file's sha256.
+  pub fn verify(&self) -> Result<()> {
+    for (name, info) in &self.manifest.files {
+      let path = self.dir.join(name);
+      let actual = sha256_file(&path)?;
+      if !actual.eq_ignore_ascii_case(&info.sha256) {
+        return Err(Error::ModelUnavailable(format!(
+          "{} has sha256 {actual}, expected {}",
+          path.display(),
+          info.sha256
+        )));
+      }
+    }
+    Ok(())
+  }
+
+  pub fn model_file(&self) -> PathBuf {
+    self.dir.join("model.onnx")
+  }
+
+  pub fn tokenizer_file(&self) -> PathBuf {
+    self.dir.join("tokenizer.json")
+  }
+}
+
+/// Streamed sha256 of a file.
+pub fn sha256_file(path: &Path) -> Result<String> {
+  use sha2::Digest;
+  use std::io::Read;
+  let mut f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+  let mut h = sha2::Sha256::new();
+  let mut buf = vec![0u8; 1 << 16];
+  loop {
+    let n = f.read(&mut buf).map_err(|e| Error::io("read", path, e))?;
+    if n == 0 {
+      break;
+    }
+    h.update(&buf[..n]);
+  }
+  Ok(crate::store::manifest::hex(&h.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn write_model(dir: &Path, model: &[u8]) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("model.onnx"), model).unwrap();
+    std::fs::write(dir.join("tokenizer.json"), b"{}").unwrap();
+    let files = [("model.onnx", model), ("tokenizer.json", b"{}".as_slice())]
+      .iter()
+      .map(|(n, b)| {
+        (
+          n.to_string(),
+          FileInfo {
+            sha256: crate::store::manifest::sha256_hex(b),
+            size: b.len() as u64,
+          },
+        )
+      })
+      .collect();
+    let m = ModelManifest {
+      id: "test/model".into(),
+      kind: ModelKind::Embed,
+      dims: 4,
+      pooling: Pooling::Mean,
+      max_length: 16,
+      query_prefix: String::new(),
+      document_prefix: String::new(),
+      normalize: true,
+      files,
+      source: String::new(),
+      license: String::new(),
+    };
+    std::fs::write(dir.join("manifest.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+  }
+
+  #[test]
+  fn open_and_verify() {
+    let t = tempfile::tempdir().unwrap();
+    write_model(t.path(), b"onnx-bytes");
+    let m = ModelDir::open(t.path()).unwrap();
+    m.verify().unwrap();
+    std::fs::write(t.path().join("model.onnx"), b"onnx-bytez").unwrap();
+    assert_eq!(m.verify().unwrap_err().code(), "model_unavailable");
+    std::fs::write(t.path().join("model.onnx"), b"short").unwrap();
+    assert_eq!(ModelDir::open(t.path()).unwrap_err().code(), "model_unavailable");
+    assert_eq!(
+      ModelDir::open(&t.path().join("nope")).unwrap_err().code(),
+      "model_unavailable"
+    );
+  }
+}
