@@ -538,12 +538,22 @@ pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConf
     // A page without body text still needs one entry so its title and metadata are searchable.
     let heads: Vec<String> = headings.into_iter().map(|(_, h)| h).collect();
     let prefix = make_prefix(title, &heads);
-    let line_end = lines.line_of(body.len().saturating_sub(1)).max(body_start_line);
+    // An empty body starts after the last line of the file: point at the closing fence instead.
+    let start = if body.is_empty() {
+      body_start_line.saturating_sub(1).max(1)
+    } else {
+      body_start_line
+    };
+    let line_end = if body.is_empty() {
+      start
+    } else {
+      lines.line_of(body.len() - 1).max(start)
+    };
     out.sections.push(Section {
       ordinal: 0,
       headings: heads.clone(),
       plain: String::new(),
-      line_start: body_start_line,
+      line_start: start,
       line_end,
     });
     out.chunks.push(Chunk {
@@ -554,7 +564,7 @@ pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConf
       prefix,
       text: String::new(),
       plain: String::new(),
-      line_start: body_start_line,
+      line_start: start,
       line_end,
     });
   }

@@ -328,6 +328,7 @@ fn build_result(
   }
   let content: String = content.chars().take(180).collect();
   let preview = match &heading {
+    Some(hd) if content.is_empty() => format!("#{hd}"),
     Some(hd) => format!("#{hd} — {content}"),
     None => content,
   };

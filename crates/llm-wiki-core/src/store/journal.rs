@@ -171,6 +171,8 @@ pub fn recover(layout: &StoreLayout, validate: &dyn Fn(&GenDir) -> Result<()>) -
   }
   if had_journal {
     let _ = std::fs::remove_file(layout.swap_file());
+    // Warm readers of this process must reopen whatever generation recovery kept.
+    super::bump_epoch(&layout.dir);
   }
   if is_real_dir(&layout.current().dir) && validate(&layout.current()).is_ok() && had_journal {
     let _ = std::fs::remove_file(layout.last_error_file());

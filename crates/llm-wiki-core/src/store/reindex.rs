@@ -24,7 +24,7 @@ use super::vectors::VectorManifest;
 use super::{CancelFlag, Component, IndexIssue, Progress, ProgressSink, Scope};
 use crate::chunk::{chunk_page, ChunkConfig, ChunkedPage};
 use crate::error::{Error, Result};
-use crate::fsutil::{now_iso, now_ms, remove_dir_all_if_exists, write_json};
+use crate::fsutil::{now_iso, now_ms, remove_dir_all_if_exists, write_json, JsonFile};
 use crate::vault::config::{ensure_vault_id, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
 use crate::vault::{discover_pages, Diagnostic, Page, PageFile, VaultPaths};
@@ -273,6 +273,20 @@ fn open_current(layout: &StoreLayout, vault_id: &str) -> Option<Generation> {
   let gen = Generation::open(layout.current()).ok()?;
   let state = gen.state.as_ref()?;
   (state.is_current_format() && gen.manifest.vault_id == vault_id).then_some(gen)
+}
+
+/// First generation of a full rebuild: above every generation the store has used, so warm
+/// readers in other processes (which cache by generation) never mistake the new store for the
+/// old one.
+fn next_full_generation(layout: &StoreLayout) -> u64 {
+  let mut max = 0;
+  for dir in [layout.current(), layout.previous()] {
+    if let JsonFile::Valid(s) = StateFile::read(&dir) {
+      max = max.max(s.generation);
+    }
+    max = max.max(dir.manifest_generations().last().copied().unwrap_or(0));
+  }
+  max + 1
 }
 
 /// Everything a reindex decided, ready to be written.
@@ -609,13 +623,14 @@ fn run_locked(
         } else {
           super::embedding::carry_vectors(layout, &staging, &vault_id)
         };
+        let first_gen = next_full_generation(layout);
         let manifest = write_generation(
           &lexical,
           &staging,
           &plan,
           None,
           &vault_id,
-          1,
+          first_gen,
           carried.as_ref(),
           opts,
           &mut res.chunks,
@@ -641,7 +656,7 @@ fn run_locked(
           post(e)
         });
       }
-      res.generation = 1;
+      res.generation = next_full_generation(layout).saturating_sub(1);
     }
   }
   if components.contains(&Component::Vectors) {
