@@ -29,10 +29,7 @@ pub struct Failure {
 
 impl From<llm_wiki_core::Error> for Failure {
   fn from(e: llm_wiki_core::Error) -> Self {
-    Failure {
-      code: e.code().to_string(),
-      message: e.to_string(),
-    }
+    Failure { code: e.code().to_string(), message: e.to_string() }
   }
 }
 

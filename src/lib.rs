@@ -25,10 +25,7 @@ use crate::task::Job;
 use crate::types::*;
 
 fn invalid(message: impl Into<String>) -> Failure {
-  Failure {
-    code: "invalid_argument".into(),
-    message: message.into(),
-  }
+  Failure { code: "invalid_argument".into(), message: message.into() }
 }
 
 fn core_err(e: llm_wiki_core::Error) -> Failure {
@@ -79,28 +76,19 @@ pub fn reindex_wiki(
       cb.call(event, ThreadsafeFunctionCallMode::NonBlocking);
     }) as ProgressSink
   });
-  let (scope, components, force, vault, threads) = (
-    input.scope,
-    input.components,
-    input.force,
-    input.vault,
-    input.threads,
-  );
+  let (scope, components, force, vault, threads) =
+    (input.scope, input.components, input.force, input.vault, input.threads);
   Job::new(move || {
     let paths = active_paths.to_core()?;
     let scope = Scope::parse(scope.as_deref().unwrap_or("changed")).map_err(core_err)?;
     let components = match components {
       None => vec![Component::Lexical, Component::Vectors],
       Some(c) if c.is_empty() => {
-        return Err(invalid(
-          "components must contain at least one of lexical | vectors",
-        ))
+        return Err(invalid("components must contain at least one of lexical | vectors"))
       }
-      Some(c) => c
-        .iter()
-        .map(|s| Component::parse(s))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(core_err)?,
+      Some(c) => {
+        c.iter().map(|s| Component::parse(s)).collect::<std::result::Result<Vec<_>, _>>().map_err(core_err)?
+      }
     };
     let target = VaultTarget::parse(vault.as_deref().unwrap_or("active")).map_err(core_err)?;
     let opts = ReindexOptions {
@@ -123,10 +111,7 @@ pub fn read_index_status(paths: VaultPaths, options: Option<StatusOptions>) -> A
   let check_pages = options.and_then(|o| o.check_pages).unwrap_or(true);
   Job::new(move || {
     let paths = paths.to_core()?;
-    let opts = CoreStatusOptions {
-      check_pages,
-      ..Default::default()
-    };
+    let opts = CoreStatusOptions { check_pages, ..Default::default() };
     Ok(IndexStatus::from(&read_index_status_with(&paths, &opts)))
   })
 }
@@ -173,7 +158,8 @@ pub fn recall_wiki(
   Job::new(move || {
     let paths = paths.to_core()?;
     let mode = mode?;
-    let recall_opts = core_retrieve::RecallOptions { policy, mode, cancel };
+    let recall_opts =
+      core_retrieve::RecallOptions { cancel, ..core_retrieve::RecallOptions::new(policy, mode) };
     let mut response = core_retrieve::recall_wiki(&paths, &raw_query, &recall_opts).map_err(core_err)?;
     response.diagnostics.splice(0..0, config_diagnostics);
     Ok(RecallResponse::from(response))

@@ -20,10 +20,7 @@ impl<T: Send + 'static> Job<T> {
   where
     T: ToNapiValue + TypeName,
   {
-    AsyncTask::new(Job {
-      work: Some(Box::new(work)),
-      failure: None,
-    })
+    AsyncTask::new(Job { work: Some(Box::new(work)), failure: None })
   }
 }
 
@@ -39,10 +36,7 @@ impl<T: Send + ToNapiValue + TypeName + 'static> Task for Job<T> {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into());
-      Err(Failure {
-        code: "internal_panic".into(),
-        message: format!("internal error (panic): {msg}"),
-      })
+      Err(Failure { code: "internal_panic".into(), message: format!("internal error (panic): {msg}") })
     });
     outcome.map_err(|f| {
       let e = napi::Error::from_reason(f.message.clone());

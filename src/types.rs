@@ -47,10 +47,7 @@ fn abs(field: &str, value: &str) -> Outcome<PathBuf> {
       message: format!("paths.{field} must be an absolute path, got {value:?}"),
     });
   }
-  if p
-    .components()
-    .any(|c| matches!(c, std::path::Component::ParentDir))
-  {
+  if p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
     return Err(Failure {
       code: "invalid_argument".into(),
       message: format!("paths.{field} must not contain '..': {value:?}"),
@@ -160,11 +157,7 @@ pub struct IndexIssue {
 
 impl From<&core_store::IndexIssue> for IndexIssue {
   fn from(i: &core_store::IndexIssue) -> Self {
-    IndexIssue {
-      code: i.code.clone(),
-      message: i.message.clone(),
-      path: i.path.clone(),
-    }
+    IndexIssue { code: i.code.clone(), message: i.message.clone(), path: i.path.clone() }
   }
 }
 
@@ -247,11 +240,7 @@ impl From<&core_status::IndexStatus> for IndexStatus {
         changed: p.changed,
         removed: p.removed,
       }),
-      repair_components: s
-        .repair_components
-        .iter()
-        .map(|c| c.as_str().to_string())
-        .collect(),
+      repair_components: s.repair_components.iter().map(|c| c.as_str().to_string()).collect(),
       issues: s.issues.iter().map(IndexIssue::from).collect(),
     }
   }
@@ -321,11 +310,7 @@ impl From<&core_reindex::ReindexResult> for ReindexResult {
         unchanged: r.documents.unchanged,
         removed: r.documents.removed,
       },
-      chunks: ChunkCounts {
-        total: r.chunks.total,
-        added: r.chunks.added,
-        removed: r.chunks.removed,
-      },
+      chunks: ChunkCounts { total: r.chunks.total, added: r.chunks.added, removed: r.chunks.removed },
       vectors: VectorCounts {
         generated: r.vectors.generated,
         skipped: r.vectors.skipped,
@@ -510,10 +495,7 @@ impl From<core_retrieve::RecallResponse> for RecallResponse {
       diagnostics: r
         .diagnostics
         .into_iter()
-        .map(|d| RecallDiagnostic {
-          code: d.code,
-          message: d.message,
-        })
+        .map(|d| RecallDiagnostic { code: d.code, message: d.message })
         .collect(),
       trace: r.trace,
       mode: r.mode.as_str().to_string(),

@@ -184,13 +184,7 @@ impl TokenStream for WikiTokenStream<'_> {
 impl WikiTokenizer {
   fn push(&mut self, from: usize, to: usize, text: String) {
     let position = self.tokens.len();
-    self.tokens.push(Token {
-      offset_from: from,
-      offset_to: to,
-      position,
-      text,
-      position_length: 1,
-    });
+    self.tokens.push(Token { offset_from: from, offset_to: to, position, text, position_length: 1 });
   }
 
   fn split(&mut self, text: &str) {
@@ -242,10 +236,7 @@ impl Tokenizer for WikiTokenizer {
   type TokenStream<'a> = WikiTokenStream<'a>;
   fn token_stream<'a>(&'a mut self, text: &'a str) -> WikiTokenStream<'a> {
     self.split(text);
-    WikiTokenStream {
-      tokens: &mut self.tokens,
-      index: 0,
-    }
+    WikiTokenStream { tokens: &mut self.tokens, index: 0 }
   }
 }
 
@@ -276,24 +267,15 @@ mod tests {
   #[test]
   fn english_stems_and_stops() {
     let mut a = wiki_analyzer();
-    assert_eq!(
-      analyze(&mut a, "What is the Rebuilding of Indexes?"),
-      vec!["rebuild", "index"]
-    );
-    assert_eq!(
-      analyze(&mut a, "wiki_reindex café-2.5.3"),
-      vec!["wiki", "reindex", "cafe", "2", "5", "3"]
-    );
+    assert_eq!(analyze(&mut a, "What is the Rebuilding of Indexes?"), vec!["rebuild", "index"]);
+    assert_eq!(analyze(&mut a, "wiki_reindex café-2.5.3"), vec!["wiki", "reindex", "cafe", "2", "5", "3"]);
   }
 
   #[test]
   fn cjk_bigrams() {
     let mut a = wiki_analyzer();
     assert_eq!(analyze(&mut a, "卡片盒"), vec!["卡片", "片盒"]);
-    assert_eq!(
-      analyze(&mut a, "zettelkasten是搜索"),
-      vec!["zettelkasten", "是搜", "搜索"]
-    );
+    assert_eq!(analyze(&mut a, "zettelkasten是搜索"), vec!["zettelkasten", "是搜", "搜索"]);
     assert_eq!(analyze(&mut a, "A 法 b"), vec!["法", "b"]);
   }
 }

@@ -25,10 +25,7 @@ pub struct ChunkConfig {
 
 impl Default for ChunkConfig {
   fn default() -> Self {
-    ChunkConfig {
-      max_tokens: 200,
-      overlap_tokens: 32,
-    }
+    ChunkConfig { max_tokens: 200, overlap_tokens: 32 }
   }
 }
 
@@ -129,16 +126,8 @@ enum BlockKind {
 
 /// A top-level block: a heading or a content block, as a byte range of the body.
 enum Block {
-  Heading {
-    level: usize,
-    text: String,
-    start: usize,
-  },
-  Content {
-    kind: BlockKind,
-    start: usize,
-    end: usize,
-  },
+  Heading { level: usize, text: String, start: usize },
+  Content { kind: BlockKind, start: usize, end: usize },
 }
 
 fn top_level_blocks(body: &str) -> Vec<Block> {
@@ -152,16 +141,10 @@ fn top_level_blocks(body: &str) -> Vec<Block> {
         if depth == 0 {
           match tag {
             Tag::Heading { level, .. } => heading = Some((level as usize, range.start, String::new())),
-            Tag::CodeBlock(_) => blocks.push(Block::Content {
-              kind: BlockKind::Code,
-              start: range.start,
-              end: range.end,
-            }),
-            _ => blocks.push(Block::Content {
-              kind: BlockKind::Other,
-              start: range.start,
-              end: range.end,
-            }),
+            Tag::CodeBlock(_) => {
+              blocks.push(Block::Content { kind: BlockKind::Code, start: range.start, end: range.end })
+            }
+            _ => blocks.push(Block::Content { kind: BlockKind::Other, start: range.start, end: range.end }),
           }
         }
         depth += 1;
@@ -183,11 +166,9 @@ fn top_level_blocks(body: &str) -> Vec<Block> {
           text.push_str(&t);
         }
       }
-      Event::Rule | Event::Html(_) if depth == 0 => blocks.push(Block::Content {
-        kind: BlockKind::Other,
-        start: range.start,
-        end: range.end,
-      }),
+      Event::Rule | Event::Html(_) if depth == 0 => {
+        blocks.push(Block::Content { kind: BlockKind::Other, start: range.start, end: range.end })
+      }
       _ => {}
     }
   }
@@ -205,12 +186,7 @@ struct Piece {
 
 fn piece(body: &str, start: usize, end: usize) -> Piece {
   let text = body[start..end].trim_end().to_string();
-  Piece {
-    start,
-    end,
-    tokens: estimate_tokens(&text),
-    text,
-  }
+  Piece { start, end, tokens: estimate_tokens(&text), text }
 }
 
 /// Split `[start, end)` at line boundaries (keeping each line's newline in the range).
@@ -293,19 +269,10 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
     let fence_close = if has_close {
       closing.to_string()
     } else {
-      fence_open
-        .chars()
-        .take_while(|c| *c == '`' || *c == '~')
-        .collect()
+      fence_open.chars().take_while(|c| *c == '`' || *c == '~').collect()
     };
-    let inner = if has_close {
-      &lines[1..lines.len() - 1]
-    } else {
-      &lines[1..]
-    };
-    let budget = max
-      .saturating_sub(estimate_tokens(&fence_open) + estimate_tokens(&fence_close))
-      .max(8);
+    let inner = if has_close { &lines[1..lines.len() - 1] } else { &lines[1..] };
+    let budget = max.saturating_sub(estimate_tokens(&fence_open) + estimate_tokens(&fence_close)).max(8);
     let mut out = Vec::new();
     let mut cur: Vec<(usize, usize)> = Vec::new();
     let mut cur_tokens = 0;
@@ -313,12 +280,7 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
       if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
         let code = body[f.0..l.1].trim_end_matches('\n');
         let text = format!("{fence_open}\n{code}\n{fence_close}");
-        out.push(Piece {
-          start: f.0,
-          end: l.1,
-          tokens: estimate_tokens(&text),
-          text,
-        });
+        out.push(Piece { start: f.0, end: l.1, tokens: estimate_tokens(&text), text });
       }
       cur.clear();
     };
@@ -357,12 +319,7 @@ struct LineIndex {
 impl LineIndex {
   fn new(body: &str, first_line: u32) -> Self {
     LineIndex {
-      newlines: body
-        .bytes()
-        .enumerate()
-        .filter(|(_, b)| *b == b'\n')
-        .map(|(i, _)| i)
-        .collect(),
+      newlines: body.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect(),
       first_line,
     }
   }
@@ -441,16 +398,8 @@ fn join_pieces(body: &str, group: &[Piece]) -> String {
   for (k, p) in group.iter().enumerate() {
     if k > 0 {
       let prev = &group[k - 1];
-      let gap = if prev.end <= p.start {
-        &body[prev.end..p.start]
-      } else {
-        "\n\n"
-      };
-      text.push_str(if gap.contains("\n\n") || gap.is_empty() {
-        "\n\n"
-      } else {
-        "\n"
-      });
+      let gap = if prev.end <= p.start { &body[prev.end..p.start] } else { "\n\n" };
+      text.push_str(if gap.contains("\n\n") || gap.is_empty() { "\n\n" } else { "\n" });
     }
     text.push_str(&p.text);
   }
@@ -458,10 +407,7 @@ fn join_pieces(body: &str, group: &[Piece]) -> String {
 }
 
 fn make_prefix(title: &str, headings: &[String]) -> String {
-  std::iter::once(title)
-    .chain(headings.iter().map(String::as_str))
-    .collect::<Vec<_>>()
-    .join(PREFIX_SEPARATOR)
+  std::iter::once(title).chain(headings.iter().map(String::as_str)).collect::<Vec<_>>().join(PREFIX_SEPARATOR)
 }
 
 /// Chunk a page body. `body_start_line` is the 1-based file line where the body begins.
@@ -480,11 +426,7 @@ pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConf
       let heads: Vec<String> = headings.iter().map(|(_, t)| t.clone()).collect();
       let prefix = make_prefix(title, &heads);
       for (pi, part) in pack(pieces, SECTION_MAX_TOKENS, 0).into_iter().enumerate() {
-        let s = if pi == 0 {
-          start.unwrap_or(part[0].start).min(part[0].start)
-        } else {
-          part[0].start
-        };
+        let s = if pi == 0 { start.unwrap_or(part[0].start).min(part[0].start) } else { part[0].start };
         let e = part.iter().map(|p| p.end).max().unwrap_or(s).max(s + 1);
         let section = out.sections.len() as u32;
         out.sections.push(Section {
@@ -494,10 +436,7 @@ pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConf
           line_start: lines.line_of(s),
           line_end: lines.line_of(e - 1),
         });
-        for (gi, group) in pack(&part, cfg.max_tokens, cfg.overlap_tokens)
-          .into_iter()
-          .enumerate()
-        {
+        for (gi, group) in pack(&part, cfg.max_tokens, cfg.overlap_tokens).into_iter().enumerate() {
           let text = join_pieces(body, &group);
           let cs = if gi == 0 { s } else { group[0].start };
           let ce = group.iter().map(|p| p.end).max().unwrap_or(cs).max(cs + 1);
@@ -539,16 +478,8 @@ pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConf
     let heads: Vec<String> = headings.into_iter().map(|(_, h)| h).collect();
     let prefix = make_prefix(title, &heads);
     // An empty body starts after the last line of the file: point at the closing fence instead.
-    let start = if body.is_empty() {
-      body_start_line.saturating_sub(1).max(1)
-    } else {
-      body_start_line
-    };
-    let line_end = if body.is_empty() {
-      start
-    } else {
-      lines.line_of(body.len() - 1).max(start)
-    };
+    let start = if body.is_empty() { body_start_line.saturating_sub(1).max(1) } else { body_start_line };
+    let line_end = if body.is_empty() { start } else { lines.line_of(body.len() - 1).max(start) };
     out.sections.push(Section {
       ordinal: 0,
       headings: heads.clone(),
@@ -614,28 +545,16 @@ mod tests {
     let c = chunk_page("T", &body, 1, &cfg).chunks;
     assert!(c.len() >= 4, "{}", c.len());
     for ch in &c {
-      assert!(
-        estimate_tokens(&ch.text) <= cfg.max_tokens,
-        "{}",
-        estimate_tokens(&ch.text)
-      );
+      assert!(estimate_tokens(&ch.text) <= cfg.max_tokens, "{}", estimate_tokens(&ch.text));
     }
     // Overlap: each chunk after the first starts with the last sentence of the previous one.
     let last_sentence_of_first = c[0].text.rsplit(". ").next().unwrap();
-    assert!(
-      c[1]
-        .text
-        .starts_with(last_sentence_of_first.trim_end_matches('.')),
-      "{}",
-      c[1].text
-    );
+    assert!(c[1].text.starts_with(last_sentence_of_first.trim_end_matches('.')), "{}", c[1].text);
   }
 
   #[test]
   fn long_code_fence_is_refenced() {
-    let code: String = (0..200)
-      .map(|i| format!("let variable_{i} = compute({i});\n"))
-      .collect();
+    let code: String = (0..200).map(|i| format!("let variable_{i} = compute({i});\n")).collect();
     let body = format!("# Code\n\n```rust\n{code}```\n");
     let c = chunk_page("T", &body, 1, &ChunkConfig::default()).chunks;
     assert!(c.len() > 2);
@@ -650,13 +569,7 @@ mod tests {
   #[test]
   fn ids_are_stable_and_local() {
     let a = chunk_page("T", "# A\n\none\n\n# B\n\ntwo\n", 1, &ChunkConfig::default()).chunks;
-    let b = chunk_page(
-      "T",
-      "# A\n\none\n\n# B\n\ntwo changed\n",
-      1,
-      &ChunkConfig::default(),
-    )
-    .chunks;
+    let b = chunk_page("T", "# A\n\none\n\n# B\n\ntwo changed\n", 1, &ChunkConfig::default()).chunks;
     assert_eq!(a[0].id, b[0].id);
     assert_ne!(a[1].id, b[1].id);
     assert_eq!(a[0].id.len(), 16);
@@ -676,10 +589,7 @@ mod tests {
     let page = chunk_page("T", &body, 1, &ChunkConfig::default());
     assert_eq!(page.sections.len(), 2);
     assert!(page.chunks.len() >= 3);
-    assert!(page
-      .chunks
-      .iter()
-      .all(|c| (c.section as usize) < page.sections.len()));
+    assert!(page.chunks.iter().all(|c| (c.section as usize) < page.sections.len()));
     assert_eq!(page.chunks.last().unwrap().section, 1);
     let huge = format!("# H\n\n{}", format!("{para}\n\n").repeat(20));
     let page = chunk_page("T", &huge, 1, &ChunkConfig::default());
@@ -691,9 +601,6 @@ mod tests {
 
   #[test]
   fn plain_text_strips_markup() {
-    assert_eq!(
-      plain_text("**Bold** [link](http://x) `code`\n\n- item"),
-      "Bold link code item"
-    );
+    assert_eq!(plain_text("**Bold** [link](http://x) `code`\n\n- item"), "Bold link code item");
   }
 }

@@ -17,11 +17,7 @@ use crate::store::{read_index_status, reindex_vault, Component, Progress, Reinde
 use crate::vault::VaultPaths;
 
 #[derive(Parser, Debug)]
-#[command(
-  name = "llm-wiki-retrieval",
-  version,
-  about = "Hybrid retrieval over llm-wiki Markdown vaults"
-)]
+#[command(name = "llm-wiki-retrieval", version, about = "Hybrid retrieval over llm-wiki Markdown vaults")]
 struct Cli {
   #[command(subcommand)]
   command: Command,
@@ -134,13 +130,7 @@ pub fn read_queries(path: &Path) -> Result<Vec<(String, String)>> {
     let q = v.get("text").or_else(|| v.get("query")).and_then(|x| x.as_str());
     match (id, q) {
       (Some(id), Some(q)) => out.push((id, q.to_string())),
-      _ => {
-        return Err(Error::invalid(format!(
-          "{}:{}: expected {{\"id\",\"text\"}}",
-          path.display(),
-          i + 1
-        )))
-      }
+      _ => return Err(Error::invalid(format!("{}:{}: expected {{\"id\",\"text\"}}", path.display(), i + 1))),
     }
   }
   Ok(out)
@@ -149,13 +139,7 @@ pub fn read_queries(path: &Path) -> Result<Vec<(String, String)>> {
 fn execute(cli: Cli) -> Result<()> {
   let mut out = std::io::stdout().lock();
   match cli.command {
-    Command::Index {
-      vault,
-      force,
-      all,
-      components,
-      json,
-    } => {
+    Command::Index { vault, force, all, components, json } => {
       let paths = vault_paths(&vault)?;
       let (bar, sink) = progress_bar();
       let opts = ReindexOptions {
@@ -199,10 +183,7 @@ fn execute(cli: Cli) -> Result<()> {
       }
       if !r.ok {
         return Err(Error::Index(
-          r.errors
-            .first()
-            .map(|e| e.message.clone())
-            .unwrap_or_else(|| "cancelled".into()),
+          r.errors.first().map(|e| e.message.clone()).unwrap_or_else(|| "cancelled".into()),
         ));
       }
     }
@@ -218,26 +199,10 @@ fn execute(cli: Cli) -> Result<()> {
         }
       }
     }
-    Command::Recall {
-      vault,
-      query,
-      mode,
-      max,
-      auto,
-      json,
-      explain,
-    } => {
+    Command::Recall { vault, query, mode, max, auto, json, explain } => {
       let paths = vault_paths(&vault)?;
-      let policy = if auto {
-        RecallPolicy::automatic()
-      } else {
-        RecallPolicy::explicit(max)
-      };
-      let opts = RecallOptions {
-        policy,
-        mode: RetrievalMode::parse(&mode)?,
-        cancel: Default::default(),
-      };
+      let policy = if auto { RecallPolicy::automatic() } else { RecallPolicy::explicit(max) };
+      let opts = RecallOptions::new(policy, RetrievalMode::parse(&mode)?);
       let started = Instant::now();
       let r = recall_wiki(&paths, &query, &opts)?;
       let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -246,12 +211,7 @@ fn execute(cli: Cli) -> Result<()> {
         return Ok(());
       }
       if r.results.is_empty() {
-        writeln!(
-          out,
-          "No reliable memory found for {query:?} ({ms:.1} ms, mode {}).",
-          r.mode.as_str()
-        )
-        .ok();
+        writeln!(out, "No reliable memory found for {query:?} ({ms:.1} ms, mode {}).", r.mode.as_str()).ok();
       }
       for (i, res) in r.results.iter().enumerate() {
         writeln!(
@@ -262,11 +222,7 @@ fn execute(cli: Cli) -> Result<()> {
           res.page_type,
           res.title,
           res.score,
-          res
-            .vault_label
-            .as_deref()
-            .map(|l| format!(" {l}"))
-            .unwrap_or_default()
+          res.vault_label.as_deref().map(|l| format!(" {l}")).unwrap_or_default()
         )
         .ok();
         writeln!(out, "   {}", res.preview).ok();
@@ -293,27 +249,12 @@ fn execute(cli: Cli) -> Result<()> {
         }
       }
     }
-    Command::Run {
-      vault,
-      queries,
-      out: out_path,
-      mode,
-      depth,
-      tag,
-    } => {
+    Command::Run { vault, queries, out: out_path, mode, depth, tag } => {
       let paths = vault_paths(&vault)?;
       let queries = read_queries(&queries)?;
-      let policy = RecallPolicy {
-        include_personal: false,
-        min_score: 0.0,
-        max_per_vault: depth,
-        max_results: depth,
-      };
-      let opts = RecallOptions {
-        policy,
-        mode: RetrievalMode::parse(&mode)?,
-        cancel: Default::default(),
-      };
+      let policy =
+        RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: depth, max_results: depth };
+      let opts = RecallOptions::new(policy, RetrievalMode::parse(&mode)?);
       let mut lines = Vec::new();
       let mut times = Vec::with_capacity(queries.len());
       for (qid, text) in &queries {
@@ -324,12 +265,7 @@ fn execute(cli: Cli) -> Result<()> {
       }
       write_run(&out_path, &tag, &lines)?;
       times.sort_by(|a, b| a.total_cmp(b));
-      let pct = |p: f64| {
-        times
-          .get(((times.len() as f64 - 1.0) * p).round() as usize)
-          .copied()
-          .unwrap_or(0.0)
-      };
+      let pct = |p: f64| times.get(((times.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
       writeln!(
         out,
         "wrote {} lines for {} queries to {} (per query: p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms)",
@@ -356,12 +292,7 @@ pub fn run_lines(qid: &str, results: &[crate::retrieve::RecallResult]) -> Vec<Ru
     .map(|(i, res)| {
       let score = res.fusion_score.min(prev - 1e-6);
       prev = score;
-      RunLine {
-        qid: qid.to_string(),
-        docid: res.id.clone(),
-        rank: i as u32 + 1,
-        score,
-      }
+      RunLine { qid: qid.to_string(), docid: res.id.clone(), rank: i as u32 + 1, score }
     })
     .collect()
 }

@@ -91,11 +91,7 @@ impl Error {
 
   /// Shorthand for an I/O error with the operation and path that failed.
   pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-    Error::Io {
-      op,
-      path: path.into(),
-      source,
-    }
+    Error::Io { op, path: path.into(), source }
   }
 
   /// Shorthand for an [`Error::InvalidArgument`].

@@ -12,19 +12,10 @@ use crate::error::{Error, Result};
 /// Write `bytes` to `path` atomically: temp file in the same directory, fsync, rename, fsync dir.
 /// A reader sees either the old or the new content, never a torn file.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-  let dir = path
-    .parent()
-    .ok_or_else(|| Error::invalid(format!("{} has no parent", path.display())))?;
+  let dir = path.parent().ok_or_else(|| Error::invalid(format!("{} has no parent", path.display())))?;
   fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-  let name = path
-    .file_name()
-    .map(|n| n.to_string_lossy().into_owned())
-    .unwrap_or_default();
-  let tmp = dir.join(format!(
-    ".{name}.tmp-{}-{}",
-    std::process::id(),
-    uuid::Uuid::new_v4().simple()
-  ));
+  let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+  let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
   let res = (|| {
     let mut f = File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
     f.write_all(bytes).map_err(|e| Error::io("write", &tmp, e))?;
@@ -123,12 +114,7 @@ pub fn iso_from_ms(ms: i64) -> String {
   let d = doy - (153 * mp + 2) / 5 + 1;
   let m = if mp < 10 { mp + 3 } else { mp - 9 };
   let y = yoe + era * 400 + i64::from(m <= 2);
-  format!(
-    "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-    rem / 3600,
-    rem % 3600 / 60,
-    rem % 60
-  )
+  format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Current time as RFC 3339.

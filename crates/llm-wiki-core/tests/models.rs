@@ -24,10 +24,7 @@ fn model_root() -> PathBuf {
 }
 
 fn session(root: &PathBuf) -> SessionConfig {
-  SessionConfig {
-    runtime_lib: runtime::locate(None, &[], std::slice::from_ref(root)).unwrap(),
-    threads: 2,
-  }
+  SessionConfig { runtime_lib: runtime::locate(None, &[], std::slice::from_ref(root)).unwrap(), threads: 2 }
 }
 
 #[derive(serde::Deserialize)]
@@ -72,26 +69,15 @@ fn fp32_embeddings_match_reference_forward_pass() {
   for case in &g.cases {
     // One text per call: matches how the reference was computed (no padding).
     let v = &e
-      .embed(
-        std::slice::from_ref(&case.text),
-        TextKind::Document,
-        &CancelFlag::new(),
-        &mut |_| {},
-      )
+      .embed(std::slice::from_ref(&case.text), TextKind::Document, &CancelFlag::new(), &mut |_| {})
       .unwrap()[0];
-    let max_diff = v
-      .iter()
-      .zip(&case.embedding)
-      .map(|(a, b)| (*a as f64 - b).abs())
-      .fold(0.0, f64::max);
+    let max_diff = v.iter().zip(&case.embedding).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
     assert!(max_diff < 1e-4, "{:?}: max |diff| {max_diff}", case.text);
     assert_eq!(case.input_ids.len() >= 2, true);
   }
   // Batched (padded) inputs give the same vectors: masking is right.
   let texts: Vec<String> = g.cases.iter().map(|c| c.text.clone()).collect();
-  let batch = e
-    .embed(&texts, TextKind::Document, &CancelFlag::new(), &mut |_| {})
-    .unwrap();
+  let batch = e.embed(&texts, TextKind::Document, &CancelFlag::new(), &mut |_| {}).unwrap();
   for (v, case) in batch.iter().zip(&g.cases) {
     assert!(cosine(v, &case.embedding) > 0.99999, "{:?}", case.text);
   }
@@ -104,12 +90,7 @@ fn int8_embeddings_stay_close_to_reference() {
   let e = Embedder::load(&dir, &session(&root)).unwrap();
   for case in &golden(&root).cases {
     let v = &e
-      .embed(
-        std::slice::from_ref(&case.text),
-        TextKind::Document,
-        &CancelFlag::new(),
-        &mut |_| {},
-      )
+      .embed(std::slice::from_ref(&case.text), TextKind::Document, &CancelFlag::new(), &mut |_| {})
       .unwrap()[0];
     let c = cosine(v, &case.embedding);
     assert!(c > 0.975, "{:?}: cosine {c}", case.text);
@@ -141,36 +122,18 @@ fn cross_encoder_logits_match_reference() {
   let g: GoldenPairs =
     serde_json::from_slice(&std::fs::read(root.join("golden/cross_encoder.json")).unwrap()).unwrap();
   for p in &g.cases {
-    let l = ce
-      .logits(&p.query, std::slice::from_ref(&p.passage), None)
-      .unwrap()[0];
+    let l = ce.logits(&p.query, std::slice::from_ref(&p.passage), None).unwrap()[0];
     // int8 model vs float64 reference of the same weights.
-    assert!(
-      (l as f64 - p.logit).abs() < 0.06,
-      "{}: {l} vs {}",
-      p.query,
-      p.logit
-    );
-    let s = ce
-      .score(&p.query, std::slice::from_ref(&p.passage), None)
-      .unwrap()[0];
+    assert!((l as f64 - p.logit).abs() < 0.06, "{}: {l} vs {}", p.query, p.logit);
+    let s = ce.score(&p.query, std::slice::from_ref(&p.passage), None).unwrap()[0];
     assert!((s - 1.0 / (1.0 + (-l).exp())).abs() < 1e-6);
   }
   // An expired deadline is a timeout, not a crash.
   let past = std::time::Instant::now() - std::time::Duration::from_secs(1);
-  assert_eq!(
-    ce.score("q", &["p".into()], Some(past)).unwrap_err().code(),
-    "timeout"
-  );
+  assert_eq!(ce.score("q", &["p".into()], Some(past)).unwrap_err().code(), "timeout");
   // Kind is checked.
   let embed_dir = ModelDir::open(&root.join("all-MiniLM-L6-v2-int8")).unwrap();
-  assert_eq!(
-    CrossEncoder::load(&embed_dir, &session(&root))
-      .err()
-      .unwrap()
-      .code(),
-    "model_unavailable"
-  );
+  assert_eq!(CrossEncoder::load(&embed_dir, &session(&root)).err().unwrap().code(), "model_unavailable");
 }
 
 #[test]
@@ -186,20 +149,13 @@ fn corrupt_model_is_a_typed_error() {
   std::fs::write(t.path().join("model.onnx"), vec![7u8; size]).unwrap();
   let dir = ModelDir::open(t.path()).unwrap();
   assert_eq!(dir.verify().unwrap_err().code(), "model_unavailable");
-  assert_eq!(
-    Embedder::load(&dir, &session(&root)).err().unwrap().code(),
-    "model_unavailable"
-  );
+  assert_eq!(Embedder::load(&dir, &session(&root)).err().unwrap().code(), "model_unavailable");
 }
 
 #[test]
 fn missing_runtime_is_a_typed_error() {
-  let err = runtime::locate(
-    Some(std::path::Path::new("/nonexistent/libonnxruntime.so")),
-    &[],
-    &[],
-  )
-  .unwrap_err();
+  let err =
+    runtime::locate(Some(std::path::Path::new("/nonexistent/libonnxruntime.so")), &[], &[]).unwrap_err();
   assert_eq!(err.code(), "onnx_runtime_unavailable");
   let err = runtime::locate(None, &[PathBuf::from("/nope/lib.so")], &[PathBuf::from("/nope")]);
   // ORT_DYLIB_PATH may be set in the environment; only assert the error type when it is not.

@@ -23,21 +23,13 @@ fn page(p: &VaultPaths, id: &str, ty: &str, body: &str) {
 }
 
 fn opts() -> ReindexOptions {
-  ReindexOptions {
-    components: vec![Component::Lexical],
-    ..Default::default()
-  }
+  ReindexOptions { components: vec![Component::Lexical], ..Default::default() }
 }
 
 fn touch_later(f: &Path) {
   // Push mtime forward so the size+mtime shortcut sees a change even within one second.
   let t = fs::metadata(f).unwrap().modified().unwrap() + std::time::Duration::from_secs(5);
-  fs::File::options()
-    .write(true)
-    .open(f)
-    .unwrap()
-    .set_modified(t)
-    .unwrap();
+  fs::File::options().write(true).open(f).unwrap().set_modified(t).unwrap();
 }
 
 #[test]
@@ -53,28 +45,13 @@ fn lifecycle() {
   assert!(r.ok, "{:?}", r.errors);
   assert!(r.full_rebuild);
   assert_eq!(
-    (
-      r.documents.indexed,
-      r.documents.updated,
-      r.documents.unchanged,
-      r.documents.removed
-    ),
+    (r.documents.indexed, r.documents.updated, r.documents.unchanged, r.documents.removed),
     (2, 0, 0, 0)
   );
-  assert_eq!(
-    r.warnings
-      .iter()
-      .filter(|w| w.code == "frontmatter_missing")
-      .count(),
-    1
-  );
+  assert_eq!(r.warnings.iter().filter(|w| w.code == "frontmatter_missing").count(), 1);
   assert_eq!(r.status.state, IndexState::Ready, "{:?}", r.status.issues);
   assert_eq!(
-    (
-      r.status.total_documents,
-      r.status.canonical_documents,
-      r.status.evidence_documents
-    ),
+    (r.status.total_documents, r.status.canonical_documents, r.status.evidence_documents),
     (2, 1, 1)
   );
   assert!(r.vault_id.is_some());
@@ -96,12 +73,7 @@ fn lifecycle() {
   assert!(r.ok, "{:?}", r.errors);
   assert!(!r.full_rebuild);
   assert_eq!(
-    (
-      r.documents.indexed,
-      r.documents.updated,
-      r.documents.unchanged,
-      r.documents.removed
-    ),
+    (r.documents.indexed, r.documents.updated, r.documents.unchanged, r.documents.removed),
     (1, 1, 0, 1)
   );
   assert_eq!(r.generation, gen + 1);
@@ -109,24 +81,13 @@ fn lifecycle() {
   assert_eq!(r.status.total_documents, 2);
 
   // Forced rebuild keeps counts.
-  let r = reindex_vault(
-    &p,
-    &ReindexOptions {
-      force: true,
-      scope: Scope::All,
-      ..opts()
-    },
-  );
+  let r = reindex_vault(&p, &ReindexOptions { force: true, scope: Scope::All, ..opts() });
   assert!(r.ok);
   assert!(r.full_rebuild);
   assert_eq!(r.status.total_documents, 2);
 
   // A page turning malformed is removed with a warning.
-  fs::write(
-    p.wiki.join("concepts/c.md"),
-    "---\ntype: concept\ntype: dup\n---\n",
-  )
-  .unwrap();
+  fs::write(p.wiki.join("concepts/c.md"), "---\ntype: concept\ntype: dup\n---\n").unwrap();
   touch_later(&p.wiki.join("concepts/c.md"));
   let r = reindex_vault(&p, &opts());
   assert!(r.ok);
@@ -137,13 +98,7 @@ fn lifecycle() {
     .any(|w| w.code == "frontmatter_duplicate_key" && w.path.as_deref() == Some("concepts/c.md")));
 
   // Vectors requested without a dense engine: explicit warning.
-  let r = reindex_vault(
-    &p,
-    &ReindexOptions {
-      components: vec![Component::Vectors],
-      ..Default::default()
-    },
-  );
+  let r = reindex_vault(&p, &ReindexOptions { components: vec![Component::Vectors], ..Default::default() });
   assert!(r.warnings.iter().any(|w| w.code == "vectors_unavailable"));
 }
 
@@ -157,14 +112,7 @@ fn cancel_keeps_last_good_index() {
   let cancel = CancelFlag::new();
   cancel.cancel();
   page(&p, "new", "concept", "new page");
-  let r = reindex_vault(
-    &p,
-    &ReindexOptions {
-      cancel,
-      force: true,
-      ..opts()
-    },
-  );
+  let r = reindex_vault(&p, &ReindexOptions { cancel, force: true, ..opts() });
   assert!(!r.ok);
   assert!(r.errors.is_empty());
   assert_eq!(r.status.total_documents, 50);

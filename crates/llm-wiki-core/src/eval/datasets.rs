@@ -118,11 +118,7 @@ pub struct PiQuery {
 impl PiQuery {
   /// Judgments as `page id → grade`.
   pub fn grades(&self) -> HashMap<String, u32> {
-    self
-      .judgments
-      .iter()
-      .map(|j| (j.page_id.clone(), j.grade))
-      .collect()
+    self.judgments.iter().map(|j| (j.page_id.clone(), j.grade)).collect()
   }
 }
 
@@ -144,11 +140,7 @@ pub fn load_pi_fixture(path: &Path) -> Result<PiFixture> {
       fixture.schema
     )));
   }
-  if let Some(q) = fixture
-    .queries
-    .iter()
-    .find(|q| q.held_out != (q.split == PiSplit::Heldout))
-  {
+  if let Some(q) = fixture.queries.iter().find(|q| q.held_out != (q.split == PiSplit::Heldout)) {
     return Err(Error::invalid(format!(
       "{}: query {} has heldOut inconsistent with split",
       path.display(),
@@ -193,25 +185,12 @@ pub struct PiRuns {
 impl PiRuns {
   /// Ranked ids per query.
   pub fn ranked_map(&self) -> HashMap<String, Vec<String>> {
-    self
-      .runs
-      .iter()
-      .map(|r| {
-        (
-          r.query_id.clone(),
-          r.ranked.iter().map(|s| s.id.clone()).collect(),
-        )
-      })
-      .collect()
+    self.runs.iter().map(|r| (r.query_id.clone(), r.ranked.iter().map(|s| s.id.clone()).collect())).collect()
   }
 
   /// Automatic-recall ids per query.
   pub fn auto_map(&self) -> HashMap<String, Vec<String>> {
-    self
-      .runs
-      .iter()
-      .map(|r| (r.query_id.clone(), r.auto.iter().map(|s| s.id.clone()).collect()))
-      .collect()
+    self.runs.iter().map(|r| (r.query_id.clone(), r.auto.iter().map(|s| s.id.clone()).collect())).collect()
   }
 }
 
@@ -219,11 +198,7 @@ impl PiRuns {
 pub fn load_baseline_runs(path: &Path) -> Result<PiRuns> {
   let runs: PiRuns = parse_json(path, &read_text(path)?)?;
   if runs.schema != "pi-benchmark-baseline-runs/1" {
-    return Err(Error::invalid(format!(
-      "{}: unsupported runs schema {:?}",
-      path.display(),
-      runs.schema
-    )));
+    return Err(Error::invalid(format!("{}: unsupported runs schema {:?}", path.display(), runs.schema)));
   }
   Ok(runs)
 }
@@ -287,15 +262,8 @@ pub fn parse_queries_jsonl(text: &str) -> Result<Vec<(String, String)>> {
     }
     let bad = |msg: &str| Error::invalid(format!("queries line {}: {msg}", i + 1));
     let v: Value = serde_json::from_str(line).map_err(|e| bad(&e.to_string()))?;
-    let id = v
-      .get("id")
-      .or_else(|| v.get("_id"))
-      .and_then(id_value)
-      .ok_or_else(|| bad("missing id"))?;
-    let text = v
-      .get("text")
-      .and_then(Value::as_str)
-      .ok_or_else(|| bad("missing text"))?;
+    let id = v.get("id").or_else(|| v.get("_id")).and_then(id_value).ok_or_else(|| bad("missing id"))?;
+    let text = v.get("text").and_then(Value::as_str).ok_or_else(|| bad("missing text"))?;
     if !seen.insert(id.clone()) {
       return Err(bad(&format!("duplicate id {id:?}")));
     }
@@ -332,13 +300,7 @@ mod tests {
     let q =
       parse_queries_jsonl("{\"id\":\"1\",\"text\":\"a\"}\n\n{\"_id\":2,\"text\":\"b\",\"metadata\":{}}\n")
         .unwrap();
-    assert_eq!(
-      q,
-      vec![
-        ("1".to_string(), "a".to_string()),
-        ("2".to_string(), "b".to_string())
-      ]
-    );
+    assert_eq!(q, vec![("1".to_string(), "a".to_string()), ("2".to_string(), "b".to_string())]);
     assert!(parse_queries_jsonl("{\"text\":\"a\"}").is_err());
     assert!(parse_queries_jsonl("{\"id\":\"1\"}").is_err());
     assert!(parse_queries_jsonl("{\"id\":\"1\",\"text\":\"a\"}\n{\"id\":\"1\",\"text\":\"b\"}").is_err());
@@ -353,18 +315,9 @@ mod tests {
     assert_eq!(f.queries.len(), 60);
     assert_eq!(f.categories.len(), 12);
     assert_eq!(f.vault_config.knowledge_format, "legacy");
-    assert_eq!(
-      f.queries.iter().filter(|q| q.split == PiSplit::Heldout).count(),
-      15
-    );
+    assert_eq!(f.queries.iter().filter(|q| q.split == PiSplit::Heldout).count(), 15);
     assert_eq!(f.queries.iter().map(|q| q.judgments.len()).sum::<usize>(), 105);
-    assert_eq!(
-      f.queries
-        .iter()
-        .filter(|q| q.auto_expectation == AutoExpectation::None)
-        .count(),
-      5
-    );
+    assert_eq!(f.queries.iter().filter(|q| q.auto_expectation == AutoExpectation::None).count(), 5);
     assert_eq!(f.pages.iter().filter(|p| p.role == Role::Canonical).count(), 14);
     let qmd = f.pages.iter().find(|p| p.id == "entities/qmd").unwrap();
     assert_eq!(qmd.page_type, "entity");

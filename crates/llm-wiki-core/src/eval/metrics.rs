@@ -40,24 +40,14 @@ fn discount(index: usize) -> f64 {
 /// DCG@k: Σ over the first k ranked ids of (2^grade − 1) / log2(i + 2), i 0-based. Unjudged ids
 /// have grade 0; a repeated id counts at every position.
 pub fn dcg_at<S: AsRef<str>>(ranked: &[S], judged: &HashMap<String, u32>, k: usize) -> f64 {
-  ranked
-    .iter()
-    .take(k)
-    .enumerate()
-    .map(|(i, id)| gain(grade_of(judged, id)) / discount(i))
-    .sum()
+  ranked.iter().take(k).enumerate().map(|(i, id)| gain(grade_of(judged, id)) / discount(i)).sum()
 }
 
 /// Ideal DCG@k: all judged grades sorted descending, cut at k.
 pub fn ideal_dcg_at(judged: &HashMap<String, u32>, k: usize) -> f64 {
   let mut grades: Vec<u32> = judged.values().copied().collect();
   grades.sort_unstable_by(|a, b| b.cmp(a));
-  grades
-    .iter()
-    .take(k)
-    .enumerate()
-    .map(|(i, &g)| gain(g) / discount(i))
-    .sum()
+  grades.iter().take(k).enumerate().map(|(i, &g)| gain(g) / discount(i)).sum()
 }
 
 /// nDCG@k = DCG@k / IDCG@k; 0 when nothing is relevant.
@@ -74,11 +64,7 @@ pub fn ndcg_at<S: AsRef<str>>(ranked: &[S], judged: &HashMap<String, u32>, k: us
 /// `None`); 0 if there is none.
 pub fn mrr<S: AsRef<str>>(ranked: &[S], judged: &HashMap<String, u32>, k: Option<usize>) -> f64 {
   let k = k.unwrap_or(ranked.len());
-  ranked
-    .iter()
-    .take(k)
-    .position(|id| grade_of(judged, id) > 0)
-    .map_or(0.0, |i| 1.0 / (i as f64 + 1.0))
+  ranked.iter().take(k).position(|id| grade_of(judged, id) > 0).map_or(0.0, |i| 1.0 / (i as f64 + 1.0))
 }
 
 fn hits_in_top<'a, S: AsRef<str>>(ranked: &'a [S], k: usize, wanted: &HashSet<&str>) -> usize {
@@ -87,11 +73,7 @@ fn hits_in_top<'a, S: AsRef<str>>(ranked: &'a [S], k: usize, wanted: &HashSet<&s
 }
 
 fn relevant_set(judged: &HashMap<String, u32>) -> HashSet<&str> {
-  judged
-    .iter()
-    .filter(|(_, &g)| g > 0)
-    .map(|(id, _)| id.as_str())
-    .collect()
+  judged.iter().filter(|(_, &g)| g > 0).map(|(id, _)| id.as_str()).collect()
 }
 
 /// Recall@k: |top-k ∩ relevant| / |relevant| (distinct ids); 0 when nothing is relevant.
@@ -205,10 +187,7 @@ pub fn per_query_scores(ranked: &HashMap<String, Vec<String>>, qrels: &Qrels) ->
 
 /// Mean metrics of a run (see [`per_query_scores`] for which queries count).
 pub fn summarize(ranked: &HashMap<String, Vec<String>>, qrels: &Qrels) -> Summary {
-  let scores: Vec<QueryScores> = per_query_scores(ranked, qrels)
-    .into_iter()
-    .map(|(_, s)| s)
-    .collect();
+  let scores: Vec<QueryScores> = per_query_scores(ranked, qrels).into_iter().map(|(_, s)| s).collect();
   Summary::from_scores(&scores)
 }
 
@@ -230,11 +209,7 @@ pub fn js_round(x: f64, digits: u32) -> f64 {
   let bits = x.abs().to_bits();
   let exp = ((bits >> 52) & 0x7ff) as i32;
   let frac = bits & ((1u64 << 52) - 1);
-  let (mantissa, e) = if exp == 0 {
-    (frac, -1074)
-  } else {
-    (frac | (1u64 << 52), exp - 1075)
-  };
+  let (mantissa, e) = if exp == 0 { (frac, -1074) } else { (frac | (1u64 << 52), exp - 1075) };
   if e >= 0 {
     // |x| is an integer: toFixed only appends zeros.
     return x;
@@ -313,9 +288,7 @@ impl std::str::FromStr for Slice {
       "all" => Ok(Slice::All),
       "train" => Ok(Slice::Train),
       "heldout" | "held-out" | "held_out" => Ok(Slice::Heldout),
-      other => Err(Error::invalid(format!(
-        "unknown slice {other:?} (expected all, train or heldout)"
-      ))),
+      other => Err(Error::invalid(format!("unknown slice {other:?} (expected all, train or heldout)"))),
     }
   }
 }
@@ -358,12 +331,8 @@ fn indicator(b: bool) -> f64 {
 
 /// Recall@k restricted to relevant ids of a role (the denominator counts those ids only).
 fn role_recall(query: &PiQuery, role: Role, ranked: &[String], k: usize) -> f64 {
-  let wanted: HashSet<&str> = query
-    .judgments
-    .iter()
-    .filter(|j| j.role == role && j.grade > 0)
-    .map(|j| j.page_id.as_str())
-    .collect();
+  let wanted: HashSet<&str> =
+    query.judgments.iter().filter(|j| j.role == role && j.grade > 0).map(|j| j.page_id.as_str()).collect();
   if wanted.is_empty() {
     return 0.0;
   }
@@ -393,12 +362,8 @@ pub fn pi_query_scores(query: &PiQuery, ranked: &[String], auto: &[String]) -> P
   }
   if !query.expected_conflicts.is_empty() {
     let top20: HashSet<&str> = ranked.iter().take(20).map(String::as_str).collect();
-    s.contradiction_coverage = Some(indicator(
-      query
-        .expected_conflicts
-        .iter()
-        .all(|id| top20.contains(id.as_str())),
-    ));
+    s.contradiction_coverage =
+      Some(indicator(query.expected_conflicts.iter().all(|id| top20.contains(id.as_str()))));
   }
   if query.auto_expectation == AutoExpectation::None {
     s.auto_false_positive_rate = Some(indicator(!auto.is_empty()));
@@ -467,18 +432,11 @@ pub fn pi_metrics_by_category(
   }
   order
     .into_iter()
-    .filter(|c| {
-      fixture
-        .queries
-        .iter()
-        .any(|q| slice.contains(q) && q.category == *c)
-    })
+    .filter(|c| fixture.queries.iter().any(|q| slice.contains(q) && q.category == *c))
     .map(|c| {
       (
         c.to_string(),
-        aggregate_pi(&scores_where(fixture, ranked, auto, |q| {
-          slice.contains(q) && q.category == c
-        })),
+        aggregate_pi(&scores_where(fixture, ranked, auto, |q| slice.contains(q) && q.category == c)),
       )
     })
     .collect()
@@ -535,10 +493,7 @@ mod tests {
     // = (0.6309297536 + 0.4306765581) / 1.6309297536 = 0.6509209298
     let j = judged(&[("a", 1), ("b", 1)]);
     let r = ["x", "a", "y", "b"];
-    assert!(close(
-      ndcg_at(&r, &j, 5),
-      (1.0 / 3f64.log2() + 1.0 / 5f64.log2()) / (1.0 + 1.0 / 3f64.log2())
-    ));
+    assert!(close(ndcg_at(&r, &j, 5), (1.0 / 3f64.log2() + 1.0 / 5f64.log2()) / (1.0 + 1.0 / 3f64.log2())));
     assert!((ndcg_at(&r, &j, 5) - 0.650_920_929_8).abs() < 1e-9);
     // Cut at 2: DCG = 1/log2(3); IDCG = 1 + 1/log2(3).
     assert!((ndcg_at(&r, &j, 2) - 0.386_852_807_2).abs() < 1e-9);
@@ -625,10 +580,7 @@ mod tests {
     assert_eq!(summarize(&ranked, &qrels).recall20, 0.5);
     assert_eq!(summarize(&HashMap::new(), &Qrels::new()), Summary::default());
     let json = serde_json::to_string(&s.rounded()).unwrap();
-    assert!(
-      json.starts_with("{\"ndcg5\":0.5,\"ndcg10\":0.5,\"mrr10\":0.5,\"mrr\":0.545455"),
-      "{json}"
-    );
+    assert!(json.starts_with("{\"ndcg5\":0.5,\"ndcg10\":0.5,\"mrr10\":0.5,\"mrr\":0.545455"), "{json}");
   }
 
   #[test]
@@ -677,18 +629,10 @@ mod tests {
       category: "c".into(),
       split,
       held_out: split == PiSplit::Heldout,
-      auto_expectation: if judgments.is_empty() {
-        AutoExpectation::None
-      } else {
-        AutoExpectation::Hit
-      },
+      auto_expectation: if judgments.is_empty() { AutoExpectation::None } else { AutoExpectation::Hit },
       judgments: judgments
         .iter()
-        .map(|(p, g, r)| PiJudgment {
-          page_id: p.to_string(),
-          grade: *g,
-          role: *r,
-        })
+        .map(|(p, g, r)| PiJudgment { page_id: p.to_string(), grade: *g, role: *r })
         .collect(),
       expected_conflicts: vec![],
     }
@@ -763,10 +707,7 @@ mod tests {
     assert_eq!(held.auto_false_positive_rate, 0.0);
 
     let by_cat = pi_metrics_by_category(&fixture, &ranked, &auto, Slice::All);
-    assert_eq!(
-      by_cat.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(),
-      ["c", "a"]
-    );
+    assert_eq!(by_cat.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["c", "a"]);
     assert_eq!(by_cat[1].1.evidence_recall20, 0.5);
     let report = pi_report(&fixture, &ranked, &auto);
     assert_eq!((report[0].queries, report[0].judged), (4, 3));
@@ -804,24 +745,9 @@ mod tests {
       auto_false_positive_rate: v[7],
     };
     let expected = [
-      (
-        Slice::All,
-        60,
-        55,
-        row([0.921212, 0.725354, 0.682629, 0.736589, 0.781818, 0.85, 0.6, 0.4]),
-      ),
-      (
-        Slice::Train,
-        45,
-        40,
-        row([0.9625, 0.749444, 0.69355, 0.749919, 0.825, 0.88, 0.0, 0.4]),
-      ),
-      (
-        Slice::Heldout,
-        15,
-        15,
-        row([0.811111, 0.661111, 0.653508, 0.701043, 0.666667, 0.7, 0.6, 0.0]),
-      ),
+      (Slice::All, 60, 55, row([0.921212, 0.725354, 0.682629, 0.736589, 0.781818, 0.85, 0.6, 0.4])),
+      (Slice::Train, 45, 40, row([0.9625, 0.749444, 0.69355, 0.749919, 0.825, 0.88, 0.0, 0.4])),
+      (Slice::Heldout, 15, 15, row([0.811111, 0.661111, 0.653508, 0.701043, 0.666667, 0.7, 0.6, 0.0])),
     ];
     let report = pi_report(&fixture, &ranked, &auto);
     for (got, (slice, queries, judged, metrics)) in report.iter().zip(expected) {

@@ -30,23 +30,14 @@ pub struct SynthOptions {
 
 impl Default for SynthOptions {
   fn default() -> Self {
-    SynthOptions {
-      pages: 1000,
-      seed: 1,
-      cjk_fraction: 0.05,
-      max_bytes: 50_000,
-    }
+    SynthOptions { pages: 1000, seed: 1, cjk_fraction: 0.05, max_bytes: 50_000 }
   }
 }
 
 impl SynthOptions {
   /// `pages` pages from `seed`, other settings at their defaults.
   pub fn new(pages: usize, seed: u64) -> Self {
-    SynthOptions {
-      pages,
-      seed,
-      ..Default::default()
-    }
+    SynthOptions { pages, seed, ..Default::default() }
   }
 }
 
@@ -165,17 +156,9 @@ fn topics() -> &'static [Topic] {
       .iter()
       .map(|line| {
         let mut parts = line.split('|');
-        let (name, cjk, words) = (
-          parts.next().unwrap(),
-          parts.next().unwrap(),
-          parts.next().unwrap(),
-        );
+        let (name, cjk, words) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
         let words: Vec<&'static str> = words.split(' ').collect();
-        Topic {
-          name,
-          cjk,
-          words: words.try_into().expect("eight words per topic"),
-        }
+        Topic { name, cjk, words: words.try_into().expect("eight words per topic") }
       })
       .collect()
   })
@@ -250,15 +233,8 @@ const CJK_EXTRA: [&str; 16] = [
   "质量", "成本", "风险",
 ];
 
-const RELATION_TYPES: [&str; 7] = [
-  "supports",
-  "contradicts",
-  "qualifies",
-  "supersedes",
-  "applies_under",
-  "derived_from",
-  "related_to",
-];
+const RELATION_TYPES: [&str; 7] =
+  ["supports", "contradicts", "qualifies", "supersedes", "applies_under", "derived_from", "related_to"];
 
 const LANGS: [&str; 6] = ["rust", "python", "bash", "json", "yaml", "sql"];
 
@@ -398,10 +374,7 @@ fn english_title(rng: &mut Rng, ty: usize, topic: usize, topic2: usize) -> Strin
       0 => format!("{ca} and {cc}: A Synthesis"),
       _ => format!("What We Know About {ca} {cb}"),
     },
-    T_REQUIREMENT => format!(
-      "Requirement: {ca} {cb} Must Be {}",
-      capitalize(rng.pick(&ADJECTIVES))
-    ),
+    T_REQUIREMENT => format!("Requirement: {ca} {cb} Must Be {}", capitalize(rng.pick(&ADJECTIVES))),
     T_SKILL => format!("How to {} {ca} {cb}", rng.pick(&IMPERATIVES)),
     T_CASE => format!("Case: {ca} {cb} Incident {n}"),
     T_SOURCE => match rng.below(3) {
@@ -465,12 +438,7 @@ fn plan_pages(opts: &SynthOptions) -> Vec<Plan> {
     let english = english_title(&mut rng, ty, topic, topic2);
     let cjk = rng.chance(opts.cjk_fraction);
     let title = if cjk && rng.percent(50) {
-      format!(
-        "{}与{}：{}",
-        topics()[topic].cjk,
-        topics()[topic2].cjk,
-        rng.pick(&CJK_EXTRA)
-      )
+      format!("{}与{}：{}", topics()[topic].cjk, topics()[topic2].cjk, rng.pick(&CJK_EXTRA))
     } else {
       english.clone()
     };
@@ -577,11 +545,7 @@ impl PageWriter<'_> {
   fn wiki_link(&mut self) -> Option<String> {
     let p = self.other_page()?;
     let (id, title) = (p.id.clone(), p.title.clone());
-    Some(if self.rng.percent(60) {
-      format!("[[{id}]]")
-    } else {
-      format!("[[{id}|{title}]]")
-    })
+    Some(if self.rng.percent(60) { format!("[[{id}]]") } else { format!("[[{id}|{title}]]") })
   }
 
   fn md_link(&mut self) -> Option<String> {
@@ -605,10 +569,9 @@ impl PageWriter<'_> {
         let m = self.rng.range(1, n);
         format!("We measured {n} {a} runs, and the {b} {verb} the {c} in {m} of them.")
       }
-      _ => format!(
-        "{} `{a}_{b}` stays {adj} unless the {c} changes.",
-        capitalize(self.rng.pick(&CONNECTORS))
-      ),
+      _ => {
+        format!("{} `{a}_{b}` stays {adj} unless the {c} changes.", capitalize(self.rng.pick(&CONNECTORS)))
+      }
     };
     if self.rng.percent(8) {
       if let Some(link) = self.wiki_link() {
@@ -643,11 +606,7 @@ impl PageWriter<'_> {
     let n = self.rng.range(min, max);
     let mut p = String::new();
     for _ in 0..n {
-      let s = if self.plan.cjk && self.rng.percent(40) {
-        self.cjk_sentence()
-      } else {
-        self.sentence()
-      };
+      let s = if self.plan.cjk && self.rng.percent(40) { self.cjk_sentence() } else { self.sentence() };
       // Latin sentences are space-separated; CJK sentences (ending in 。) need no space.
       if p.ends_with(|c: char| c.is_ascii()) {
         p.push(' ');
@@ -727,11 +686,7 @@ impl PageWriter<'_> {
     for _ in 0..rows {
       out.push('|');
       for c in 0..cols {
-        let cell = if c == 0 {
-          self.word().to_string()
-        } else {
-          format!("{}", self.rng.range(0, 1000))
-        };
+        let cell = if c == 0 { self.word().to_string() } else { format!("{}", self.rng.range(0, 1000)) };
         out.push_str(&format!(" {cell} |"));
       }
       out.push('\n');
@@ -747,11 +702,7 @@ impl PageWriter<'_> {
   fn related(&mut self) -> String {
     let mut links = Vec::new();
     for _ in 0..self.rng.range(1, 4) {
-      let l = if self.rng.percent(70) {
-        self.wiki_link()
-      } else {
-        self.md_link()
-      };
+      let l = if self.rng.percent(70) { self.wiki_link() } else { self.md_link() };
       links.extend(l);
     }
     if links.is_empty() {
@@ -807,11 +758,7 @@ impl PageWriter<'_> {
       aliases.push(format!("{} {}", capitalize(a), b));
     }
     if self.plan.cjk && self.rng.percent(50) {
-      aliases.push(format!(
-        "{}{}",
-        topics()[self.plan.topic].cjk,
-        self.rng.pick(&CJK_EXTRA)
-      ));
+      aliases.push(format!("{}{}", topics()[self.plan.topic].cjk, self.rng.pick(&CJK_EXTRA)));
     }
     if !aliases.is_empty() {
       let quoted: Vec<String> = aliases.iter().map(|a| json_str(a)).collect();
@@ -846,22 +793,13 @@ impl PageWriter<'_> {
         let Some(target) = self.other_page().map(|p| p.id.clone()) else {
           break;
         };
-        writeln!(
-          rels,
-          "  - target: {}\n    type: {}",
-          json_str(&target),
-          self.rng.pick(&RELATION_TYPES)
-        )
-        .expect("write to String");
+        writeln!(rels, "  - target: {}\n    type: {}", json_str(&target), self.rng.pick(&RELATION_TYPES))
+          .expect("write to String");
         if self.rng.percent(30) {
           writeln!(
             rels,
             "    scope: {}",
-            json_str(&format!(
-              "when the {} is {}",
-              self.word(),
-              self.rng.pick(&ADJECTIVES)
-            ))
+            json_str(&format!("when the {} is {}", self.word(), self.rng.pick(&ADJECTIVES)))
           )
           .expect("write to String");
         }
@@ -928,21 +866,13 @@ pub fn render_pages(opts: &SynthOptions) -> Result<Vec<(String, String)>> {
   validate(opts)?;
   let plans = plan_pages(opts);
   let by_topic = topic_index(&plans);
-  let ctx = Ctx {
-    plans: &plans,
-    by_topic: &by_topic,
-  };
+  let ctx = Ctx { plans: &plans, by_topic: &by_topic };
   Ok(
     plans
       .iter()
       .enumerate()
       .map(|(i, plan)| {
-        let w = PageWriter {
-          rng: Rng::new(plan.seed),
-          plan,
-          index: i,
-          ctx: &ctx,
-        };
+        let w = PageWriter { rng: Rng::new(plan.seed), plan, index: i, ctx: &ctx };
         (plan.id.clone(), w.render(opts.max_bytes))
       })
       .collect(),
@@ -959,10 +889,7 @@ pub fn generate_vault(root: &Path, opts: &SynthOptions) -> Result<SynthReport> {
   if dot.is_dir() {
     let mut entries = std::fs::read_dir(&dot).map_err(|e| Error::io("read directory", &dot, e))?;
     if entries.next().is_some() {
-      return Err(Error::invalid(format!(
-        "{} is not empty; generate into a fresh directory",
-        dot.display()
-      )));
+      return Err(Error::invalid(format!("{} is not empty; generate into a fresh directory", dot.display())));
     }
   }
   let wiki = dot.join("wiki");
@@ -973,20 +900,11 @@ pub fn generate_vault(root: &Path, opts: &SynthOptions) -> Result<SynthReport> {
 
   let plans = plan_pages(opts);
   let by_topic = topic_index(&plans);
-  let ctx = Ctx {
-    plans: &plans,
-    by_topic: &by_topic,
-  };
+  let ctx = Ctx { plans: &plans, by_topic: &by_topic };
   let mut report = SynthReport::default();
   let mut made: HashSet<PathBuf> = HashSet::new();
   for (i, plan) in plans.iter().enumerate() {
-    let text = PageWriter {
-      rng: Rng::new(plan.seed),
-      plan,
-      index: i,
-      ctx: &ctx,
-    }
-    .render(opts.max_bytes);
+    let text = PageWriter { rng: Rng::new(plan.seed), plan, index: i, ctx: &ctx }.render(opts.max_bytes);
     let path = wiki.join(format!("{}.md", plan.id));
     if let Some(dir) = path.parent() {
       if !made.contains(dir) {
@@ -997,10 +915,7 @@ pub fn generate_vault(root: &Path, opts: &SynthOptions) -> Result<SynthReport> {
     std::fs::write(&path, text.as_bytes()).map_err(|e| Error::io("write", &path, e))?;
     report.pages += 1;
     report.bytes += text.len() as u64;
-    *report
-      .by_type
-      .entry(PAGE_TYPES[plan.ty].0.to_string())
-      .or_default() += 1;
+    *report.by_type.entry(PAGE_TYPES[plan.ty].0.to_string()).or_default() += 1;
   }
   Ok(report)
 }
@@ -1070,10 +985,7 @@ mod tests {
       h.update(std::fs::read(f).unwrap());
       h.update([0]);
     }
-    (
-      h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
-      files.len(),
-    )
+    (h.finalize().iter().map(|b| format!("{b:02x}")).collect(), files.len())
   }
 
   #[test]
@@ -1093,12 +1005,7 @@ mod tests {
 
   #[test]
   fn same_seed_same_bytes() {
-    let opts = SynthOptions {
-      pages: 120,
-      seed: 7,
-      cjk_fraction: 0.2,
-      max_bytes: 20_000,
-    };
+    let opts = SynthOptions { pages: 120, seed: 7, cjk_fraction: 0.2, max_bytes: 20_000 };
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let ra = generate_vault(a.path(), &opts).unwrap();
     let rb = generate_vault(b.path(), &opts).unwrap();
@@ -1109,36 +1016,21 @@ mod tests {
     assert_eq!(ha, hb);
     assert_eq!(na, 121); // pages + config.json
     let c = tempfile::tempdir().unwrap();
-    generate_vault(
-      c.path(),
-      &SynthOptions {
-        seed: 8,
-        ..opts.clone()
-      },
-    )
-    .unwrap();
+    generate_vault(c.path(), &SynthOptions { seed: 8, ..opts.clone() }).unwrap();
     assert_ne!(hash_tree(c.path()).0, ha);
     // In-memory rendering matches the files.
     let pages = render_pages(&opts).unwrap();
     let total: u64 = pages.iter().map(|(_, t)| t.len() as u64).sum();
     assert_eq!(total, ra.bytes);
     let (id, text) = &pages[3];
-    assert_eq!(
-      &std::fs::read_to_string(a.path().join(format!(".llm-wiki/wiki/{id}.md"))).unwrap(),
-      text
-    );
+    assert_eq!(&std::fs::read_to_string(a.path().join(format!(".llm-wiki/wiki/{id}.md"))).unwrap(), text);
     // Refuses to write over an existing vault.
     assert!(generate_vault(a.path(), &opts).is_err());
   }
 
   #[test]
   fn pages_are_valid_and_varied() {
-    let opts = SynthOptions {
-      pages: 600,
-      seed: 42,
-      cjk_fraction: 0.1,
-      max_bytes: 50_000,
-    };
+    let opts = SynthOptions { pages: 600, seed: 42, cjk_fraction: 0.1, max_bytes: 50_000 };
     let pages = render_pages(&opts).unwrap();
     assert_eq!(pages.len(), 600);
     let mut types = HashSet::new();
@@ -1165,10 +1057,7 @@ mod tests {
       wiki_links += usize::from(text.contains("[["));
       md_links += usize::from(text.contains(".md)"));
       let folder = id.split('/').next().unwrap();
-      assert_eq!(
-        PAGE_TYPES.iter().find(|t| t.0 == page.meta.page_type).unwrap().1,
-        folder
-      );
+      assert_eq!(PAGE_TYPES.iter().find(|t| t.0 == page.meta.page_type).unwrap().1, folder);
     }
     assert_eq!(types.len(), 9, "{types:?}");
     assert!(min < 700, "smallest page {min}");
@@ -1179,12 +1068,7 @@ mod tests {
 
   #[test]
   fn links_resolve_and_dirs_nest() {
-    let opts = SynthOptions {
-      pages: 2_300,
-      seed: 3,
-      cjk_fraction: 0.05,
-      max_bytes: 2_000,
-    };
+    let opts = SynthOptions { pages: 2_300, seed: 3, cjk_fraction: 0.05, max_bytes: 2_000 };
     let dir = tempfile::tempdir().unwrap();
     let report = generate_vault(dir.path(), &opts).unwrap();
     assert_eq!(report.pages, 2_300);
@@ -1195,36 +1079,24 @@ mod tests {
       r#"{"name":"synthetic","knowledge_format":"legacy"}"#
     );
     // ~575 sources: the first 500 directly in sources/, the rest in sources/0001/.
-    let count = |p: &Path| {
-      std::fs::read_dir(p)
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().is_file())
-        .count()
-    };
+    let count =
+      |p: &Path| std::fs::read_dir(p).unwrap().filter(|e| e.as_ref().unwrap().path().is_file()).count();
     assert_eq!(count(&wiki.join("sources")), 500);
     assert_eq!(count(&wiki.join("sources/0001")), report.by_type["source"] - 500);
-    for entry in walkdir::WalkDir::new(&wiki)
-      .into_iter()
-      .map(|e| e.unwrap())
-      .filter(|e| e.file_type().is_dir())
+    for entry in
+      walkdir::WalkDir::new(&wiki).into_iter().map(|e| e.unwrap()).filter(|e| e.file_type().is_dir())
     {
       assert!(count(entry.path()) <= PAGES_PER_DIR);
     }
     // Every Markdown link resolves relative to its page; every wiki-link names a page.
     let mut checked = 0;
-    for entry in walkdir::WalkDir::new(&wiki)
-      .into_iter()
-      .map(|e| e.unwrap())
-      .filter(|e| e.file_type().is_file())
+    for entry in
+      walkdir::WalkDir::new(&wiki).into_iter().map(|e| e.unwrap()).filter(|e| e.file_type().is_file())
     {
       let text = std::fs::read_to_string(entry.path()).unwrap();
       for part in text.split("](").skip(1) {
         let target = &part[..part.find(')').unwrap()];
-        assert!(
-          entry.path().parent().unwrap().join(target).is_file(),
-          "{target} from {:?}",
-          entry.path()
-        );
+        assert!(entry.path().parent().unwrap().join(target).is_file(), "{target} from {:?}", entry.path());
         checked += 1;
       }
       for part in text.split("[[").skip(1) {
@@ -1242,49 +1114,26 @@ mod tests {
     assert_eq!(folder_for("sources", 0), ("sources".to_string(), 1));
     assert_eq!(folder_for("sources", 499), ("sources".to_string(), 1));
     assert_eq!(folder_for("sources", 500), ("sources/0001".to_string(), 2));
-    assert_eq!(
-      folder_for("sources", 500 * 1234),
-      ("sources/0001/0234".to_string(), 3)
-    );
+    assert_eq!(folder_for("sources", 500 * 1234), ("sources/0001/0234".to_string(), 3));
   }
 
   #[test]
   fn queries_target_existing_pages() {
     let opts = SynthOptions::new(300, 11);
-    let ids: HashSet<String> = render_pages(&opts)
-      .unwrap()
-      .into_iter()
-      .map(|(id, _)| id)
-      .collect();
+    let ids: HashSet<String> = render_pages(&opts).unwrap().into_iter().map(|(id, _)| id).collect();
     let q = synth_queries(&opts, 200);
     assert_eq!(q.len(), 200);
     assert_eq!(q, synth_queries(&opts, 200));
     assert_eq!(q[0].0, "synth-00000");
-    assert!(q
-      .iter()
-      .all(|(_, text, target)| !text.trim().is_empty() && ids.contains(target)));
+    assert!(q.iter().all(|(_, text, target)| !text.trim().is_empty() && ids.contains(target)));
     assert!(synth_queries(&SynthOptions::new(0, 1), 5).is_empty());
   }
 
   #[test]
   fn rejects_bad_options() {
     let dir = tempfile::tempdir().unwrap();
-    assert!(generate_vault(
-      dir.path(),
-      &SynthOptions {
-        max_bytes: 100,
-        ..Default::default()
-      }
-    )
-    .is_err());
-    assert!(generate_vault(
-      dir.path(),
-      &SynthOptions {
-        cjk_fraction: 1.5,
-        ..Default::default()
-      }
-    )
-    .is_err());
+    assert!(generate_vault(dir.path(), &SynthOptions { max_bytes: 100, ..Default::default() }).is_err());
+    assert!(generate_vault(dir.path(), &SynthOptions { cjk_fraction: 1.5, ..Default::default() }).is_err());
   }
 
   #[test]

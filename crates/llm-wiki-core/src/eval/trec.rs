@@ -31,12 +31,7 @@ pub struct RunLine {
 
 impl RunLine {
   pub fn new(qid: impl Into<String>, docid: impl Into<String>, rank: u32, score: f64) -> Self {
-    RunLine {
-      qid: qid.into(),
-      docid: docid.into(),
-      rank,
-      score,
-    }
+    RunLine { qid: qid.into(), docid: docid.into(), rank, score }
   }
 }
 
@@ -58,9 +53,7 @@ fn check_token(kind: &str, value: &str) -> Result<()> {
     return Err(Error::invalid(format!("TREC {kind} is empty")));
   }
   if value.chars().any(char::is_whitespace) {
-    return Err(Error::invalid(format!(
-      "TREC {kind} {value:?} contains whitespace"
-    )));
+    return Err(Error::invalid(format!("TREC {kind} {value:?} contains whitespace")));
   }
   Ok(())
 }
@@ -73,16 +66,10 @@ pub fn validate_run(tag: &str, lines: &[RunLine]) -> Result<()> {
     check_token("query id", &line.qid)?;
     check_token("doc id", &line.docid)?;
     if line.rank == 0 {
-      return Err(Error::invalid(format!(
-        "TREC rank of {}/{} must be >= 1",
-        line.qid, line.docid
-      )));
+      return Err(Error::invalid(format!("TREC rank of {}/{} must be >= 1", line.qid, line.docid)));
     }
     if !line.score.is_finite() {
-      return Err(Error::invalid(format!(
-        "TREC score of {}/{} is not finite",
-        line.qid, line.docid
-      )));
+      return Err(Error::invalid(format!("TREC score of {}/{} is not finite", line.qid, line.docid)));
     }
   }
   Ok(())
@@ -93,10 +80,7 @@ pub fn validate_run(tag: &str, lines: &[RunLine]) -> Result<()> {
 pub fn format_run(tag: &str, lines: &[RunLine]) -> String {
   let mut out = String::with_capacity(lines.len() * 48);
   for l in lines {
-    out.push_str(&format!(
-      "{} Q0 {} {} {:.6} {}\n",
-      l.qid, l.docid, l.rank, l.score, tag
-    ));
+    out.push_str(&format!("{} Q0 {} {} {:.6} {}\n", l.qid, l.docid, l.rank, l.score, tag));
   }
   out
 }
@@ -122,21 +106,15 @@ pub fn parse_run_lines(text: &str) -> Result<Vec<RunLine>> {
       continue;
     }
     if fields.len() != 6 {
-      return Err(line_error(
-        "run",
-        line_no,
-        format!("expected 6 fields, found {}", fields.len()),
-      ));
+      return Err(line_error("run", line_no, format!("expected 6 fields, found {}", fields.len())));
     }
-    let rank: u32 = fields[3]
-      .parse()
-      .map_err(|_| line_error("run", line_no, format!("bad rank {:?}", fields[3])))?;
+    let rank: u32 =
+      fields[3].parse().map_err(|_| line_error("run", line_no, format!("bad rank {:?}", fields[3])))?;
     if rank == 0 {
       return Err(line_error("run", line_no, "rank must be >= 1"));
     }
-    let score: f64 = fields[4]
-      .parse()
-      .map_err(|_| line_error("run", line_no, format!("bad score {:?}", fields[4])))?;
+    let score: f64 =
+      fields[4].parse().map_err(|_| line_error("run", line_no, format!("bad score {:?}", fields[4])))?;
     out.push(RunLine::new(fields[0], fields[2], rank, score));
   }
   Ok(out)
@@ -146,10 +124,7 @@ pub fn parse_run_lines(text: &str) -> Result<Vec<RunLine>> {
 pub fn parse_run(text: &str) -> Result<Run> {
   let mut by_query: BTreeMap<String, Vec<(u32, String, f64)>> = BTreeMap::new();
   for l in parse_run_lines(text)? {
-    by_query
-      .entry(l.qid)
-      .or_default()
-      .push((l.rank, l.docid, l.score));
+    by_query.entry(l.qid).or_default().push((l.rank, l.docid, l.score));
   }
   Ok(
     by_query
@@ -170,18 +145,13 @@ pub fn read_run(path: &Path) -> Result<Run> {
 
 /// Ranked doc ids per query (scores dropped), the shape the metrics take.
 pub fn run_to_ranked(run: &Run) -> HashMap<String, Vec<String>> {
-  run
-    .iter()
-    .map(|(q, docs)| (q.clone(), docs.iter().map(|(d, _)| d.clone()).collect()))
-    .collect()
+  run.iter().map(|(q, docs)| (q.clone(), docs.iter().map(|(d, _)| d.clone()).collect())).collect()
 }
 
 /// Format qrels as TREC text (`qid 0 docid grade`), sorted by query id then doc id.
 pub fn format_qrels(qrels: &Qrels) -> Result<String> {
-  let sorted: BTreeMap<&String, BTreeMap<&String, u32>> = qrels
-    .iter()
-    .map(|(q, docs)| (q, docs.iter().map(|(d, g)| (d, *g)).collect()))
-    .collect();
+  let sorted: BTreeMap<&String, BTreeMap<&String, u32>> =
+    qrels.iter().map(|(q, docs)| (q, docs.iter().map(|(d, g)| (d, *g)).collect())).collect();
   let mut out = String::new();
   for (qid, docs) in sorted {
     check_token("query id", qid)?;
@@ -201,9 +171,7 @@ pub fn write_qrels(path: &Path, qrels: &Qrels) -> Result<()> {
 /// Grades are integers; negative grades (used by some collections for "judged non-relevant")
 /// become 0.
 fn parse_grade(what: &str, line_no: usize, s: &str) -> Result<u32> {
-  let g: i64 = s
-    .parse()
-    .map_err(|_| line_error(what, line_no, format!("bad grade {s:?}")))?;
+  let g: i64 = s.parse().map_err(|_| line_error(what, line_no, format!("bad grade {s:?}")))?;
   Ok(u32::try_from(g.max(0)).unwrap_or(u32::MAX))
 }
 
@@ -217,17 +185,10 @@ pub fn parse_qrels(text: &str) -> Result<Qrels> {
       continue;
     }
     if fields.len() != 4 {
-      return Err(line_error(
-        "qrels",
-        i + 1,
-        format!("expected 4 fields, found {}", fields.len()),
-      ));
+      return Err(line_error("qrels", i + 1, format!("expected 4 fields, found {}", fields.len())));
     }
     let grade = parse_grade("qrels", i + 1, fields[3])?;
-    qrels
-      .entry(fields[0].to_string())
-      .or_default()
-      .insert(fields[2].to_string(), grade);
+    qrels.entry(fields[0].to_string()).or_default().insert(fields[2].to_string(), grade);
   }
   Ok(qrels)
 }
@@ -266,10 +227,7 @@ pub fn parse_beir_qrels(text: &str) -> Result<Qrels> {
       return Err(line_error("BEIR qrels", i + 1, "empty query or doc id"));
     }
     let grade = parse_grade("BEIR qrels", i + 1, fields[2])?;
-    qrels
-      .entry(fields[0].to_string())
-      .or_default()
-      .insert(fields[1].to_string(), grade);
+    qrels.entry(fields[0].to_string()).or_default().insert(fields[1].to_string(), grade);
   }
   Ok(qrels)
 }
@@ -300,11 +258,7 @@ mod tests {
     assert_eq!(run.keys().collect::<Vec<_>>(), ["q0", "q1"]);
     assert_eq!(
       run["q1"],
-      vec![
-        ("d3".to_string(), 12.5),
-        ("d1".to_string(), 3.0),
-        ("d2".to_string(), -0.123457)
-      ]
+      vec![("d3".to_string(), 12.5), ("d1".to_string(), 3.0), ("d2".to_string(), -0.123457)]
     );
     assert_eq!(run_to_ranked(&run)["q0"], vec!["x".to_string()]);
   }
@@ -318,12 +272,7 @@ mod tests {
 
   #[test]
   fn run_rejects_bad_input() {
-    assert!(write_run(
-      Path::new("/nonexistent/x"),
-      "t",
-      &[RunLine::new("q", "a b", 1, 1.0)]
-    )
-    .is_err());
+    assert!(write_run(Path::new("/nonexistent/x"), "t", &[RunLine::new("q", "a b", 1, 1.0)]).is_err());
     assert!(validate_run("t", &[RunLine::new("q", "a\tb", 1, 1.0)]).is_err());
     assert!(validate_run("t", &[RunLine::new("q", "", 1, 1.0)]).is_err());
     assert!(validate_run("t", &[RunLine::new("q", "a", 0, 1.0)]).is_err());

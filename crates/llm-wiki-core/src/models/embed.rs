@@ -24,14 +24,9 @@ pub struct Embedder {
 impl Embedder {
   pub fn load(dir: &ModelDir, cfg: &SessionConfig) -> Result<Self> {
     if dir.manifest.kind != ModelKind::Embed {
-      return Err(Error::ModelUnavailable(format!(
-        "{} is not an embedding model",
-        dir.manifest.id
-      )));
+      return Err(Error::ModelUnavailable(format!("{} is not an embedding model", dir.manifest.id)));
     }
-    Ok(Embedder {
-      model: OnnxModel::load(dir, cfg, "last_hidden_state")?,
-    })
+    Ok(Embedder { model: OnnxModel::load(dir, cfg, "last_hidden_state")? })
   }
 
   /// Model id (vectors are only comparable within one id).
@@ -64,11 +59,7 @@ impl Embedder {
       let (shape, data) = self.model.run(&tokens)?;
       let (b, s, d) = match shape.as_slice() {
         [b, s, d] => (*b, *s, *d),
-        other => {
-          return Err(Error::Inference(format!(
-            "expected [batch, seq, dims] output, got {other:?}"
-          )))
-        }
+        other => return Err(Error::Inference(format!("expected [batch, seq, dims] output, got {other:?}"))),
       };
       if b != tokens.batch || d != m.dims || s != tokens.seq {
         return Err(Error::Inference(format!(
@@ -109,13 +100,7 @@ impl Embedder {
 
   /// Embed one query.
   pub fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-    let mut v = self.embed(
-      &[query.to_string()],
-      TextKind::Query,
-      &CancelFlag::new(),
-      &mut |_| {},
-    )?;
-    v.pop()
-      .ok_or_else(|| Error::Inference("no vector returned".into()))
+    let mut v = self.embed(&[query.to_string()], TextKind::Query, &CancelFlag::new(), &mut |_| {})?;
+    v.pop().ok_or_else(|| Error::Inference("no vector returned".into()))
   }
 }

@@ -84,10 +84,7 @@ impl ModelDir {
     let manifest: ModelManifest = match read_json(&dir.join("manifest.json")) {
       JsonFile::Valid(m) => m,
       JsonFile::Missing => {
-        return Err(Error::ModelUnavailable(format!(
-          "{} has no manifest.json",
-          dir.display()
-        )))
+        return Err(Error::ModelUnavailable(format!("{} has no manifest.json", dir.display())))
       }
       JsonFile::Invalid(msg) => return Err(Error::ModelUnavailable(msg)),
     };
@@ -113,10 +110,7 @@ impl ModelDir {
         )));
       }
     }
-    Ok(ModelDir {
-      dir: dir.to_path_buf(),
-      manifest,
-    })
+    Ok(ModelDir { dir: dir.to_path_buf(), manifest })
   }
 
   /// Check every listed file's sha256.
@@ -172,13 +166,7 @@ mod tests {
     let files = [("model.onnx", model), ("tokenizer.json", b"{}".as_slice())]
       .iter()
       .map(|(n, b)| {
-        (
-          n.to_string(),
-          FileInfo {
-            sha256: crate::store::manifest::sha256_hex(b),
-            size: b.len() as u64,
-          },
-        )
+        (n.to_string(), FileInfo { sha256: crate::store::manifest::sha256_hex(b), size: b.len() as u64 })
       })
       .collect();
     let m = ModelManifest {
@@ -207,9 +195,6 @@ mod tests {
     assert_eq!(m.verify().unwrap_err().code(), "model_unavailable");
     std::fs::write(t.path().join("model.onnx"), b"short").unwrap();
     assert_eq!(ModelDir::open(t.path()).unwrap_err().code(), "model_unavailable");
-    assert_eq!(
-      ModelDir::open(&t.path().join("nope")).unwrap_err().code(),
-      "model_unavailable"
-    );
+    assert_eq!(ModelDir::open(&t.path().join("nope")).unwrap_err().code(), "model_unavailable");
   }
 }

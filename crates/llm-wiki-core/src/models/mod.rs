@@ -70,10 +70,7 @@ fn env_path(var: &str) -> Option<PathBuf> {
 /// The user cache root for models.
 pub fn user_model_root() -> PathBuf {
   let cache = env_path("XDG_CACHE_HOME").unwrap_or_else(|| {
-    env_path("HOME")
-      .or_else(|| env_path("USERPROFILE"))
-      .unwrap_or_else(|| PathBuf::from("."))
-      .join(".cache")
+    env_path("HOME").or_else(|| env_path("USERPROFILE")).unwrap_or_else(|| PathBuf::from(".")).join(".cache")
   });
   cache.join("llm-wiki-retrieval").join("models")
 }
@@ -92,10 +89,7 @@ pub fn effective_config() -> ModelConfig {
     c.rerank_model = env_path("LLM_WIKI_RERANK_MODEL");
   }
   if c.threads == 0 {
-    c.threads = std::env::var("LLM_WIKI_THREADS")
-      .ok()
-      .and_then(|v| v.parse().ok())
-      .unwrap_or(0);
+    c.threads = std::env::var("LLM_WIKI_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
   }
   if c.threads == 0 {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -115,34 +109,22 @@ pub fn resolve_embed_dir(c: &ModelConfig) -> Option<PathBuf> {
   if let Some(p) = &c.embed_model {
     return Some(p.clone());
   }
-  c.model_roots
-    .iter()
-    .map(|r| r.join(DEFAULT_EMBED_DIR))
-    .find(|d| d.join("manifest.json").is_file())
+  c.model_roots.iter().map(|r| r.join(DEFAULT_EMBED_DIR)).find(|d| d.join("manifest.json").is_file())
 }
 
 /// Id of the embedder recall would use (reads its manifest only; loads nothing).
 pub fn embed_model_id(c: &ModelConfig) -> Option<String> {
-  resolve_embed_dir(c)
-    .and_then(|d| ModelDir::open(&d).ok())
-    .map(|m| m.manifest.id)
+  resolve_embed_dir(c).and_then(|d| ModelDir::open(&d).ok()).map(|m| m.manifest.id)
 }
 
 /// Id of the configured cross-encoder, if any (manifest only).
 pub fn rerank_model_id(c: &ModelConfig) -> Option<String> {
-  c.rerank_model
-    .as_ref()
-    .filter(|_| !c.disabled)
-    .and_then(|d| ModelDir::open(d).ok())
-    .map(|m| m.manifest.id)
+  c.rerank_model.as_ref().filter(|_| !c.disabled).and_then(|d| ModelDir::open(d).ok()).map(|m| m.manifest.id)
 }
 
 fn session_config(c: &ModelConfig) -> Result<SessionConfig> {
   let lib = runtime::locate(c.runtime_lib.as_deref(), &c.runtime_candidates, &c.model_roots)?;
-  Ok(SessionConfig {
-    runtime_lib: lib,
-    threads: c.threads,
-  })
+  Ok(SessionConfig { runtime_lib: lib, threads: c.threads })
 }
 
 enum Loaded {
@@ -166,19 +148,15 @@ fn cache() -> &'static Mutex<HashMap<PathBuf, Entry>> {
 /// A background thread that drops models idle for longer than the configured time. Native
 /// threads do not keep Node's event loop alive, so this never delays process exit.
 fn start_reaper() {
-  let _ = std::thread::Builder::new()
-    .name("llm-wiki-model-reaper".into())
-    .spawn(|| loop {
-      std::thread::sleep(Duration::from_secs(15));
-      release_idle();
-    });
+  let _ = std::thread::Builder::new().name("llm-wiki-model-reaper".into()).spawn(|| loop {
+    std::thread::sleep(Duration::from_secs(15));
+    release_idle();
+  });
 }
 
 /// Drop cached models idle for longer than the configured time (and not in use).
 pub fn release_idle() -> usize {
-  let idle = effective_config()
-    .idle_release
-    .unwrap_or(Duration::from_secs(300));
+  let idle = effective_config().idle_release.unwrap_or(Duration::from_secs(300));
   let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
   let before = map.len();
   map.retain(|_, e| {
@@ -212,13 +190,7 @@ pub fn embedder() -> Result<Arc<Embedder>> {
   onnx::quiet_tokenizer_threads();
   let md = ModelDir::open(&dir)?;
   let m = Arc::new(Embedder::load(&md, &session_config(&c)?)?);
-  map.insert(
-    dir,
-    Entry {
-      model: Loaded::Embed(m.clone()),
-      last_used: Instant::now(),
-    },
-  );
+  map.insert(dir, Entry { model: Loaded::Embed(m.clone()), last_used: Instant::now() });
   Ok(m)
 }
 
@@ -238,12 +210,6 @@ pub fn cross_encoder() -> Result<Option<Arc<CrossEncoder>>> {
   onnx::quiet_tokenizer_threads();
   let md = ModelDir::open(&dir)?;
   let m = Arc::new(CrossEncoder::load(&md, &session_config(&c)?)?);
-  map.insert(
-    dir,
-    Entry {
-      model: Loaded::Rerank(m.clone()),
-      last_used: Instant::now(),
-    },
-  );
+  map.insert(dir, Entry { model: Loaded::Rerank(m.clone()), last_used: Instant::now() });
   Ok(Some(m))
 }

@@ -53,10 +53,8 @@ impl OnnxModel {
     // The tokenizer as shipped may pad/truncate to a fixed 128: override both.
     let mut tokenizer = Tokenizer::from_file(dir.tokenizer_file())
       .map_err(|e| Error::ModelUnavailable(format!("{}: {e}", dir.tokenizer_file().display())))?;
-    let pad_token = tokenizer
-      .get_padding()
-      .map(|p| p.pad_token.clone())
-      .unwrap_or_else(|| "[PAD]".to_string());
+    let pad_token =
+      tokenizer.get_padding().map(|p| p.pad_token.clone()).unwrap_or_else(|| "[PAD]".to_string());
     let pad_id = tokenizer.token_to_id(&pad_token).unwrap_or(0);
     tokenizer.with_padding(Some(PaddingParams {
       strategy: PaddingStrategy::BatchLongest,
@@ -76,20 +74,12 @@ impl OnnxModel {
       .map_err(|e| Error::ModelUnavailable(format!("tokenizer truncation: {e}")))?;
     let build = || -> std::result::Result<Session, String> {
       let b = Session::builder(&env).map_err(|e| e.to_string())?;
-      let b = b
-        .with_optimization_level(GraphOptimizationLevel::Level3)
-        .map_err(|e| e.to_string())?;
-      let b = b
-        .with_intra_threads(cfg.threads.max(1))
-        .map_err(|e| e.to_string())?;
+      let b = b.with_optimization_level(GraphOptimizationLevel::Level3).map_err(|e| e.to_string())?;
+      let b = b.with_intra_threads(cfg.threads.max(1)).map_err(|e| e.to_string())?;
       let b = b.with_inter_threads(1).map_err(|e| e.to_string())?;
       let b = b.with_memory_pattern(false).map_err(|e| e.to_string())?;
-      let b = b
-        .with_config_entry("session.intra_op.allow_spinning", "0")
-        .map_err(|e| e.to_string())?;
-      let mut b = b
-        .with_config_entry("session.inter_op.allow_spinning", "0")
-        .map_err(|e| e.to_string())?;
+      let b = b.with_config_entry("session.intra_op.allow_spinning", "0").map_err(|e| e.to_string())?;
+      let mut b = b.with_config_entry("session.inter_op.allow_spinning", "0").map_err(|e| e.to_string())?;
       b.commit_from_file(dir.model_file()).map_err(|e| e.to_string())
     };
     let session = std::panic::catch_unwind(std::panic::AssertUnwindSafe(build))
@@ -122,10 +112,8 @@ impl OnnxModel {
 
   /// Tokenize single texts or (query, passage) pairs into one padded batch.
   pub fn tokenize<'s, E: Into<EncodeInput<'s>> + Send>(&self, inputs: Vec<E>) -> Result<TokenBatch> {
-    let enc = self
-      .tokenizer
-      .encode_batch(inputs, true)
-      .map_err(|e| Error::Inference(format!("tokenize: {e}")))?;
+    let enc =
+      self.tokenizer.encode_batch(inputs, true).map_err(|e| Error::Inference(format!("tokenize: {e}")))?;
     let batch = enc.len();
     let seq = enc.iter().map(|e| e.get_ids().len()).max().unwrap_or(0).max(1);
     let mut t = TokenBatch {
@@ -137,24 +125,10 @@ impl OnnxModel {
     };
     for e in &enc {
       let pad = seq - e.get_ids().len();
-      t.input_ids.extend(
-        e.get_ids()
-          .iter()
-          .map(|&x| x as i64)
-          .chain(std::iter::repeat_n(0, pad)),
-      );
-      t.attention_mask.extend(
-        e.get_attention_mask()
-          .iter()
-          .map(|&x| x as i64)
-          .chain(std::iter::repeat_n(0, pad)),
-      );
-      t.token_type_ids.extend(
-        e.get_type_ids()
-          .iter()
-          .map(|&x| x as i64)
-          .chain(std::iter::repeat_n(0, pad)),
-      );
+      t.input_ids.extend(e.get_ids().iter().map(|&x| x as i64).chain(std::iter::repeat_n(0, pad)));
+      t.attention_mask
+        .extend(e.get_attention_mask().iter().map(|&x| x as i64).chain(std::iter::repeat_n(0, pad)));
+      t.token_type_ids.extend(e.get_type_ids().iter().map(|&x| x as i64).chain(std::iter::repeat_n(0, pad)));
     }
     Ok(t)
   }
@@ -181,11 +155,7 @@ impl OnnxModel {
 
   /// Number of tokens a text becomes (with special tokens, after truncation).
   pub fn token_count(&self, text: &str) -> usize {
-    self
-      .tokenizer
-      .encode(text, true)
-      .map(|e| e.get_ids().len())
-      .unwrap_or(0)
+    self.tokenizer.encode(text, true).map(|e| e.get_ids().len()).unwrap_or(0)
   }
 }
 

@@ -24,14 +24,9 @@ pub fn sigmoid(x: f32) -> f32 {
 impl CrossEncoder {
   pub fn load(dir: &ModelDir, cfg: &SessionConfig) -> Result<Self> {
     if dir.manifest.kind != ModelKind::Rerank {
-      return Err(Error::ModelUnavailable(format!(
-        "{} is not a reranker (kind rerank)",
-        dir.manifest.id
-      )));
+      return Err(Error::ModelUnavailable(format!("{} is not a reranker (kind rerank)", dir.manifest.id)));
     }
-    Ok(CrossEncoder {
-      model: OnnxModel::load(dir, cfg, "logits")?,
-    })
+    Ok(CrossEncoder { model: OnnxModel::load(dir, cfg, "logits")? })
   }
 
   pub fn id(&self) -> &str {
@@ -55,11 +50,7 @@ impl CrossEncoder {
       let per = match shape.as_slice() {
         [b] if *b == tokens.batch => 1,
         [b, n] if *b == tokens.batch && *n >= 1 => *n,
-        other => {
-          return Err(Error::Inference(format!(
-            "expected logits [batch, n], got {other:?}"
-          )))
-        }
+        other => return Err(Error::Inference(format!("expected logits [batch, n], got {other:?}"))),
       };
       out.extend((0..tokens.batch).map(|i| data[i * per]));
     }
@@ -68,12 +59,6 @@ impl CrossEncoder {
 
   /// Sigmoid probabilities of `(query, passage)` relevance.
   pub fn score(&self, query: &str, passages: &[String], deadline: Option<Instant>) -> Result<Vec<f32>> {
-    Ok(
-      self
-        .logits(query, passages, deadline)?
-        .into_iter()
-        .map(sigmoid)
-        .collect(),
-    )
+    Ok(self.logits(query, passages, deadline)?.into_iter().map(sigmoid).collect())
   }
 }

@@ -47,11 +47,7 @@ pub fn locate(explicit: Option<&Path>, candidates: &[PathBuf], model_roots: &[Pa
   for root in model_roots {
     let record = root.join(RUNTIME_RECORD);
     if let JsonFile::Valid(r) = read_json::<RuntimeRecord>(&record) {
-      let p = if r.path.is_absolute() {
-        r.path
-      } else {
-        root.join("runtime").join(r.path)
-      };
+      let p = if r.path.is_absolute() { r.path } else { root.join("runtime").join(r.path) };
       if let Some(found) = consider(p, "runtime.json") {
         return Ok(found);
       }
@@ -81,32 +77,20 @@ pub fn environment(lib: &Path) -> Result<Environment> {
   if guard.is_none() {
     let env = std::panic::catch_unwind(|| {
       ort::init_from(lib).map_err(|e| e.to_string()).and_then(|b| {
-        b.with_name("llm-wiki-retrieval")
-          .with_telemetry(false)
-          .build()
-          .map_err(|e| e.to_string())
+        b.with_name("llm-wiki-retrieval").with_telemetry(false).build().map_err(|e| e.to_string())
       })
     })
     .unwrap_or_else(|_| Err("ONNX Runtime panicked while loading".to_string()));
-    *guard = Some(Loaded {
-      path: lib.to_path_buf(),
-      env,
-    });
+    *guard = Some(Loaded { path: lib.to_path_buf(), env });
   }
   let l = guard.as_ref().expect("set above");
   match &l.env {
     Ok(env) => Ok(env.clone()),
-    Err(msg) => Err(Error::RuntimeUnavailable(format!(
-      "cannot load {}: {msg}",
-      l.path.display()
-    ))),
+    Err(msg) => Err(Error::RuntimeUnavailable(format!("cannot load {}: {msg}", l.path.display()))),
   }
 }
 
 /// Path of the library loaded in this process, if any.
 pub fn loaded_path() -> Option<PathBuf> {
-  loaded()
-    .lock()
-    .ok()
-    .and_then(|g| g.as_ref().map(|l| l.path.clone()))
+  loaded().lock().ok().and_then(|g| g.as_ref().map(|l| l.path.clone()))
 }

@@ -16,6 +16,7 @@ use crate::store::layout::StoreLayout;
 use crate::store::lexical::{page_key, LexicalIndex};
 use crate::store::manifest::Manifest;
 use crate::store::state::StateFile;
+use crate::store::vectors::{chunk_key, VectorIndex};
 use crate::store::{epoch, journal};
 use crate::vault::VaultPaths;
 
@@ -24,11 +25,50 @@ pub struct VaultReader {
   pub layout: StoreLayout,
   pub lexical: LexicalIndex,
   epoch: u64,
-  manifest: Mutex<Option<(Arc<Manifest>, Arc<PageKeys>)>>,
+  current: Mutex<Option<Arc<GenData>>>,
 }
 
 /// `page_key` fast-field value → page id, for one manifest generation.
 pub type PageKeys = HashMap<u64, String>;
+
+/// Per-generation data derived from the manifest, built lazily and shared by recalls.
+pub struct GenData {
+  pub manifest: Arc<Manifest>,
+  pub keys: Arc<PageKeys>,
+  chunk_pages: OnceLock<HashMap<u64, Vec<(String, String)>>>,
+  vectors: OnceLock<std::result::Result<Option<Arc<VectorIndex>>, String>>,
+  vectors_dir: PathBuf,
+}
+
+impl GenData {
+  /// Chunk key → (page id, chunk id) of every live chunk.
+  pub fn chunk_pages(&self) -> &HashMap<u64, Vec<(String, String)>> {
+    self.chunk_pages.get_or_init(|| {
+      let mut m: HashMap<u64, Vec<(String, String)>> = HashMap::new();
+      for (id, e) in &self.manifest.entries {
+        for c in &e.chunks {
+          m.entry(chunk_key(&c.id)).or_default().push((id.clone(), c.id.clone()));
+        }
+      }
+      m
+    })
+  }
+
+  /// The generation's vectors (`Ok(None)` when it has none); opened on first use only, so
+  /// lexical recall never touches them.
+  pub fn vectors(&self) -> Result<Option<Arc<VectorIndex>>> {
+    self
+      .vectors
+      .get_or_init(|| match &self.manifest.vectors {
+        None => Ok(None),
+        Some(vm) => VectorIndex::open(&self.vectors_dir, vm, &self.manifest.chunk_keys())
+          .map(|v| Some(Arc::new(v)))
+          .map_err(|e| e.to_string()),
+      })
+      .clone()
+      .map_err(Error::Index)
+  }
+}
 
 /// A consistent view of one store for the duration of a recall.
 pub struct Snapshot {
@@ -36,6 +76,7 @@ pub struct Snapshot {
   pub generation: u64,
   pub manifest: Arc<Manifest>,
   pub keys: Arc<PageKeys>,
+  pub data: Arc<GenData>,
   pub reader: Arc<VaultReader>,
 }
 
@@ -43,12 +84,7 @@ impl VaultReader {
   fn open(layout: StoreLayout) -> Result<Self> {
     let epoch = epoch(&layout.dir);
     let lexical = LexicalIndex::open(&layout.current().lexical_dir())?;
-    Ok(VaultReader {
-      layout,
-      lexical,
-      epoch,
-      manifest: Mutex::new(None),
-    })
+    Ok(VaultReader { layout, lexical, epoch, current: Mutex::new(None) })
   }
 
   /// Take a snapshot, reloading to the latest commit when the index changed.
@@ -58,40 +94,40 @@ impl VaultReader {
     for _ in 0..3 {
       let searcher = self.lexical.reader.searcher();
       let generation = self.lexical.generation_of(&searcher)?;
-      let mut cached = self.manifest.lock().unwrap_or_else(|p| p.into_inner());
-      if let Some((m, k)) = cached.as_ref().filter(|(m, _)| m.generation == generation) {
-        return Ok(Snapshot {
-          searcher,
-          generation,
-          manifest: m.clone(),
-          keys: k.clone(),
-          reader: self.clone(),
-        });
-      }
-      match Manifest::load(&self.layout.current().manifest_file(generation), None) {
-        Ok(m) => {
-          let keys: PageKeys = m.entries.keys().map(|id| (page_key(id), id.clone())).collect();
-          let (m, keys) = (Arc::new(m), Arc::new(keys));
-          *cached = Some((m.clone(), keys.clone()));
-          return Ok(Snapshot {
-            searcher,
-            generation,
-            manifest: m,
-            keys,
-            reader: self.clone(),
-          });
-        }
-        // The manifest of a superseded generation may have been collected: reload and retry.
-        Err(_) => {
-          drop(cached);
-          let _ = self.lexical.reader.reload();
-        }
-      }
+      let mut cached = self.current.lock().unwrap_or_else(|p| p.into_inner());
+      let data = match cached.as_ref().filter(|d| d.manifest.generation == generation) {
+        Some(d) => d.clone(),
+        None => match Manifest::load(&self.layout.current().manifest_file(generation), None) {
+          Ok(m) => {
+            let keys: PageKeys = m.entries.keys().map(|id| (page_key(id), id.clone())).collect();
+            let d = Arc::new(GenData {
+              manifest: Arc::new(m),
+              keys: Arc::new(keys),
+              chunk_pages: OnceLock::new(),
+              vectors: OnceLock::new(),
+              vectors_dir: self.layout.current().vectors_dir(),
+            });
+            *cached = Some(d.clone());
+            d
+          }
+          // The manifest of a superseded generation may have been collected: reload and retry.
+          Err(_) => {
+            drop(cached);
+            let _ = self.lexical.reader.reload();
+            continue;
+          }
+        },
+      };
+      return Ok(Snapshot {
+        searcher,
+        generation,
+        manifest: data.manifest.clone(),
+        keys: data.keys.clone(),
+        data,
+        reader: self.clone(),
+      });
     }
-    Err(Error::Index(format!(
-      "no manifest for the committed generation in {}",
-      self.layout.dir.display()
-    )))
+    Err(Error::Index(format!("no manifest for the committed generation in {}", self.layout.dir.display())))
   }
 }
 
@@ -120,10 +156,7 @@ pub fn readiness(layout: &StoreLayout) -> std::result::Result<(), NotReady> {
       code: "qmd_index_missing",
       message: "vault has no retrieval index yet; run wiki_reindex".into(),
     }),
-    JsonFile::Invalid(m) => Err(NotReady {
-      code: "qmd_index_error",
-      message: m,
-    }),
+    JsonFile::Invalid(m) => Err(NotReady { code: "qmd_index_error", message: m }),
     JsonFile::Valid(s) if !s.is_current_format() => Err(NotReady {
       code: "qmd_index_stale",
       message: "index was built by an incompatible engine version; run wiki_reindex".into(),

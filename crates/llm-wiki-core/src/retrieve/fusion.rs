@@ -50,20 +50,10 @@ pub struct Fused<T> {
 pub fn fuse_layers<T>(layers: Vec<Vec<LayerItem<T>>>) -> Vec<Fused<T>> {
   let mut items: Vec<LayerItem<T>> = layers.into_iter().flatten().collect();
   // Project precedence on duplicates, independent of rank.
-  items.sort_by(|a, b| {
-    a.page_id
-      .cmp(&b.page_id)
-      .then(a.vault.cmp(&b.vault))
-      .then(a.rank.cmp(&b.rank))
-  });
+  items.sort_by(|a, b| a.page_id.cmp(&b.page_id).then(a.vault.cmp(&b.vault)).then(a.rank.cmp(&b.rank)));
   items.dedup_by(|later, earlier| later.page_id == earlier.page_id);
-  let mut fused: Vec<Fused<T>> = items
-    .into_iter()
-    .map(|i| Fused {
-      key: i.multiplier * reciprocal_rank(i.rank),
-      item: i,
-    })
-    .collect();
+  let mut fused: Vec<Fused<T>> =
+    items.into_iter().map(|i| Fused { key: i.multiplier * reciprocal_rank(i.rank), item: i }).collect();
   fused.sort_by(|a, b| {
     b.key
       .partial_cmp(&a.key)
@@ -97,23 +87,14 @@ mod tests {
   use super::*;
 
   fn item(id: &str, vault: VaultKind, rank: usize, multiplier: f64) -> LayerItem<()> {
-    LayerItem {
-      page_id: id.into(),
-      vault,
-      rank,
-      multiplier,
-      payload: (),
-    }
+    LayerItem { page_id: id.into(), vault, rank, multiplier, payload: () }
   }
 
   #[test]
   fn project_wins_duplicates_even_at_worse_rank() {
     let fused = fuse_layers(vec![
       vec![item("a", VaultKind::Project, 3, 1.0)],
-      vec![
-        item("a", VaultKind::Personal, 0, 1.0),
-        item("b", VaultKind::Personal, 1, 1.0),
-      ],
+      vec![item("a", VaultKind::Personal, 0, 1.0), item("b", VaultKind::Personal, 1, 1.0)],
     ]);
     assert_eq!(fused.len(), 2);
     let a = fused.iter().find(|f| f.item.page_id == "a").unwrap();
@@ -124,14 +105,8 @@ mod tests {
   #[test]
   fn ties_by_rank_then_project_then_id() {
     let fused = fuse_layers(vec![
-      vec![
-        item("p0", VaultKind::Project, 0, 1.0),
-        item("p1", VaultKind::Project, 1, 1.0),
-      ],
-      vec![
-        item("q0", VaultKind::Personal, 0, 1.0),
-        item("a1", VaultKind::Personal, 1, 1.0),
-      ],
+      vec![item("p0", VaultKind::Project, 0, 1.0), item("p1", VaultKind::Project, 1, 1.0)],
+      vec![item("q0", VaultKind::Personal, 0, 1.0), item("a1", VaultKind::Personal, 1, 1.0)],
     ]);
     let ids: Vec<_> = fused.iter().map(|f| f.item.page_id.as_str()).collect();
     assert_eq!(ids, vec!["p0", "q0", "p1", "a1"]);

@@ -61,11 +61,7 @@ pub fn exact_match(query: &str, page_id: &str, entry: &ManifestEntry) -> Option<
 pub fn query_terms(query: &str) -> Vec<String> {
   let mut analyzer = wiki_analyzer();
   let mut seen = std::collections::HashSet::new();
-  analyze(&mut analyzer, query)
-    .into_iter()
-    .filter(|t| seen.insert(t.clone()))
-    .take(MAX_QUERY_TERMS)
-    .collect()
+  analyze(&mut analyzer, query).into_iter().filter(|t| seen.insert(t.clone())).take(MAX_QUERY_TERMS).collect()
 }
 
 /// One page found by the lexical engine.
@@ -88,21 +84,24 @@ pub struct LexicalCandidate {
 }
 
 /// Lexical candidates (at most `limit` pages) of a snapshot.
+/// `expansion` adds weighted feedback terms (quality mode) to the ranking query; confidence is
+/// always computed on the query's own `terms`.
 pub fn lexical_candidates(
   snap: &Snapshot,
   query: &str,
   terms: &[String],
+  expansion: &[(String, f32)],
   limit: usize,
 ) -> Result<Vec<LexicalCandidate>> {
   let lex = &snap.reader.lexical;
   let searcher = &snap.searcher;
+  let mut ranking: Vec<(String, f32)> = terms.iter().map(|t| (t.clone(), 1.0)).collect();
+  ranking.extend(expansion.iter().filter(|(t, _)| !terms.contains(t)).cloned());
   // Several sections of one page can outrank other pages: fetch more sections than pages.
-  let hits = lex.search(searcher, terms, (limit * 3).max(30))?;
+  let hits = lex.search_weighted(searcher, &ranking, (limit * 3).max(30))?;
   let n = lex.kind_count(searcher, "section")?;
-  let weights: Vec<f64> = terms
-    .iter()
-    .map(|t| lex.doc_freq(searcher, t).map(|df| idf(df, n)))
-    .collect::<Result<_>>()?;
+  let weights: Vec<f64> =
+    terms.iter().map(|t| lex.doc_freq(searcher, t).map(|df| idf(df, n))).collect::<Result<_>>()?;
 
   // Group section hits by page, in rank order.
   let mut pages: Vec<(u64, f32, DocAddress, Vec<usize>)> = Vec::new();
@@ -138,12 +137,8 @@ pub fn lexical_candidates(
     let cov = coverage(&weights, &matched);
     let exact = exact_match(query, page_id, entry);
     let all = mask.iter().fold(0u8, |a, m| a | m);
-    let matched_fields = MATCH_FIELDS
-      .iter()
-      .enumerate()
-      .filter(|(i, _)| all & (1 << i) != 0)
-      .map(|(_, n)| *n)
-      .collect();
+    let matched_fields =
+      MATCH_FIELDS.iter().enumerate().filter(|(i, _)| all & (1 << i) != 0).map(|(_, n)| *n).collect();
     out.push(LexicalCandidate {
       rank: out.len(),
       page_id: page_id.clone(),

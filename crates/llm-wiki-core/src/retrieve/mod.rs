@@ -1,6 +1,7 @@
 //! Retrieval: query normalization, per-vault candidate lists, confidence, fusion, modes, recall.
 
 pub mod confidence;
+pub mod dense;
 pub mod engine;
 pub mod fusion;
 pub mod lexical;
@@ -8,5 +9,5 @@ pub mod modes;
 pub mod query;
 pub mod recall;
 
-pub use modes::RetrievalMode;
+pub use modes::{RetrievalMode, SubQuery};
 pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult};

@@ -1,12 +1,48 @@
 //! Retrieval modes and their fallback chains. Each mode produces one ranked list of pages per
-//! vault with an absolute confidence per page; the trace records what ran and why it fell back.
+//! vault with an absolute confidence per page; `trace` records what ran and why it fell back.
+//!
+//! | mode     | runs                                                         | on failure            |
+//! |----------|--------------------------------------------------------------|-----------------------|
+//! | lexical  | BM25                                                         | — (diagnostic)        |
+//! | hybrid   | BM25 list + vector list of the query, RRF (k = 60)           | lexical               |
+//! | adaptive | hybrid; quality when uncertain (margin, overlap, question…)  | lexical; keeps hybrid |
+//! | quality  | hybrid + PRF expansion (RM3 lexical, Rocchio dense), ≤ 40     | hybrid, then lexical  |
+//! |          | candidates rescored by the cross-encoder when configured     |                       |
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-
-use super::engine::Snapshot;
-use super::lexical::{lexical_candidates, ExactMatch};
-use crate::error::{Error, Result};
 use tantivy::DocAddress;
+
+use super::confidence::{dense_confidence, hybrid_confidence};
+use super::dense::{dense_candidates, page_cosines, DenseCandidate};
+use super::engine::Snapshot;
+use super::fusion::rrf;
+use super::lexical::{exact_match, lexical_candidates, ExactMatch, LexicalCandidate};
+use super::query::interrogative_prefix;
+use crate::analysis::{analyze, wiki_analyzer};
+use crate::error::{Error, Result};
+use crate::models::{self, Embedder};
+use crate::store::vectors::{chunk_key, VectorIndex};
+use crate::store::CancelFlag;
+
+/// Candidates each list contributes before fusion (the design's `candidateLimit`).
+pub const CANDIDATE_LIMIT: usize = 40;
+/// Adaptive: escalate when the top-two confidence margin is below this.
+pub const MARGIN_TRIGGER: f64 = 0.08;
+/// Adaptive: escalate when lexical and dense top-5 pages overlap less than this (Jaccard).
+pub const OVERLAP_TRIGGER: f64 = 0.40;
+/// Adaptive: an exact identity match at least this confident skips escalation.
+pub const EXACT_BYPASS: f64 = 0.80;
+/// Quality: feedback pages for pseudo-relevance feedback.
+pub const PRF_PAGES: usize = 3;
+/// Quality: expansion terms added to the lexical query, and their weight.
+pub const PRF_TERMS: usize = 10;
+pub const PRF_WEIGHT: f32 = 0.5;
+/// Quality: weight of the feedback centroid in the Rocchio query vector.
+pub const ROCCHIO_WEIGHT: f32 = 0.5;
 
 /// Retrieval modes of the design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -45,6 +81,13 @@ impl RetrievalMode {
   }
 }
 
+/// A typed sub-query: `lex` feeds the lexical list, `vec` the dense list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubQuery {
+  Lex(String),
+  Vec(String),
+}
+
 /// A page ranked by a mode within one vault.
 #[derive(Debug, Clone)]
 pub struct VaultHit {
@@ -57,44 +100,92 @@ pub struct VaultHit {
   /// Chunk document to show, when the mode already knows it (dense hits); lexical hits pick
   /// their passage when results are built.
   pub chunk: Option<DocAddress>,
-  /// The engine's raw score (BM25 for lexical, fused for hybrid).
+  /// The engine's raw score (BM25, fused RRF, or cross-encoder probability).
   pub engine_score: f64,
 }
 
-/// Run `mode` on one vault. Returns the hits and the mode actually used.
-pub fn run_mode(
-  snap: &Snapshot,
-  query: &str,
-  terms: &[String],
-  mode: RetrievalMode,
-  limit: usize,
-  trace: &mut Vec<String>,
-) -> Result<(Vec<VaultHit>, RetrievalMode)> {
-  let used = match mode {
-    RetrievalMode::Lexical => RetrievalMode::Lexical,
-    other => {
-      trace.push(format!(
-        "fallback:{}->lexical (dense engine unavailable in this build)",
-        other.as_str()
+/// Everything a mode needs.
+pub struct ModeContext<'a> {
+  pub snap: &'a Snapshot,
+  pub query: &'a str,
+  pub terms: &'a [String],
+  pub subqueries: &'a [SubQuery],
+  pub limit: usize,
+  pub intent: Option<String>,
+  pub rerank_timeout: Duration,
+  pub cancel: &'a CancelFlag,
+}
+
+/// Result of a mode on one vault.
+pub struct ModeOutcome {
+  pub hits: Vec<VaultHit>,
+  pub used: RetrievalMode,
+  pub diagnostics: Vec<(&'static str, String)>,
+}
+
+/// The dense side of one vault: the embedder and matching vectors, or why there is none.
+struct Dense {
+  embedder: Arc<Embedder>,
+  vectors: Arc<VectorIndex>,
+}
+
+fn dense_side(ctx: &ModeContext, diags: &mut Vec<(&'static str, String)>) -> Option<Dense> {
+  let vectors = match ctx.snap.data.vectors() {
+    Ok(Some(v)) if !v.present().is_empty() => v,
+    Ok(_) => {
+      diags.push((
+        "qmd_vectors_missing",
+        "this vault has no vectors yet; run wiki_reindex with components [\"vectors\"]".into(),
       ));
-      RetrievalMode::Lexical
+      return None;
+    }
+    Err(e) => {
+      diags.push(("qmd_index_error", format!("vectors cannot open: {e}")));
+      return None;
     }
   };
-  let cands = lexical_candidates(snap, query, terms, limit)?;
-  let hits = cands
+  let embedder = match models::embedder() {
+    Ok(e) => e,
+    Err(e) => {
+      diags.push(("dense_unavailable", format!("embedding model unavailable: {e}")));
+      return None;
+    }
+  };
+  if embedder.id() != vectors.model || embedder.dims() != vectors.dims {
+    diags.push((
+      "qmd_vectors_stale",
+      format!(
+        "vectors were built with {} but the embedding model is now {}; run wiki_reindex",
+        vectors.model,
+        embedder.id()
+      ),
+    ));
+    return None;
+  }
+  let live = ctx.snap.manifest.total_chunks() as usize;
+  if vectors.present().len() < live {
+    diags.push((
+      "qmd_vectors_incomplete",
+      format!(
+        "{} of {live} chunks have vectors; the rest are found lexically until the next reindex",
+        vectors.present().len()
+      ),
+    ));
+  }
+  Some(Dense { embedder, vectors })
+}
+
+fn lexical_hits(cands: Vec<LexicalCandidate>) -> Vec<VaultHit> {
+  cands
     .into_iter()
     .map(|c| {
       let mut reasons = Vec::new();
       if let Some(e) = c.exact {
         reasons.push(e.reason().to_string());
       }
-      reasons.push(format!(
-        "lexical: {}/{} terms, coverage {:.2}",
-        c.matched_terms, c.total_terms, c.coverage
-      ));
-      for f in &c.matched_fields {
-        reasons.push(format!("field:{f}"));
-      }
+      reasons
+        .push(format!("lexical: {}/{} terms, coverage {:.2}", c.matched_terms, c.total_terms, c.coverage));
+      reasons.extend(c.matched_fields.iter().map(|f| format!("field:{f}")));
       VaultHit {
         page_id: c.page_id,
         rank: c.rank,
@@ -105,6 +196,396 @@ pub fn run_mode(
         engine_score: c.bm25 as f64,
       }
     })
+    .collect()
+}
+
+fn lex_texts(ctx: &ModeContext) -> Vec<String> {
+  let lex: Vec<String> = ctx
+    .subqueries
+    .iter()
+    .filter_map(|s| if let SubQuery::Lex(t) = s { Some(t.clone()) } else { None })
     .collect();
-  Ok((hits, used))
+  if lex.is_empty() {
+    vec![ctx.query.to_string()]
+  } else {
+    lex
+  }
+}
+
+fn vec_texts(ctx: &ModeContext) -> Vec<String> {
+  let v: Vec<String> = ctx
+    .subqueries
+    .iter()
+    .filter_map(|s| if let SubQuery::Vec(t) = s { Some(t.clone()) } else { None })
+    .collect();
+  if v.is_empty() {
+    vec![ctx.query.to_string()]
+  } else {
+    v
+  }
+}
+
+/// Lists of one hybrid pass, kept for adaptive triggers and quality expansion.
+struct HybridLists {
+  lexical: Vec<LexicalCandidate>,
+  dense: Vec<DenseCandidate>,
+  query_vec: Vec<f32>,
+}
+
+fn jaccard(a: &[String], b: &[String]) -> f64 {
+  let a: HashSet<&String> = a.iter().collect();
+  let b: HashSet<&String> = b.iter().collect();
+  let union = a.union(&b).count();
+  if union == 0 {
+    1.0
+  } else {
+    a.intersection(&b).count() as f64 / union as f64
+  }
+}
+
+/// Fuse ranked page lists (RRF) and attach confidence from the original query's signals.
+fn fuse_hits(
+  ctx: &ModeContext,
+  dense: &Dense,
+  lists: &[Vec<String>],
+  lexical: &[LexicalCandidate],
+  dense_list: &[DenseCandidate],
+  qvec: &[f32],
+) -> Vec<VaultHit> {
+  let fused = rrf(lists);
+  let pages: Vec<String> = fused.iter().take(ctx.limit).map(|(p, _)| p.clone()).collect();
+  let lex_by: HashMap<&str, &LexicalCandidate> = lexical.iter().map(|c| (c.page_id.as_str(), c)).collect();
+  let dense_by: HashMap<&str, &DenseCandidate> = dense_list.iter().map(|c| (c.page_id.as_str(), c)).collect();
+  let missing: Vec<String> = pages.iter().filter(|p| !dense_by.contains_key(p.as_str())).cloned().collect();
+  let extra = page_cosines(ctx.snap, &dense.vectors, qvec, &missing);
+  let lexidx = &ctx.snap.reader.lexical;
+  fused
+    .into_iter()
+    .take(ctx.limit)
+    .enumerate()
+    .map(|(rank, (page_id, score))| {
+      let lx = lex_by.get(page_id.as_str());
+      let (cos, chunk_id) = match dense_by.get(page_id.as_str()) {
+        Some(d) => (d.cosine, Some(d.chunk_id.clone())),
+        None => extra.get(&page_id).map(|(c, id)| (*c, Some(id.clone()))).unwrap_or((0.0, None)),
+      };
+      let exact = lx.and_then(|c| c.exact).or_else(|| {
+        ctx.snap.manifest.entries.get(&page_id).and_then(|e| exact_match(ctx.query, &page_id, e))
+      });
+      let lex_conf = lx.map(|c| c.coverage).unwrap_or(0.0);
+      let confidence = hybrid_confidence(lex_conf, dense_confidence(cos as f64), exact.is_some());
+      let mut reasons = Vec::new();
+      if let Some(e) = exact {
+        reasons.push(e.reason().to_string());
+      }
+      if let Some(c) = lx {
+        reasons.push(format!(
+          "lexical: rank {}, {}/{} terms, coverage {:.2}",
+          c.rank + 1,
+          c.matched_terms,
+          c.total_terms,
+          c.coverage
+        ));
+        reasons.extend(c.matched_fields.iter().map(|f| format!("field:{f}")));
+      }
+      if let Some(d) = dense_by.get(page_id.as_str()) {
+        reasons.push(format!("dense: rank {}, cosine {:.3}", d.rank + 1, d.cosine));
+      } else if cos > 0.0 {
+        reasons.push(format!("dense: cosine {cos:.3}"));
+      }
+      // Show the passage the dense side matched when it is a real match, else the lexical one.
+      let chunk = chunk_id
+        .filter(|_| lx.is_none() || cos as f64 >= super::confidence::COSINE_FLOOR)
+        .and_then(|cid| lexidx.chunk_by_id(&ctx.snap.searcher, &page_id, &cid).ok().flatten());
+      VaultHit { page_id, rank, confidence, exact, reasons, chunk, engine_score: score }
+    })
+    .collect()
+}
+
+fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(Vec<VaultHit>, HybridLists)> {
+  let n = ctx.limit.max(CANDIDATE_LIMIT);
+  let started = Instant::now();
+  let mut lists: Vec<Vec<String>> = Vec::new();
+  let mut lexical = Vec::new();
+  for (i, text) in lex_texts(ctx).iter().enumerate() {
+    let terms = if text == ctx.query { ctx.terms.to_vec() } else { super::lexical::query_terms(text) };
+    let c = lexical_candidates(ctx.snap, ctx.query, &terms, &[], n)?;
+    lists.push(c.iter().map(|c| c.page_id.clone()).collect());
+    if i == 0 {
+      lexical = c;
+    }
+  }
+  let mut dense_list = Vec::new();
+  let mut query_vec = Vec::new();
+  for (i, text) in vec_texts(ctx).iter().enumerate() {
+    ctx.cancel.check()?;
+    let q = dense.embedder.embed_query(text)?;
+    let c = dense_candidates(ctx.snap, &dense.vectors, &q, n)?;
+    lists.push(c.iter().map(|c| c.page_id.clone()).collect());
+    if i == 0 {
+      dense_list = c;
+      query_vec = q;
+    }
+  }
+  // Confidence always refers to the original query's vector.
+  let qvec =
+    if vec_texts(ctx)[0] == ctx.query { query_vec.clone() } else { dense.embedder.embed_query(ctx.query)? };
+  let hits = fuse_hits(ctx, dense, &lists, &lexical, &dense_list, &qvec);
+  trace.push(format!(
+    "hybrid: {} lexical + {} dense candidates from {} list(s), rrf k=60 ({:.1} ms)",
+    lexical.len(),
+    dense_list.len(),
+    lists.len(),
+    started.elapsed().as_secs_f64() * 1000.0
+  ));
+  Ok((hits, HybridLists { lexical, dense: dense_list, query_vec: qvec }))
+}
+
+/// Adaptive triggers that fired (empty = stay hybrid).
+fn escalation_triggers(ctx: &ModeContext, hits: &[VaultHit], lists: &HybridLists) -> Vec<String> {
+  let mut fired = Vec::new();
+  if let (Some(a), Some(b)) = (hits.first(), hits.get(1)) {
+    if (a.confidence - b.confidence).abs() < MARGIN_TRIGGER {
+      fired.push(format!("margin {:.3} < {MARGIN_TRIGGER}", (a.confidence - b.confidence).abs()));
+    }
+  }
+  let lex5: Vec<String> = lists.lexical.iter().take(5).map(|c| c.page_id.clone()).collect();
+  let vec5: Vec<String> = lists.dense.iter().take(5).map(|c| c.page_id.clone()).collect();
+  let j = jaccard(&lex5, &vec5);
+  if j < OVERLAP_TRIGGER {
+    fired.push(format!("lexical/dense top-5 jaccard {j:.2} < {OVERLAP_TRIGGER}"));
+  }
+  if interrogative_prefix(ctx.query) {
+    fired.push("interrogative query".into());
+  }
+  // A validated contradiction-type edge among the top candidates.
+  let top: HashSet<&str> = hits.iter().take(10).map(|h| h.page_id.as_str()).collect();
+  let edge = hits.iter().take(5).any(|h| {
+    ctx.snap.manifest.entries.get(&h.page_id).is_some_and(|e| {
+      e.meta.relations.iter().any(|r| {
+        matches!(r.relation_type.as_str(), "contradicts" | "supersedes" | "qualifies")
+          && top.contains(r.target.as_str())
+      })
+    })
+  });
+  if edge {
+    fired.push("contradiction edge among candidates".into());
+  }
+  fired
+}
+
+/// RM3-style expansion terms: the highest tf·idf terms of the feedback pages' best passages.
+fn rm3_terms(ctx: &ModeContext, feedback: &[String]) -> Result<Vec<(String, f32)>> {
+  let lex = &ctx.snap.reader.lexical;
+  let mut analyzer = wiki_analyzer();
+  let mut tf: HashMap<String, f32> = HashMap::new();
+  for page in feedback {
+    if let Some(addr) = lex.best_chunk(&ctx.snap.searcher, page, ctx.terms)? {
+      let chunk = lex.chunk_doc(&ctx.snap.searcher, addr)?;
+      let terms = analyze(&mut analyzer, &chunk.source);
+      let n = terms.len().max(1) as f32;
+      for t in terms {
+        *tf.entry(t).or_default() += 1.0 / n;
+      }
+    }
+  }
+  let n_docs = lex.kind_count(&ctx.snap.searcher, "section")?;
+  let mut scored: Vec<(String, f32)> = tf
+    .into_iter()
+    .filter(|(t, _)| {
+      !ctx.terms.contains(t) && t.chars().count() > 2 && !t.chars().all(|c| c.is_ascii_digit())
+    })
+    .map(|(t, w)| {
+      let df = lex.doc_freq(&ctx.snap.searcher, &t).unwrap_or(0);
+      let idf = super::confidence::idf(df, n_docs) as f32;
+      (t, w * idf)
+    })
+    .collect();
+  scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+  Ok(scored.into_iter().take(PRF_TERMS).map(|(t, _)| (t, PRF_WEIGHT)).collect())
+}
+
+/// Rocchio: the query vector moved toward the centroid of the top dense pages' chunks.
+fn rocchio(ctx: &ModeContext, dense: &Dense, lists: &HybridLists) -> Vec<f32> {
+  let keys: HashSet<u64> = lists.dense.iter().take(5).map(|d| chunk_key(&d.chunk_id)).collect();
+  let vecs = dense.vectors.vectors(&keys);
+  let mut q = lists.query_vec.clone();
+  if !vecs.is_empty() {
+    let w = ROCCHIO_WEIGHT / vecs.len() as f32;
+    for v in vecs.values() {
+      for (a, b) in q.iter_mut().zip(v) {
+        *a += w * b;
+      }
+    }
+  }
+  let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+  let _ = ctx;
+  q.into_iter().map(|x| x / norm).collect()
+}
+
+fn quality(
+  ctx: &ModeContext,
+  dense: &Dense,
+  trace: &mut Vec<String>,
+  diags: &mut Vec<(&'static str, String)>,
+) -> Result<Vec<VaultHit>> {
+  let (hybrid_hits, lists) = hybrid(ctx, dense, trace)?;
+  ctx.cancel.check()?;
+  let started = Instant::now();
+  let n = CANDIDATE_LIMIT;
+  let feedback: Vec<String> = hybrid_hits.iter().take(PRF_PAGES).map(|h| h.page_id.clone()).collect();
+  let expansion = rm3_terms(ctx, &feedback)?;
+  let lex_prf = lexical_candidates(ctx.snap, ctx.query, ctx.terms, &expansion, n)?;
+  let qr = rocchio(ctx, dense, &lists);
+  let dense_prf = dense_candidates(ctx.snap, &dense.vectors, &qr, n)?;
+  let all_lists = vec![
+    lists.lexical.iter().map(|c| c.page_id.clone()).collect::<Vec<_>>(),
+    lists.dense.iter().map(|c| c.page_id.clone()).collect(),
+    lex_prf.iter().map(|c| c.page_id.clone()).collect(),
+    dense_prf.iter().map(|c| c.page_id.clone()).collect(),
+  ];
+  let sub = ModeContext {
+    snap: ctx.snap,
+    query: ctx.query,
+    terms: ctx.terms,
+    subqueries: ctx.subqueries,
+    limit: n.max(ctx.limit),
+    intent: ctx.intent.clone(),
+    rerank_timeout: ctx.rerank_timeout,
+    cancel: ctx.cancel,
+  };
+  let mut hits = fuse_hits(&sub, dense, &all_lists, &lists.lexical, &lists.dense, &lists.query_vec);
+  hits.truncate(n);
+  trace.push(format!(
+    "quality: prf {} expansion terms [{}], rocchio over {} pages; {} candidates ({:.1} ms)",
+    expansion.len(),
+    expansion.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>().join(" "),
+    lists.dense.len().min(5),
+    hits.len(),
+    started.elapsed().as_secs_f64() * 1000.0
+  ));
+  match models::cross_encoder() {
+    Ok(None) => trace.push("quality: no cross-encoder configured; ranking by expanded fusion".into()),
+    Err(e) => {
+      diags.push(("reranker_unavailable", format!("cross-encoder unavailable: {e}; kept the fused ranking")));
+      trace.push("quality: cross-encoder failed to load; kept the fused ranking".into());
+    }
+    Ok(Some(ce)) => {
+      let rstarted = Instant::now();
+      let lex = &ctx.snap.reader.lexical;
+      let mut passages = Vec::with_capacity(hits.len());
+      for h in &hits {
+        let addr = match h.chunk {
+          Some(a) => Some(a),
+          None => lex.best_chunk(&ctx.snap.searcher, &h.page_id, ctx.terms)?,
+        };
+        let text = match addr {
+          Some(a) => {
+            let c = lex.chunk_doc(&ctx.snap.searcher, a)?;
+            let title =
+              ctx.snap.manifest.entries.get(&h.page_id).map(|e| e.meta.title.clone()).unwrap_or_default();
+            format!("{title}\n{}", c.source)
+          }
+          None => String::new(),
+        };
+        passages.push(text);
+      }
+      let rerank_query = match &ctx.intent {
+        Some(i) => format!("{i}\n\n{}", ctx.query),
+        None => ctx.query.to_string(),
+      };
+      match ce.score(&rerank_query, &passages, Some(rstarted + ctx.rerank_timeout)) {
+        Ok(scores) => {
+          for (h, s) in hits.iter_mut().zip(&scores) {
+            h.confidence = if h.exact.is_some() { h.confidence.max(*s as f64) } else { *s as f64 };
+            h.engine_score = *s as f64;
+            h.reasons.push(format!("cross-encoder {}: {:.3}", ce.id(), s));
+          }
+          // Stable sort keeps the fused order among equal probabilities.
+          hits.sort_by(|a, b| b.engine_score.total_cmp(&a.engine_score));
+          for (i, h) in hits.iter_mut().enumerate() {
+            h.rank = i;
+          }
+          trace.push(format!(
+            "quality: cross-encoder rescored {} pairs ({:.1} ms)",
+            scores.len(),
+            rstarted.elapsed().as_secs_f64() * 1000.0
+          ));
+        }
+        Err(e) => {
+          let code = if matches!(e, Error::Timeout(_)) { "reranker_timeout" } else { "reranker_failed" };
+          diags.push((code, format!("{e}; kept the fused ranking")));
+          trace.push(format!("quality: {code}; kept the fused ranking"));
+        }
+      }
+    }
+  }
+  hits.truncate(ctx.limit);
+  Ok(hits)
+}
+
+/// Run `mode` on one vault with the design's fallbacks.
+pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>) -> Result<ModeOutcome> {
+  let mut diagnostics = Vec::new();
+  let lexical = |trace: &mut Vec<String>| -> Result<Vec<VaultHit>> {
+    let started = Instant::now();
+    let terms: Vec<String> = ctx.terms.to_vec();
+    let c = lexical_candidates(ctx.snap, ctx.query, &terms, &[], ctx.limit)?;
+    trace.push(format!(
+      "lexical: {} candidates ({:.1} ms)",
+      c.len(),
+      started.elapsed().as_secs_f64() * 1000.0
+    ));
+    Ok(lexical_hits(c))
+  };
+  if mode == RetrievalMode::Lexical {
+    return Ok(ModeOutcome { hits: lexical(trace)?, used: RetrievalMode::Lexical, diagnostics });
+  }
+  let Some(dense) = dense_side(ctx, &mut diagnostics) else {
+    trace.push(format!(
+      "fallback:{}->lexical ({})",
+      mode.as_str(),
+      diagnostics.last().map(|d| d.0).unwrap_or("dense unavailable")
+    ));
+    return Ok(ModeOutcome { hits: lexical(trace)?, used: RetrievalMode::Lexical, diagnostics });
+  };
+  let dense_run = |trace: &mut Vec<String>,
+                   diags: &mut Vec<(&'static str, String)>|
+   -> Result<(Vec<VaultHit>, RetrievalMode)> {
+    match mode {
+      RetrievalMode::Hybrid => Ok((hybrid(ctx, &dense, trace)?.0, RetrievalMode::Hybrid)),
+      RetrievalMode::Quality => Ok((quality(ctx, &dense, trace, diags)?, RetrievalMode::Quality)),
+      _ => {
+        let (hits, lists) = hybrid(ctx, &dense, trace)?;
+        if let Some(top) = hits.first().filter(|h| h.exact.is_some() && h.confidence >= EXACT_BYPASS) {
+          trace.push(format!("adaptive: exact match {} bypasses escalation", top.page_id));
+          return Ok((hits, RetrievalMode::Hybrid));
+        }
+        let fired = escalation_triggers(ctx, &hits, &lists);
+        if fired.is_empty() {
+          trace.push("adaptive: confident; stayed hybrid".into());
+          return Ok((hits, RetrievalMode::Hybrid));
+        }
+        trace.push(format!("adaptive: escalating to quality ({})", fired.join("; ")));
+        match quality(ctx, &dense, trace, diags) {
+          Ok(q) => Ok((q, RetrievalMode::Quality)),
+          Err(Error::Cancelled) => Err(Error::Cancelled),
+          Err(e) => {
+            trace.push(format!("fallback:quality->hybrid ({})", e.code()));
+            Ok((hits, RetrievalMode::Hybrid))
+          }
+        }
+      }
+    }
+  };
+  match dense_run(trace, &mut diagnostics) {
+    Ok((hits, used)) => Ok(ModeOutcome { hits, used, diagnostics }),
+    Err(Error::Cancelled) => Err(Error::Cancelled),
+    Err(e) => {
+      // Model failure at query time: the chain ends at lexical.
+      diagnostics.push(("dense_failed", format!("{e}; fell back to lexical")));
+      trace.push(format!("fallback:{}->lexical ({})", mode.as_str(), e.code()));
+      Ok(ModeOutcome { hits: lexical(trace)?, used: RetrievalMode::Lexical, diagnostics })
+    }
+  }
 }

@@ -36,10 +36,7 @@ pub fn normalize_query(raw: &str) -> Result<String> {
   }
   let chars = q.chars().count();
   if chars > QUERY_MAX_CHARS {
-    return Err(Error::QueryTooLong {
-      chars,
-      max: QUERY_MAX_CHARS,
-    });
+    return Err(Error::QueryTooLong { chars, max: QUERY_MAX_CHARS });
   }
   Ok(q)
 }
@@ -47,12 +44,7 @@ pub fn normalize_query(raw: &str) -> Result<String> {
 /// Canonical form for identity comparison: lowercase, `-`/`_` as spaces, single spaces.
 pub fn identity_key(s: &str) -> String {
   let nfkc: String = s.nfkc().collect();
-  nfkc
-    .to_lowercase()
-    .replace(['-', '_'], " ")
-    .split_whitespace()
-    .collect::<Vec<_>>()
-    .join(" ")
+  nfkc.to_lowercase().replace(['-', '_'], " ").split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// True when the query starts with an interrogative word (or a CJK question word).
@@ -78,15 +70,9 @@ mod tests {
       normalize_query("  ｗｉｋｉ_reindex   `src/a.rs`\n\t\"q\" ").unwrap(),
       "wiki_reindex `src/a.rs` \"q\""
     );
-    assert_eq!(
-      normalize_query(" \n\t ").unwrap_err().code(),
-      "recall_query_empty"
-    );
+    assert_eq!(normalize_query(" \n\t ").unwrap_err().code(), "recall_query_empty");
     assert_eq!(normalize_query(&"a".repeat(2000)).unwrap().len(), 2000);
-    assert_eq!(
-      normalize_query(&"a".repeat(2001)).unwrap_err().code(),
-      "recall_query_too_long"
-    );
+    assert_eq!(normalize_query(&"a".repeat(2001)).unwrap_err().code(), "recall_query_too_long");
     // Counted after normalization: 2,001 spaces collapse away.
     assert!(normalize_query(&format!("{}x", " ".repeat(2001))).is_ok());
   }

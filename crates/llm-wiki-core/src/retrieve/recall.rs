@@ -1,7 +1,7 @@
 //! `recallWiki`: policy → vaults → per-vault ranked lists with absolute confidence → bounded
 //! multiplier and floor → cross-vault rank fusion (project precedence) → results.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -9,11 +9,12 @@ use super::confidence::{bounded_multiplier, final_score, AUTOMATIC_FLOOR, EXPLIC
 use super::engine::{reader_for, readiness};
 use super::fusion::{fuse_layers, LayerItem, VaultKind};
 use super::lexical::query_terms;
-use super::modes::{run_mode, RetrievalMode, VaultHit};
+use super::modes::{run_mode, ModeContext, RetrievalMode, SubQuery, VaultHit};
 use super::query::normalize_query;
 use crate::error::{Error, Result};
 use crate::store::layout::StoreLayout;
 use crate::store::CancelFlag;
+use crate::vault::config::{intent_of, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
 use crate::vault::{Role, VaultPaths};
 
@@ -46,29 +47,19 @@ impl RecallPolicy {
 
   /// Automatic recall (`before_agent_start`): active vault only, floor 0.50, 3 results.
   pub fn automatic() -> Self {
-    RecallPolicy {
-      include_personal: false,
-      min_score: AUTOMATIC_FLOOR,
-      max_per_vault: 10,
-      max_results: 3,
-    }
+    RecallPolicy { include_personal: false, min_score: AUTOMATIC_FLOOR, max_per_vault: 10, max_results: 3 }
   }
 
   fn validate(&self) -> Result<()> {
     if !(0.0..=1.0).contains(&self.min_score) || self.min_score.is_nan() {
-      return Err(Error::invalid(format!(
-        "minScore must be within [0, 1], got {}",
-        self.min_score
-      )));
+      return Err(Error::invalid(format!("minScore must be within [0, 1], got {}", self.min_score)));
     }
     if self.max_results == 0
       || self.max_results > 1000
       || self.max_per_vault == 0
       || self.max_per_vault > 1000
     {
-      return Err(Error::invalid(
-        "maxResults and maxPerVault must be within 1..=1000",
-      ));
+      return Err(Error::invalid("maxResults and maxPerVault must be within 1..=1000"));
     }
     Ok(())
   }
@@ -80,6 +71,26 @@ pub struct RecallOptions {
   pub policy: RecallPolicy,
   pub mode: RetrievalMode,
   pub cancel: CancelFlag,
+  /// Typed sub-queries (`lex` / `vec`); empty = the query itself for both lists.
+  pub subqueries: Vec<SubQuery>,
+  /// Time budget of the cross-encoder (the fused ranking is kept when it runs out).
+  pub rerank_timeout: Duration,
+}
+
+/// Default cross-encoder time budget.
+pub const DEFAULT_RERANK_TIMEOUT: Duration = Duration::from_millis(2_000);
+
+impl RecallOptions {
+  /// Options with a policy and mode and defaults for the rest.
+  pub fn new(policy: RecallPolicy, mode: RetrievalMode) -> Self {
+    RecallOptions {
+      policy,
+      mode,
+      cancel: CancelFlag::new(),
+      subqueries: Vec::new(),
+      rerank_timeout: DEFAULT_RERANK_TIMEOUT,
+    }
+  }
 }
 
 /// One recalled page (the extension's `RecallResult` plus provenance).
@@ -126,10 +137,7 @@ pub struct RecallDiagnostic {
 
 impl RecallDiagnostic {
   fn new(code: &str, message: impl Into<String>) -> Self {
-    RecallDiagnostic {
-      code: code.to_string(),
-      message: message.into(),
-    }
+    RecallDiagnostic { code: code.to_string(), message: message.into() }
   }
 }
 
@@ -147,14 +155,8 @@ pub struct RecallResponse {
 /// when it is a different vault with a config.
 pub fn recall_vaults(active: &VaultPaths, policy: &RecallPolicy) -> Vec<(VaultPaths, VaultKind)> {
   let active_is_personal = is_personal_vault(active);
-  let mut out = vec![(
-    active.clone(),
-    if active_is_personal {
-      VaultKind::Personal
-    } else {
-      VaultKind::Project
-    },
-  )];
+  let mut out =
+    vec![(active.clone(), if active_is_personal { VaultKind::Personal } else { VaultKind::Project })];
   if policy.include_personal && !active_is_personal {
     let personal = personal_vault_paths();
     if personal.config_file().is_file() && personal.root != active.root {
@@ -200,10 +202,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     if let Err(nr) = readiness(&layout) {
       trace.push(format!("vault:{}:skipped:{}", kind.as_str(), nr.code));
       if !automatic {
-        diagnostics.push(RecallDiagnostic::new(
-          nr.code,
-          format!("{} vault: {}", kind.as_str(), nr.message),
-        ));
+        diagnostics.push(RecallDiagnostic::new(nr.code, format!("{} vault: {}", kind.as_str(), nr.message)));
       }
       continue;
     }
@@ -220,14 +219,25 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
         continue;
       }
     };
-    let (hits, mode) = run_mode(
-      &snap,
-      &query,
-      &terms,
-      opts.mode,
-      opts.policy.max_per_vault,
-      &mut trace,
-    )?;
+    let intent = read_config(&paths).ok().as_ref().and_then(intent_of);
+    let ctx = ModeContext {
+      snap: &snap,
+      query: &query,
+      terms: &terms,
+      subqueries: &opts.subqueries,
+      limit: opts.policy.max_per_vault,
+      intent,
+      rerank_timeout: opts.rerank_timeout,
+      cancel: &opts.cancel,
+    };
+    let outcome = run_mode(&ctx, opts.mode, &mut trace)?;
+    for (code, message) in outcome.diagnostics {
+      // Automatic recall stays quiet; explicit recall explains degraded modes.
+      if !automatic {
+        diagnostics.push(RecallDiagnostic::new(code, format!("{} vault: {message}", kind.as_str())));
+      }
+    }
+    let (hits, mode) = (outcome.hits, outcome.used);
     used_mode = mode;
     let total = hits.len();
     let kept: Vec<(VaultHit, f64, f64)> = hits
@@ -248,12 +258,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       opts.policy.min_score,
       started.elapsed().as_secs_f64() * 1000.0
     ));
-    outcomes.push(VaultOutcome {
-      kind,
-      paths,
-      hits: kept,
-      snap,
-    });
+    outcomes.push(VaultOutcome { kind, paths, hits: kept, snap });
   }
 
   let layers: Vec<Vec<LayerItem<(usize, usize)>>> = outcomes
@@ -286,12 +291,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     let (h, m, score) = &o.hits[hi];
     results.push(build_result(o, h, &terms, *m, *score, f.key)?);
   }
-  Ok(RecallResponse {
-    results,
-    diagnostics,
-    trace,
-    mode: used_mode,
-  })
+  Ok(RecallResponse { results, diagnostics, trace, mode: used_mode })
 }
 
 fn build_result(
@@ -311,20 +311,10 @@ fn build_result(
       .ok_or_else(|| Error::Index(format!("page {} has no chunk documents", h.page_id)))?,
   };
   let chunk = lex.chunk_doc(&o.snap.searcher, addr)?;
-  let heading = chunk
-    .heading_path
-    .rsplit(" › ")
-    .next()
-    .filter(|s| !s.is_empty())
-    .map(str::to_string);
+  let heading = chunk.heading_path.rsplit(" › ").next().filter(|s| !s.is_empty()).map(str::to_string);
   let mut content: String = chunk.source.split_whitespace().collect::<Vec<_>>().join(" ");
   if content.is_empty() {
-    content = entry
-      .meta
-      .description
-      .clone()
-      .or_else(|| entry.meta.summary.clone())
-      .unwrap_or_default();
+    content = entry.meta.description.clone().or_else(|| entry.meta.summary.clone()).unwrap_or_default();
   }
   let content: String = content.chars().take(180).collect();
   let preview = match &heading {

@@ -42,11 +42,7 @@ pub fn carry_vectors(layout: &StoreLayout, staging: &GenDir, vault_id: &str) -> 
   let vm = current.manifest.vectors.clone()?;
   std::fs::create_dir_all(staging.vectors_dir()).ok()?;
   for s in &vm.segments {
-    std::fs::copy(
-      current.dir.vectors_dir().join(&s.file),
-      staging.vectors_dir().join(&s.file),
-    )
-    .ok()?;
+    std::fs::copy(current.dir.vectors_dir().join(&s.file), staging.vectors_dir().join(&s.file)).ok()?;
   }
   Some(vm)
 }
@@ -68,14 +64,7 @@ fn chunk_texts(gen: &Generation, wanted: &HashSet<u64>, wiki: &std::path::Path) 
     let Ok(page) = Page::parse(id, path, &String::from_utf8_lossy(&bytes)) else {
       continue;
     };
-    for c in chunk_page(
-      &page.meta.title,
-      &page.body,
-      page.body_start_line,
-      &Default::default(),
-    )
-    .chunks
-    {
+    for c in chunk_page(&page.meta.title, &page.body, page.body_start_line, &Default::default()).chunks {
       let key = chunk_key(&c.id);
       if wanted.contains(&key) && seen.insert(key) {
         out.push((key, c.embedding_text()));
@@ -88,12 +77,8 @@ fn chunk_texts(gen: &Generation, wanted: &HashSet<u64>, wiki: &std::path::Path) 
 /// Publish `vectors` as a new generation of `gen` (commit document only; index unchanged).
 fn commit_vectors(gen: &Generation, vectors: VectorManifest, store_id: &str) -> Result<u64> {
   let next = gen_next(gen)?;
-  let manifest = Manifest {
-    generation: next,
-    built_at_ms: now_ms(),
-    vectors: Some(vectors),
-    ..(*gen.manifest).clone()
-  };
+  let manifest =
+    Manifest { generation: next, built_at_ms: now_ms(), vectors: Some(vectors), ..(*gen.manifest).clone() };
   manifest.save(&gen.dir.manifest_file(next))?;
   let mut writer = gen.lexical.writer(1)?;
   gen.lexical.set_generation(&writer, next)?;
@@ -123,11 +108,7 @@ fn gc_segments(dir: &GenDir) {
       }
     }
   }
-  for e in std::fs::read_dir(dir.vectors_dir())
-    .into_iter()
-    .flatten()
-    .flatten()
-  {
+  for e in std::fs::read_dir(dir.vectors_dir()).into_iter().flatten().flatten() {
     let name = e.file_name().to_string_lossy().into_owned();
     if name.ends_with(".vec") && !referenced.contains(&name) {
       let _ = std::fs::remove_file(e.path());
@@ -150,18 +131,11 @@ pub fn vector_phase(layout: &StoreLayout, opts: &ReindexOptions, res: &mut Reind
   };
   let mut gen = Generation::open(layout.current())?;
   let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_default();
-  let wiki = layout
-    .dir
-    .parent()
-    .and_then(|meta| meta.parent())
-    .map(|d| d.join("wiki"));
+  let wiki = layout.dir.parent().and_then(|meta| meta.parent()).map(|d| d.join("wiki"));
   let live = gen.manifest.chunk_keys();
   let force = opts.force && opts.components.contains(&Component::Vectors);
-  let compatible: Option<VectorManifest> = gen
-    .manifest
-    .vectors
-    .clone()
-    .filter(|v| v.model == embedder.id() && v.dims == embedder.dims() && !force);
+  let compatible: Option<VectorManifest> =
+    gen.manifest.vectors.clone().filter(|v| v.model == embedder.id() && v.dims == embedder.dims() && !force);
   let (mut segments, present, stored) = match &compatible {
     Some(vm) => {
       let idx = VectorIndex::open(&gen.dir.vectors_dir(), vm, &live)?;
@@ -185,30 +159,22 @@ pub fn vector_phase(layout: &StoreLayout, opts: &ReindexOptions, res: &mut Reind
       &rows,
     )?;
     segments = vec![seg];
-    let vm = VectorManifest {
-      model: embedder.id().to_string(),
-      dims: embedder.dims(),
-      segments: segments.clone(),
-    };
+    let vm =
+      VectorManifest { model: embedder.id().to_string(), dims: embedder.dims(), segments: segments.clone() };
     commit_vectors(&gen, vm, &store_id)?;
     gen = Generation::open(layout.current())?;
   }
   if missing.is_empty() {
     if compatible.is_none() && gen.manifest.vectors.is_some() {
       // Model changed and nothing is live: publish an empty vector set for the new model.
-      let vm = VectorManifest {
-        model: embedder.id().to_string(),
-        dims: embedder.dims(),
-        segments: Vec::new(),
-      };
+      let vm =
+        VectorManifest { model: embedder.id().to_string(), dims: embedder.dims(), segments: Vec::new() };
       commit_vectors(&gen, vm, &store_id)?;
     }
     return Ok(());
   }
   let Some(wiki) = wiki else {
-    return Err(Error::Index(
-      "cannot locate the wiki directory of this store".into(),
-    ));
+    return Err(Error::Index("cannot locate the wiki directory of this store".into()));
   };
   let texts = chunk_texts(&gen, &missing, &wiki);
   let total = texts.len() as u64;
@@ -223,18 +189,11 @@ pub fn vector_phase(layout: &StoreLayout, opts: &ReindexOptions, res: &mut Reind
     })?;
     let rows: Vec<(u64, Vec<f32>)> = batch.iter().map(|(k, _)| *k).zip(vecs).collect();
     let next = gen_next(&gen)?;
-    let seg: SegmentRef = write_segment(
-      &gen.dir.vectors_dir(),
-      &format!("seg-{next}.vec"),
-      embedder.dims(),
-      &rows,
-    )?;
+    let seg: SegmentRef =
+      write_segment(&gen.dir.vectors_dir(), &format!("seg-{next}.vec"), embedder.dims(), &rows)?;
     segments.push(seg);
-    let vm = VectorManifest {
-      model: embedder.id().to_string(),
-      dims: embedder.dims(),
-      segments: segments.clone(),
-    };
+    let vm =
+      VectorManifest { model: embedder.id().to_string(), dims: embedder.dims(), segments: segments.clone() };
     commit_vectors(&gen, vm, &store_id)?;
     super::bump_epoch(&layout.dir);
     res.generation = next;

@@ -29,10 +29,7 @@ impl Generation {
     let searcher = lexical.reader.searcher();
     let generation = lexical.generation_of(&searcher)?;
     if generation == 0 {
-      return Err(Error::Index(format!(
-        "{} has no committed generation",
-        dir.dir.display()
-      )));
+      return Err(Error::Index(format!("{} has no committed generation", dir.dir.display())));
     }
     let manifest = Manifest::load(&dir.manifest_file(generation), None)?;
     if manifest.generation != generation {
@@ -52,13 +49,7 @@ impl Generation {
       JsonFile::Valid(s) => Some(s),
       _ => None,
     };
-    Ok(Generation {
-      dir,
-      lexical,
-      generation,
-      manifest: Arc::new(manifest),
-      state,
-    })
+    Ok(Generation { dir, lexical, generation, manifest: Arc::new(manifest), state })
   }
 }
 
@@ -67,13 +58,9 @@ pub fn validate(dir: &GenDir) -> Result<()> {
   let g = Generation::open(dir.clone())?;
   match &g.state {
     Some(s) if s.generation <= g.generation => Ok(()),
-    Some(s) => Err(Error::Index(format!(
-      "state generation {} is ahead of the index ({})",
-      s.generation, g.generation
-    ))),
-    None => Err(Error::Index(format!(
-      "{} has no valid state.json",
-      dir.dir.display()
-    ))),
+    Some(s) => {
+      Err(Error::Index(format!("state generation {} is ahead of the index ({})", s.generation, g.generation)))
+    }
+    None => Err(Error::Index(format!("{} has no valid state.json", dir.dir.display()))),
   }
 }

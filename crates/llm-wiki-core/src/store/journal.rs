@@ -137,10 +137,8 @@ pub fn recover(layout: &StoreLayout, validate: &dyn Fn(&GenDir) -> Result<()>) -
   let journal = read_journal(layout);
   let had_journal = !matches!(journal, JsonFile::Missing);
   if let JsonFile::Invalid(msg) = &journal {
-    warnings.push(IndexIssue::new(
-      "qmd_swap_interrupted",
-      format!("Swap journal is malformed ({msg}); repairing"),
-    ));
+    warnings
+      .push(IndexIssue::new("qmd_swap_interrupted", format!("Swap journal is malformed ({msg}); repairing")));
   }
   if let JsonFile::Valid(j) = &journal {
     warnings.push(IndexIssue::new(
@@ -157,10 +155,8 @@ pub fn recover(layout: &StoreLayout, validate: &dyn Fn(&GenDir) -> Result<()>) -
     remove_dir_all_if_exists(&current.dir)?;
     rename(&previous.dir, &current.dir)?;
     if had_journal || !warnings.is_empty() {
-      warnings.push(IndexIssue::new(
-        "qmd_swap_interrupted",
-        "Restored the previous index generation".to_string(),
-      ));
+      warnings
+        .push(IndexIssue::new("qmd_swap_interrupted", "Restored the previous index generation".to_string()));
     }
   } else if is_real_dir(&current.dir) && had_journal {
     // A promoted but invalid generation with nothing to fall back to: drop it (status: missing).

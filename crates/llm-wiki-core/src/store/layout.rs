@@ -63,11 +63,7 @@ impl GenDir {
       .flatten()
       .filter_map(|e| {
         let name = e.file_name().to_string_lossy().into_owned();
-        name
-          .strip_prefix("manifest.")?
-          .strip_suffix(".json")?
-          .parse()
-          .ok()
+        name.strip_prefix("manifest.")?.strip_suffix(".json")?.parse().ok()
       })
       .collect();
     gens.sort_unstable();

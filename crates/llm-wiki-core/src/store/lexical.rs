@@ -61,17 +61,14 @@ pub struct Fields {
 fn schema() -> (Schema, Fields) {
   let mut b = Schema::builder();
   let indexing = |opt| {
-    TextOptions::default().set_indexing_options(
-      TextFieldIndexing::default()
-        .set_tokenizer(WIKI_ANALYZER)
-        .set_index_option(opt),
-    )
+    TextOptions::default()
+      .set_indexing_options(TextFieldIndexing::default().set_tokenizer(WIKI_ANALYZER).set_index_option(opt))
   };
   let kind = b.add_text_field("kind", STRING);
   let page_id = b.add_text_field("page_id", STRING | STORED);
   let page_key = b.add_u64_field("page_key", NumericOptions::default().set_fast());
   let section = b.add_u64_field("section", NumericOptions::default().set_stored());
-  let chunk_id = b.add_text_field("chunk_id", STORED);
+  let chunk_id = b.add_text_field("chunk_id", STRING | STORED);
   let ordinal = b.add_u64_field("ordinal", NumericOptions::default().set_stored());
   let line_start = b.add_u64_field("line_start", NumericOptions::default().set_stored());
   let line_end = b.add_u64_field("line_end", NumericOptions::default().set_stored());
@@ -172,15 +169,8 @@ impl LexicalIndex {
     // Custom analyzers are not persisted by tantivy: register on every open.
     index.tokenizers().register(WIKI_ANALYZER, wiki_analyzer());
     let (_, fields) = schema();
-    let reader = index
-      .reader_builder()
-      .reload_policy(ReloadPolicy::Manual)
-      .try_into()?;
-    Ok(LexicalIndex {
-      index,
-      fields,
-      reader,
-    })
+    let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+    Ok(LexicalIndex { index, fields, reader })
   }
 
   /// Create an empty index in `dir` (created if missing).
@@ -196,10 +186,7 @@ impl LexicalIndex {
       Index::open_in_dir(dir).map_err(|e| Error::Index(format!("cannot open {}: {e}", dir.display())))?;
     let (expected, _) = schema();
     if index.schema() != expected {
-      return Err(Error::Index(format!(
-        "{} has an incompatible schema",
-        dir.display()
-      )));
+      return Err(Error::Index(format!("{} has an incompatible schema", dir.display())));
     }
     Self::finish(index)
   }
@@ -207,11 +194,7 @@ impl LexicalIndex {
   /// A writer with a bounded thread count and memory budget.
   pub fn writer(&self, threads: usize) -> Result<IndexWriter> {
     let threads = threads.clamp(1, 4);
-    Ok(
-      self
-        .index
-        .writer_with_num_threads(threads, threads * 40_000_000)?,
-    )
+    Ok(self.index.writer_with_num_threads(threads, threads * 40_000_000)?)
   }
 
   /// Add the section and chunk documents of a page.
@@ -238,14 +221,9 @@ impl LexicalIndex {
       d.add_u64(f.line_start, sec.line_start as u64);
       d.add_u64(f.line_end, sec.line_end as u64);
       let headings = sec.headings.join("\n");
-      d.add_text(
-        f.all,
-        [sec.plain.as_str(), &headings, &weighted, &tags, &desc, &ident].join("\n"),
-      );
+      d.add_text(f.all, [sec.plain.as_str(), &headings, &weighted, &tags, &desc, &ident].join("\n"));
       for (field, value) in
-        f.matchable[1..]
-          .iter()
-          .zip([&headings, &meta.title, &aliases, &tags, &desc, &ident])
+        f.matchable[1..].iter().zip([&headings, &meta.title, &aliases, &tags, &desc, &ident])
       {
         if !value.is_empty() {
           d.add_text(*field, value);
@@ -288,52 +266,47 @@ impl LexicalIndex {
 
   /// Generation stored in a searcher's snapshot (0 when the index was never committed).
   pub fn generation_of(&self, searcher: &Searcher) -> Result<u64> {
-    let q = TermQuery::new(
-      Term::from_field_text(self.fields.kind, "commit"),
-      IndexRecordOption::Basic,
-    );
+    let q = TermQuery::new(Term::from_field_text(self.fields.kind, "commit"), IndexRecordOption::Basic);
     let top = searcher.search(&q, &TopDocs::with_limit(1).order_by_score())?;
     let Some((_, addr)) = top.first() else {
       return Ok(0);
     };
     let doc: TantivyDocument = searcher.doc(*addr)?;
-    Ok(
-      doc
-        .get_first(self.fields.generation)
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0),
-    )
+    Ok(doc.get_first(self.fields.generation).and_then(|v| v.as_u64()).unwrap_or(0))
   }
 
   /// Number of documents of a kind (`section` or `chunk`), at least 1.
   pub fn kind_count(&self, searcher: &Searcher, kind: &str) -> Result<u64> {
-    Ok(
-      searcher
-        .doc_freq(&Term::from_field_text(self.fields.kind, kind))?
-        .max(1),
-    )
+    Ok(searcher.doc_freq(&Term::from_field_text(self.fields.kind, kind))?.max(1))
   }
 
   /// BM25 (OR semantics) over the scoring field; the top `limit` sections. Only section documents
   /// carry that field, so chunks and the commit doc never match.
   pub fn search(&self, searcher: &Searcher, terms: &[String], limit: usize) -> Result<Vec<SectionHit>> {
+    let weighted: Vec<(String, f32)> = terms.iter().map(|t| (t.clone(), 1.0)).collect();
+    self.search_weighted(searcher, &weighted, limit)
+  }
+
+  /// [`LexicalIndex::search`] with a weight per term (expansion terms count less).
+  pub fn search_weighted(
+    &self,
+    searcher: &Searcher,
+    terms: &[(String, f32)],
+    limit: usize,
+  ) -> Result<Vec<SectionHit>> {
     if terms.is_empty() || limit == 0 {
       return Ok(Vec::new());
     }
     let clauses: Vec<(Occur, Box<dyn Query>)> = terms
       .iter()
-      .map(|t| {
-        let q: Box<dyn Query> = Box::new(TermQuery::new(
-          Term::from_field_text(self.fields.all, t),
-          IndexRecordOption::WithFreqs,
-        ));
+      .map(|(t, w)| {
+        let q: Box<dyn Query> =
+          Box::new(TermQuery::new(Term::from_field_text(self.fields.all, t), IndexRecordOption::WithFreqs));
+        let q: Box<dyn Query> = if *w == 1.0 { q } else { Box::new(tantivy::query::BoostQuery::new(q, *w)) };
         (Occur::Should, q)
       })
       .collect();
-    let stats = KindStats {
-      searcher,
-      docs: self.kind_count(searcher, "section")?,
-    };
+    let stats = KindStats { searcher, docs: self.kind_count(searcher, "section")? };
     let top = searcher.search_with_statistics_provider(
       &BooleanQuery::new(clauses),
       &TopDocs::with_limit(limit).order_by_score(),
@@ -344,18 +317,11 @@ impl LexicalIndex {
     for (score, address) in top {
       let col = match columns.entry(address.segment_ord) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-        std::collections::hash_map::Entry::Vacant(v) => v.insert(
-          searcher
-            .segment_reader(address.segment_ord)
-            .fast_fields()
-            .u64("page_key")?,
-        ),
+        std::collections::hash_map::Entry::Vacant(v) => {
+          v.insert(searcher.segment_reader(address.segment_ord).fast_fields().u64("page_key")?)
+        }
       };
-      hits.push(SectionHit {
-        score,
-        address,
-        page_key: col.first(address.doc_id).unwrap_or(0),
-      });
+      hits.push(SectionHit { score, address, page_key: col.first(address.doc_id).unwrap_or(0) });
     }
     Ok(hits)
   }
@@ -369,20 +335,14 @@ impl LexicalIndex {
   ) -> Result<Option<DocAddress>> {
     let f = &self.fields;
     let term_query = |field, value: &str| -> Box<dyn Query> {
-      Box::new(TermQuery::new(
-        Term::from_field_text(field, value),
-        IndexRecordOption::WithFreqs,
-      ))
+      Box::new(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::WithFreqs))
     };
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
       (Occur::Must, zero_score(term_query(f.page_id, page_id))),
       (Occur::Must, zero_score(term_query(f.kind, "chunk"))),
     ];
     clauses.extend(terms.iter().map(|t| (Occur::Should, term_query(f.chunk_body, t))));
-    let stats = KindStats {
-      searcher,
-      docs: self.kind_count(searcher, "chunk")?,
-    };
+    let stats = KindStats { searcher, docs: self.kind_count(searcher, "chunk")? };
     let top = searcher.search_with_statistics_provider(
       &BooleanQuery::new(clauses),
       &TopDocs::with_limit(256).order_by_score(),
@@ -399,17 +359,27 @@ impl LexicalIndex {
     Ok(best.map(|(_, a)| a))
   }
 
+  /// The chunk document with this chunk id in a page.
+  pub fn chunk_by_id(
+    &self,
+    searcher: &Searcher,
+    page_id: &str,
+    chunk_id: &str,
+  ) -> Result<Option<DocAddress>> {
+    let f = &self.fields;
+    let q = |field, v: &str| -> Box<dyn Query> {
+      Box::new(TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic))
+    };
+    let query =
+      BooleanQuery::new(vec![(Occur::Must, q(f.chunk_id, chunk_id)), (Occur::Must, q(f.page_id, page_id))]);
+    Ok(searcher.search(&query, &TopDocs::with_limit(1).order_by_score())?.first().map(|(_, a)| *a))
+  }
+
   /// Stored fields of a chunk document.
   pub fn chunk_doc(&self, searcher: &Searcher, addr: DocAddress) -> Result<StoredChunk> {
     let doc: TantivyDocument = searcher.doc(addr)?;
     let f = &self.fields;
-    let text = |field| {
-      doc
-        .get_first(field)
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
-        .to_string()
-    };
+    let text = |field| doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_string();
     let num = |field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0) as u32;
     Ok(StoredChunk {
       page_id: text(f.page_id),

@@ -36,9 +36,7 @@ impl Drop for StoreLock {
 
 /// This machine's host name (empty when unknown).
 pub fn host_name() -> String {
-  hostname::get()
-    .map(|h| h.to_string_lossy().into_owned())
-    .unwrap_or_default()
+  hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// True when a process with this pid exists on this machine.
@@ -66,14 +64,8 @@ pub fn acquire(lock_dir: &Path) -> Result<StoreLock> {
   for _ in 0..2 {
     match std::fs::create_dir(lock_dir) {
       Ok(()) => {
-        let owner = LockOwner {
-          pid: std::process::id(),
-          hostname: host_name(),
-          acquired_at: now_iso(),
-        };
-        let lock = StoreLock {
-          dir: lock_dir.to_path_buf(),
-        };
+        let owner = LockOwner { pid: std::process::id(), hostname: host_name(), acquired_at: now_iso() };
+        let lock = StoreLock { dir: lock_dir.to_path_buf() };
         let text = serde_json::to_string(&owner).map_err(|e| Error::Index(e.to_string()))?;
         std::fs::write(lock_dir.join("owner.json"), text).map_err(|e| Error::io("write", lock_dir, e))?;
         return Ok(lock);
@@ -102,10 +94,7 @@ fn owner_is_dead(lock_dir: &Path) -> bool {
 pub fn vault_mutex(root: &Path) -> Arc<Mutex<()>> {
   static MAP: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
   let key = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-  let mut map = MAP
-    .get_or_init(Default::default)
-    .lock()
-    .unwrap_or_else(|p| p.into_inner());
+  let mut map = MAP.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
   map.entry(key).or_default().clone()
 }
 
@@ -129,11 +118,7 @@ mod tests {
     let dir = t.path().join("index.lock");
     std::fs::create_dir(&dir).unwrap();
     // pid 0x7ffffffe is never a live process in practice.
-    let owner = LockOwner {
-      pid: 0x7fff_fffe,
-      hostname: host_name(),
-      acquired_at: now_iso(),
-    };
+    let owner = LockOwner { pid: 0x7fff_fffe, hostname: host_name(), acquired_at: now_iso() };
     std::fs::write(dir.join("owner.json"), serde_json::to_string(&owner).unwrap()).unwrap();
     assert!(acquire(&dir).is_ok());
   }
@@ -143,11 +128,7 @@ mod tests {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("index.lock");
     std::fs::create_dir(&dir).unwrap();
-    let owner = LockOwner {
-      pid: 0x7fff_fffe,
-      hostname: "another-host".into(),
-      acquired_at: now_iso(),
-    };
+    let owner = LockOwner { pid: 0x7fff_fffe, hostname: "another-host".into(), acquired_at: now_iso() };
     std::fs::write(dir.join("owner.json"), serde_json::to_string(&owner).unwrap()).unwrap();
     assert!(acquire(&dir).is_err());
     std::fs::write(dir.join("owner.json"), "{corrupt").unwrap();
@@ -159,11 +140,7 @@ mod tests {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("index.lock");
     std::fs::create_dir(&dir).unwrap();
-    let owner = LockOwner {
-      pid: std::process::id(),
-      hostname: host_name(),
-      acquired_at: now_iso(),
-    };
+    let owner = LockOwner { pid: std::process::id(), hostname: host_name(), acquired_at: now_iso() };
     std::fs::write(dir.join("owner.json"), serde_json::to_string(&owner).unwrap()).unwrap();
     assert!(acquire(&dir).is_err());
   }

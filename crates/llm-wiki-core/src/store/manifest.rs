@@ -101,21 +101,13 @@ impl Manifest {
   }
 
   pub fn count_roles(&self) -> (u32, u32) {
-    let canonical = self
-      .entries
-      .values()
-      .filter(|e| e.role == Role::Canonical)
-      .count() as u32;
+    let canonical = self.entries.values().filter(|e| e.role == Role::Canonical).count() as u32;
     (canonical, self.entries.len() as u32 - canonical)
   }
 
   /// Numeric keys of every live chunk.
   pub fn chunk_keys(&self) -> std::collections::HashSet<u64> {
-    self
-      .entries
-      .values()
-      .flat_map(|e| e.chunks.iter().map(|c| super::vectors::chunk_key(&c.id)))
-      .collect()
+    self.entries.values().flat_map(|e| e.chunks.iter().map(|c| super::vectors::chunk_key(&c.id))).collect()
   }
 
   pub fn total_chunks(&self) -> u32 {
@@ -124,12 +116,7 @@ impl Manifest {
 
   /// Documents the lexical index must hold for this manifest: sections + chunks + the commit doc.
   pub fn expected_documents(&self) -> u64 {
-    self
-      .entries
-      .values()
-      .map(|e| e.sections as u64 + e.chunks.len() as u64)
-      .sum::<u64>()
-      + 1
+    self.entries.values().map(|e| e.sections as u64 + e.chunks.len() as u64).sum::<u64>() + 1
   }
 
   /// Load and validate a manifest file.
@@ -150,10 +137,7 @@ impl Manifest {
     }
     if let Some(v) = expected_vault {
       if v != self.vault_id {
-        return bad(format!(
-          "manifest belongs to vault {}, expected {v}",
-          self.vault_id
-        ));
+        return bad(format!("manifest belongs to vault {}, expected {v}", self.vault_id));
       }
     }
     for (id, e) in &self.entries {
@@ -206,11 +190,7 @@ mod tests {
       mtime_ns: 2,
       content_hash: hash.repeat(64 / hash.len()),
       role: Role::Canonical,
-      meta: PageMeta {
-        title: "B".into(),
-        page_type: "concept".into(),
-        ..Default::default()
-      },
+      meta: PageMeta { title: "B".into(), page_type: "concept".into(), ..Default::default() },
       sections: 0,
       chunks: vec![],
     }
@@ -235,17 +215,8 @@ mod tests {
     m.entries.insert("a/b".into(), entry("a"));
     m.save(&p).unwrap();
     assert!(Manifest::load(&p, Some("v")).is_ok());
-    assert_eq!(
-      Manifest::load(&p, Some("w")).unwrap_err().code(),
-      "qmd_manifest_invalid"
-    );
-    m.entries.insert(
-      "../x".into(),
-      ManifestEntry {
-        rel_path: "../x.md".into(),
-        ..entry("a")
-      },
-    );
+    assert_eq!(Manifest::load(&p, Some("w")).unwrap_err().code(), "qmd_manifest_invalid");
+    m.entries.insert("../x".into(), ManifestEntry { rel_path: "../x.md".into(), ..entry("a") });
     m.save(&p).unwrap();
     assert!(Manifest::load(&p, None).is_err());
     std::fs::write(&p, "{").unwrap();

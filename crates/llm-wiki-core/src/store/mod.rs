@@ -35,11 +35,7 @@ pub struct IndexIssue {
 
 impl IndexIssue {
   pub fn new(code: &str, message: impl Into<String>) -> Self {
-    IndexIssue {
-      code: code.to_string(),
-      message: message.into(),
-      path: None,
-    }
+    IndexIssue { code: code.to_string(), message: message.into(), path: None }
   }
   pub fn at(mut self, path: impl Into<String>) -> Self {
     self.path = Some(path.into());
@@ -69,9 +65,7 @@ impl Component {
     match s {
       "lexical" => Ok(Component::Lexical),
       "vectors" => Ok(Component::Vectors),
-      other => Err(Error::invalid(format!(
-        "unknown component '{other}' (expected lexical | vectors)"
-      ))),
+      other => Err(Error::invalid(format!("unknown component '{other}' (expected lexical | vectors)"))),
     }
   }
 }
@@ -96,9 +90,7 @@ impl Scope {
     match s {
       "changed" => Ok(Scope::Changed),
       "all" => Ok(Scope::All),
-      other => Err(Error::invalid(format!(
-        "unknown scope '{other}' (expected changed | all)"
-      ))),
+      other => Err(Error::invalid(format!("unknown scope '{other}' (expected changed | all)"))),
     }
   }
 }
@@ -165,10 +157,5 @@ pub fn bump_epoch(dir: &std::path::Path) {
 
 /// Current change counter of the store at `dir`.
 pub fn epoch(dir: &std::path::Path) -> u64 {
-  epochs()
-    .lock()
-    .unwrap_or_else(|p| p.into_inner())
-    .get(dir)
-    .copied()
-    .unwrap_or(0)
+  epochs().lock().unwrap_or_else(|p| p.into_inner()).get(dir).copied().unwrap_or(0)
 }

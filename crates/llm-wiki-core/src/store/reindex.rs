@@ -115,12 +115,7 @@ pub struct WikiReindexResult {
 /// How one discovered page compares with the previous generation.
 enum Loaded {
   Unchanged(ManifestEntry),
-  Changed {
-    entry: ManifestEntry,
-    chunks: ChunkedPage,
-    is_new: bool,
-    page: Box<Page>,
-  },
+  Changed { entry: ManifestEntry, chunks: ChunkedPage, is_new: bool, page: Box<Page> },
   Invalid(Diagnostic),
 }
 
@@ -132,13 +127,7 @@ fn emit(
   total: Option<u64>,
 ) {
   if let Some(p) = &opts.progress {
-    p(Progress {
-      vault: None,
-      stage,
-      message: message.into(),
-      current,
-      total,
-    });
+    p(Progress { vault: None, stage, message: message.into(), current, total });
   }
 }
 
@@ -146,10 +135,7 @@ fn threads(opts: &ReindexOptions) -> usize {
   if opts.threads > 0 {
     return opts.threads;
   }
-  std::thread::available_parallelism()
-    .map(|n| n.get())
-    .unwrap_or(1)
-    .min(4)
+  std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(4)
 }
 
 /// Read, hash and (when changed) parse + chunk one page file.
@@ -173,10 +159,7 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
     return Loaded::Invalid(Diagnostic::error(
       "page_too_large",
       &file.rel_path,
-      &format!(
-        "Page is {} bytes; pages over {MAX_PAGE_BYTES} bytes are not indexed",
-        file.size
-      ),
+      &format!("Page is {} bytes; pages over {MAX_PAGE_BYTES} bytes are not indexed", file.size),
     ));
   }
   let bytes = match std::fs::read(&file.abs_path) {
@@ -192,11 +175,7 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
   let hash = sha256_hex(&bytes);
   if let Some(p) = prev {
     if p.content_hash == hash && p.rel_path == file.rel_path {
-      return Loaded::Unchanged(ManifestEntry {
-        size: file.size,
-        mtime_ns: file.mtime_ns,
-        ..p.clone()
-      });
+      return Loaded::Unchanged(ManifestEntry { size: file.size, mtime_ns: file.mtime_ns, ..p.clone() });
     }
   }
   let text = String::from_utf8_lossy(&bytes);
@@ -223,12 +202,7 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
           })
           .collect(),
       };
-      Loaded::Changed {
-        entry,
-        chunks,
-        is_new: prev.is_none(),
-        page: Box::new(page),
-      }
+      Loaded::Changed { entry, chunks, is_new: prev.is_none(), page: Box::new(page) }
     }
   }
 }
@@ -247,17 +221,11 @@ fn load_pages(files: &[PageFile], prior: Option<&Manifest>, opts: &ReindexOption
         .chunks(per)
         .map(|part| {
           s.spawn(move || {
-            part
-              .iter()
-              .map(|f| load_one(f, prior, trust_stat, &opts.chunking))
-              .collect::<Vec<_>>()
+            part.iter().map(|f| load_one(f, prior, trust_stat, &opts.chunking)).collect::<Vec<_>>()
           })
         })
         .collect();
-      handles
-        .into_iter()
-        .map(|h| h.join().unwrap_or_default())
-        .collect()
+      handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
     });
     for p in parts {
       out.extend(p);
@@ -319,12 +287,7 @@ fn plan(
         counts.unchanged += 1;
         entries.insert(file.id.clone(), e);
       }
-      Loaded::Changed {
-        entry,
-        chunks,
-        is_new,
-        page,
-      } => {
+      Loaded::Changed { entry, chunks, is_new, page } => {
         if is_new {
           counts.indexed += 1;
         } else {
@@ -349,22 +312,10 @@ fn plan(
     metadata_only = true;
   }
   let removed: Vec<String> = prior
-    .map(|m| {
-      m.entries
-        .keys()
-        .filter(|k| !entries.contains_key(*k))
-        .cloned()
-        .collect()
-    })
+    .map(|m| m.entries.keys().filter(|k| !entries.contains_key(*k)).cloned().collect())
     .unwrap_or_default();
   counts.removed = removed.len() as u32;
-  Plan {
-    entries,
-    excluded,
-    changed,
-    removed,
-    metadata_only,
-  }
+  Plan { entries, excluded, changed, removed, metadata_only }
 }
 
 /// Write `plan` into the lexical index of `dir` as generation `gen` and commit it.
@@ -383,10 +334,7 @@ fn write_generation(
   let result = (|| {
     for id in &plan.removed {
       lexical.delete_page(&writer, id);
-      chunks.removed += prior
-        .and_then(|m| m.entries.get(id))
-        .map(|e| e.chunks.len() as u32)
-        .unwrap_or(0);
+      chunks.removed += prior.and_then(|m| m.entries.get(id)).map(|e| e.chunks.len() as u32).unwrap_or(0);
     }
     let total = plan.changed.len() as u64;
     for (i, (id, page, page_chunks)) in plan.changed.iter().enumerate() {
@@ -444,15 +392,8 @@ pub(crate) fn write_state(dir: &GenDir, manifest: &Manifest, store_id: &str) -> 
   let (models, counts) = match &manifest.vectors {
     Some(vm) => {
       let live = manifest.chunk_keys();
-      let present = super::vectors::VectorIndex::open(&dir.vectors_dir(), vm, &live)?
-        .present()
-        .len() as u32;
-      (
-        StateModels {
-          embed: vm.model.clone(),
-        },
-        (present, !vm.segments.is_empty()),
-      )
+      let present = super::vectors::VectorIndex::open(&dir.vectors_dir(), vm, &live)?.present().len() as u32;
+      (StateModels { embed: vm.model.clone() }, (present, !vm.segments.is_empty()))
     }
     None => (StateModels::default(), (0, false)),
   };
@@ -528,9 +469,7 @@ fn run_locked(
 ) -> LockedOutcome {
   let pre = |e: Error| (e, false);
   let post = |e: Error| (e, true);
-  res
-    .warnings
-    .extend(journal::recover(layout, &generation::validate).map_err(pre)?);
+  res.warnings.extend(journal::recover(layout, &generation::validate).map_err(pre)?);
   opts.cancel.check().map_err(pre)?;
   emit(opts, "mirror", "resolving vault identity", None, None);
   let vault_id = ensure_vault_id(paths).map_err(pre)?;
@@ -538,26 +477,14 @@ fn run_locked(
 
   let discovery = discover_pages(&paths.root, &paths.wiki);
   for d in &discovery.diagnostics {
-    res
-      .warnings
-      .push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
+    res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
   }
   let force_lexical = opts.force && components.contains(&Component::Lexical);
-  let current = if force_lexical {
-    None
-  } else {
-    open_current(layout, &vault_id)
-  };
+  let current = if force_lexical { None } else { open_current(layout, &vault_id) };
   let prior: Option<Arc<Manifest>> = current.as_ref().map(|g| g.manifest.clone());
   let loaded = load_pages(&discovery.files, prior.as_deref(), opts).map_err(pre)?;
   let mut counts = DocumentCounts::default();
-  let plan = plan(
-    loaded,
-    &discovery.files,
-    prior.as_deref(),
-    &mut counts,
-    &mut res.warnings,
-  );
+  let plan = plan(loaded, &discovery.files, prior.as_deref(), &mut counts, &mut res.warnings);
   res.documents = counts;
   opts.cancel.check().map_err(post)?;
 
@@ -569,20 +496,12 @@ fn run_locked(
         res.chunks.total = gen.manifest.total_chunks();
         // Repair a state file left behind by a crash between commit and state write.
         if gen.state.as_ref().is_none_or(|s| s.generation != gen.generation) {
-          let store_id = gen
-            .state
-            .as_ref()
-            .map(|s| s.store_id.clone())
-            .unwrap_or_else(new_store_id);
+          let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(new_store_id);
           write_state(&gen.dir, &gen.manifest, &store_id).map_err(post)?;
         }
       } else {
         let next = gen.generation + 1;
-        let store_id = gen
-          .state
-          .as_ref()
-          .map(|s| s.store_id.clone())
-          .unwrap_or_else(new_store_id);
+        let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(new_store_id);
         let manifest = write_generation(
           &gen.lexical,
           &gen.dir,
@@ -594,13 +513,7 @@ fn run_locked(
           opts,
           &mut res.chunks,
         )
-        .map_err(|e| {
-          if matches!(e, Error::Cancelled) {
-            pre(e)
-          } else {
-            post(e)
-          }
-        })?;
+        .map_err(|e| if matches!(e, Error::Cancelled) { pre(e) } else { post(e) })?;
         write_state(&gen.dir, &manifest, &store_id).map_err(post)?;
         crash_point("after-state");
         gc_manifests(&gen.dir, next);
@@ -650,11 +563,7 @@ fn run_locked(
       })();
       if let Err(e) = built {
         let _ = remove_dir_all_if_exists(&staging.dir);
-        return Err(if matches!(e, Error::Cancelled) {
-          pre(e)
-        } else {
-          post(e)
-        });
+        return Err(if matches!(e, Error::Cancelled) { pre(e) } else { post(e) });
       }
       res.generation = next_full_generation(layout).saturating_sub(1);
     }
@@ -693,9 +602,7 @@ impl VaultTarget {
       "personal" => Ok(VaultTarget::Personal),
       "project" => Ok(VaultTarget::Project),
       "all" => Ok(VaultTarget::All),
-      o => Err(Error::invalid(format!(
-        "unknown vault '{o}' (expected active | personal | project | all)"
-      ))),
+      o => Err(Error::invalid(format!("unknown vault '{o}' (expected active | personal | project | all)"))),
     }
   }
   pub fn as_str(self) -> &'static str {
@@ -714,10 +621,7 @@ pub fn resolve_targets(active: &VaultPaths, target: VaultTarget) -> Vec<(VaultPa
   let personal = personal_vault_paths();
   let mut out: Vec<(VaultPaths, &'static str)> = Vec::new();
   match target {
-    VaultTarget::Active => out.push((
-      active.clone(),
-      if active_is_personal { "personal" } else { "active" },
-    )),
+    VaultTarget::Active => out.push((active.clone(), if active_is_personal { "personal" } else { "active" })),
     VaultTarget::Personal => out.push((personal, "personal")),
     VaultTarget::Project => {
       if !active_is_personal {
@@ -769,10 +673,7 @@ pub fn reindex_wiki(active: &VaultPaths, target: VaultTarget, opts: &ReindexOpti
         p(ev)
       }) as ProgressSink
     });
-    let scoped = ReindexOptions {
-      progress,
-      ..opts.clone()
-    };
+    let scoped = ReindexOptions { progress, ..opts.clone() };
     let result = match inspect_writable(&paths) {
       Err(issue) => {
         let mut r = base_result(opts, &dedup_components(&opts.components));
@@ -784,10 +685,7 @@ pub fn reindex_wiki(active: &VaultPaths, target: VaultTarget, opts: &ReindexOpti
     };
     results.push(VaultReindexResult { root, label, result });
   }
-  WikiReindexResult {
-    vault: target.as_str().to_string(),
-    results,
-  }
+  WikiReindexResult { vault: target.as_str().to_string(), results }
 }
 
 /// Used by tests and benches: true when `dir` holds a store.

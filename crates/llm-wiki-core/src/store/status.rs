@@ -100,11 +100,7 @@ pub struct StatusOptions {
 
 impl Default for StatusOptions {
   fn default() -> Self {
-    StatusOptions {
-      check_pages: true,
-      embed_model: String::new(),
-      rerank_model: String::new(),
-    }
+    StatusOptions { check_pages: true, embed_model: String::new(), rerank_model: String::new() }
   }
 }
 
@@ -164,11 +160,7 @@ pub fn pending_pages(paths: &VaultPaths, manifest: &Manifest) -> PendingPages {
       Some(_) => {}
     }
   }
-  p.removed = manifest
-    .entries
-    .keys()
-    .filter(|k| !seen.contains(k.as_str()))
-    .count() as u32;
+  p.removed = manifest.entries.keys().filter(|k| !seen.contains(k.as_str())).count() as u32;
   p
 }
 
@@ -210,10 +202,7 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
     JsonFile::Valid(s) => Some(s),
     JsonFile::Missing => None,
     JsonFile::Invalid(msg) => {
-      issues.push(IndexIssue::new(
-        "qmd_index_error",
-        format!("Index state file is malformed: {msg}"),
-      ));
+      issues.push(IndexIssue::new("qmd_index_error", format!("Index state file is malformed: {msg}")));
       malformed = true;
       None
     }
@@ -246,10 +235,8 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
     JsonFile::Valid(j) => {
       st.state = IndexState::Recovering;
       st.swap_phase = Some(j.phase.as_str().to_string());
-      st.issues = vec![IndexIssue::new(
-        "qmd_swap_interrupted",
-        "An index swap was interrupted and is being recovered",
-      )];
+      st.issues =
+        vec![IndexIssue::new("qmd_swap_interrupted", "An index swap was interrupted and is being recovered")];
       if let Some(s) = &state {
         st = st.with_state(s);
       }
@@ -267,10 +254,7 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
 
   // 2. Error.
   if state.is_some() && !is_real_dir(&current.lexical_dir()) {
-    issues.push(IndexIssue::new(
-      "qmd_index_error",
-      "Index state exists but current/lexical is absent",
-    ));
+    issues.push(IndexIssue::new("qmd_index_error", "Index state exists but current/lexical is absent"));
     malformed = true;
   }
   if state.is_none() && last_error.is_some() {
@@ -289,11 +273,7 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
       st = st.with_state(s);
     }
     st.state = IndexState::Error;
-    st.repair_components = vec![if had_vectors {
-      Component::Vectors
-    } else {
-      Component::Lexical
-    }];
+    st.repair_components = vec![if had_vectors { Component::Vectors } else { Component::Lexical }];
     st.issues = issues;
     return st;
   }
@@ -313,11 +293,7 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
       "qmd_config_invalid",
       "Vault config is missing or malformed; vault identity cannot be confirmed",
     ));
-    st.repair_components = vec![if had_vectors {
-      Component::Vectors
-    } else {
-      Component::Lexical
-    }];
+    st.repair_components = vec![if had_vectors { Component::Vectors } else { Component::Lexical }];
     return st;
   };
 
@@ -326,9 +302,7 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   if let Some(e) = &last_error {
     issues.push(IndexIssue::new(
       "qmd_index_error",
-      e.message
-        .clone()
-        .unwrap_or_else(|| "Last index attempt failed".into()),
+      e.message.clone().unwrap_or_else(|| "Last index attempt failed".into()),
     ));
     other_reason = true;
   }
@@ -351,16 +325,10 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   let embed_changed =
     state.status.has_vector_index && !opts.embed_model.is_empty() && state.models.embed != opts.embed_model;
   if embed_changed {
-    issues.push(IndexIssue::new(
-      "qmd_index_stale",
-      "Embedding model changed; vectors are stale",
-    ));
+    issues.push(IndexIssue::new("qmd_index_stale", "Embedding model changed; vectors are stale"));
   }
   if !state.is_current_format() || state.engine != ENGINE_NAME {
-    issues.push(IndexIssue::new(
-      "qmd_index_stale",
-      "Index format or engine changed; index needs rebuild",
-    ));
+    issues.push(IndexIssue::new("qmd_index_stale", "Index format or engine changed; index needs rebuild"));
     other_reason = true;
   }
   if state.vault_id != vault_id {
@@ -370,11 +338,7 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   if !issues.is_empty() {
     st.state = IndexState::Stale;
     let needs_vectors = embed_changed || (state.status.has_vector_index && other_reason);
-    st.repair_components = vec![if needs_vectors {
-      Component::Vectors
-    } else {
-      Component::Lexical
-    }];
+    st.repair_components = vec![if needs_vectors { Component::Vectors } else { Component::Lexical }];
     st.issues = issues;
     return st;
   }

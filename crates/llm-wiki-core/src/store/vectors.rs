@@ -54,12 +54,7 @@ pub fn quantize(v: &[f32]) -> (f32, Vec<i8>) {
     return (0.0, vec![0; v.len()]);
   }
   let scale = max / 127.0;
-  (
-    scale,
-    v.iter()
-      .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8)
-      .collect(),
-  )
+  (scale, v.iter().map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8).collect())
 }
 
 /// Write a segment file atomically; returns its manifest entry.
@@ -74,10 +69,7 @@ pub fn write_segment(dir: &Path, file: &str, dims: usize, rows: &[(u64, Vec<f32>
   let quantized: Vec<(f32, Vec<i8>)> = rows.iter().map(|(_, v)| quantize(v)).collect();
   for (id, v) in rows {
     if v.len() != dims {
-      return Err(Error::Index(format!(
-        "vector of {} dims in a {dims}-dim segment",
-        v.len()
-      )));
+      return Err(Error::Index(format!("vector of {} dims in a {dims}-dim segment", v.len())));
     }
     buf.extend_from_slice(&id.to_le_bytes());
   }
@@ -93,10 +85,7 @@ pub fn write_segment(dir: &Path, file: &str, dims: usize, rows: &[(u64, Vec<f32>
   f.write_all(&buf).map_err(|e| Error::io("write", &tmp, e))?;
   f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
   std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
-  Ok(SegmentRef {
-    file: file.to_string(),
-    rows: rows.len() as u32,
-  })
+  Ok(SegmentRef { file: file.to_string(), rows: rows.len() as u32 })
 }
 
 /// One mapped segment.
@@ -175,11 +164,7 @@ impl VectorIndex {
       {
         return Err(bad("size, dims or dtype do not match the manifest"));
       }
-      segments.push(Segment {
-        map,
-        rows,
-        live: Vec::new(),
-      });
+      segments.push(Segment { map, rows, live: Vec::new() });
     }
     // Latest segment wins for a repeated chunk id.
     let mut present = HashSet::new();
@@ -193,12 +178,7 @@ impl VectorIndex {
       }
       seg.live = live_rows;
     }
-    Ok(VectorIndex {
-      model: vm.model.clone(),
-      dims: vm.dims,
-      segments,
-      present,
-    })
+    Ok(VectorIndex { model: vm.model.clone(), dims: vm.dims, segments, present })
   }
 
   /// Chunks with a vector.
@@ -220,10 +200,7 @@ impl VectorIndex {
     for seg in &self.segments {
       for &row in &seg.live {
         let row = row as usize;
-        scored.push((
-          seg.id(row),
-          seg.scale(row) * dot_i8(query, seg.data(row, self.dims)),
-        ));
+        scored.push((seg.id(row), seg.scale(row) * dot_i8(query, seg.data(row, self.dims))));
       }
     }
     let k = k.min(scored.len());
@@ -245,10 +222,7 @@ impl VectorIndex {
         let id = seg.id(row);
         if ids.contains(&id) {
           let s = seg.scale(row);
-          out.insert(
-            id,
-            seg.data(row, self.dims).iter().map(|x| *x as f32 * s).collect(),
-          );
+          out.insert(id, seg.data(row, self.dims).iter().map(|x| *x as f32 * s).collect());
         }
       }
     }
@@ -288,19 +262,10 @@ mod tests {
   fn segments_latest_wins_and_dead_rows_skipped() {
     let t = tempfile::tempdir().unwrap();
     let v = |x: f32, y: f32| unit(vec![x, y, 0.0, 0.0]);
-    let s1 = write_segment(
-      t.path(),
-      "a.vec",
-      4,
-      &[(1, v(1.0, 0.0)), (2, v(0.0, 1.0)), (3, v(1.0, 1.0))],
-    )
-    .unwrap();
+    let s1 =
+      write_segment(t.path(), "a.vec", 4, &[(1, v(1.0, 0.0)), (2, v(0.0, 1.0)), (3, v(1.0, 1.0))]).unwrap();
     let s2 = write_segment(t.path(), "b.vec", 4, &[(2, v(1.0, 0.1))]).unwrap();
-    let vm = VectorManifest {
-      model: "m".into(),
-      dims: 4,
-      segments: vec![s1, s2],
-    };
+    let vm = VectorManifest { model: "m".into(), dims: 4, segments: vec![s1, s2] };
     let live: HashSet<u64> = [1, 2].into_iter().collect();
     let idx = VectorIndex::open(t.path(), &vm, &live).unwrap();
     assert_eq!(idx.present().len(), 2);
@@ -309,10 +274,7 @@ mod tests {
     assert_eq!(hits.len(), 2);
     // chunk 2's latest vector points along x, so both are close to the query.
     assert!(hits.iter().all(|(_, s)| *s > 0.9), "{hits:?}");
-    let bad = VectorManifest {
-      dims: 8,
-      ..vm.clone()
-    };
+    let bad = VectorManifest { dims: 8, ..vm.clone() };
     assert!(VectorIndex::open(t.path(), &bad, &live).is_err());
   }
 }

@@ -47,14 +47,12 @@ pub fn read_config(paths: &VaultPaths) -> Result<Map<String, Value>> {
   };
   match serde_json::from_slice::<Value>(&bytes) {
     Ok(Value::Object(map)) => Ok(map),
-    Ok(_) => Err(Error::ConfigInvalid {
-      path,
-      message: "config.json must be a JSON object with a vault_id".into(),
-    }),
-    Err(e) => Err(Error::ConfigInvalid {
-      path,
-      message: format!("config.json is unreadable or malformed: {e}"),
-    }),
+    Ok(_) => {
+      Err(Error::ConfigInvalid { path, message: "config.json must be a JSON object with a vault_id".into() })
+    }
+    Err(e) => {
+      Err(Error::ConfigInvalid { path, message: format!("config.json is unreadable or malformed: {e}") })
+    }
   }
 }
 
@@ -144,12 +142,7 @@ mod tests {
     let (_t, p) = vault(r#"{"vault_id":null}"#);
     assert_eq!(ensure_vault_id(&p).unwrap_err().code(), "config_invalid_vault_id");
     let t = tempfile::tempdir().unwrap();
-    assert_eq!(
-      ensure_vault_id(&VaultPaths::new_layout(t.path()))
-        .unwrap_err()
-        .code(),
-      "config_invalid"
-    );
+    assert_eq!(ensure_vault_id(&VaultPaths::new_layout(t.path())).unwrap_err().code(), "config_invalid");
   }
 
   #[test]

@@ -69,9 +69,7 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
     return out;
   };
   if !real_wiki.starts_with(&real_root)
-    || std::fs::symlink_metadata(wiki_dir)
-      .map(|m| m.is_symlink())
-      .unwrap_or(true)
+    || std::fs::symlink_metadata(wiki_dir).map(|m| m.is_symlink()).unwrap_or(true)
   {
     out.diagnostics.push(Diagnostic::error(
       "link_path_escape",
@@ -149,10 +147,7 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
 }
 
 fn rel_string(p: &Path) -> String {
-  p.components()
-    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-    .collect::<Vec<_>>()
-    .join("/")
+  p.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
 }
 
 #[cfg(test)]

@@ -110,12 +110,7 @@ pub struct FrontmatterError {
 
 impl FrontmatterError {
   fn new(code: &'static str, message: impl Into<String>) -> Self {
-    FrontmatterError {
-      code,
-      message: message.into(),
-      line: None,
-      column: None,
-    }
+    FrontmatterError { code, message: message.into(), line: None, column: None }
   }
   fn at(mut self, mark: Marker, yaml_first_line: usize) -> Self {
     self.line = Some((mark.line() + yaml_first_line - 1) as u32);
@@ -155,10 +150,7 @@ pub fn parse_page_text(raw: &str) -> Result<ParsedFrontmatter, FrontmatterError>
   // Like the extension, a UTF-8 BOM is not skipped: such a file has no opening fence.
   let text = normalize_newlines(raw);
   let Some(rest) = text.strip_prefix("---\n") else {
-    return Err(FrontmatterError::new(
-      "frontmatter_missing",
-      "Missing frontmatter opening delimiter",
-    ));
+    return Err(FrontmatterError::new("frontmatter_missing", "Missing frontmatter opening delimiter"));
   };
   let (yaml, body, body_start_line) = split_fence(rest).ok_or_else(|| {
     FrontmatterError::new("frontmatter_parse_error", "Missing frontmatter closing delimiter")
@@ -179,10 +171,7 @@ pub fn parse_page_text(raw: &str) -> Result<ParsedFrontmatter, FrontmatterError>
       ))
     }
     Some(_) => {
-      return Err(FrontmatterError::new(
-        "frontmatter_parse_error",
-        "Frontmatter must be a YAML mapping",
-      ))
+      return Err(FrontmatterError::new("frontmatter_parse_error", "Frontmatter must be a YAML mapping"))
     }
   };
   let type_ok = entries
@@ -191,16 +180,9 @@ pub fn parse_page_text(raw: &str) -> Result<ParsedFrontmatter, FrontmatterError>
     .and_then(|(_, v)| v.as_str())
     .is_some_and(|s| !s.trim().is_empty());
   if !type_ok {
-    return Err(FrontmatterError::new(
-      "concept_missing_type",
-      "Missing or empty type field",
-    ));
+    return Err(FrontmatterError::new("concept_missing_type", "Missing or empty type field"));
   }
-  Ok(ParsedFrontmatter {
-    entries,
-    body,
-    body_start_line,
-  })
+  Ok(ParsedFrontmatter { entries, body, body_start_line })
 }
 
 /// Find the closing fence. Returns (yaml, body, 1-based body start line).
@@ -208,19 +190,11 @@ pub fn parse_page_text(raw: &str) -> Result<ParsedFrontmatter, FrontmatterError>
 /// one closes the block (the first is an inner document marker), as in the extension.
 fn split_fence(rest: &str) -> Option<(&str, String, u32)> {
   let lines: Vec<(usize, &str)> = line_offsets(rest);
-  let fences: Vec<usize> = lines
-    .iter()
-    .enumerate()
-    .filter(|(_, (_, l))| *l == "---")
-    .map(|(i, _)| i)
-    .collect();
+  let fences: Vec<usize> =
+    lines.iter().enumerate().filter(|(_, (_, l))| *l == "---").map(|(i, _)| i).collect();
   let first = *fences.first()?;
   let follows_doc_end = first > 0 && lines[first - 1].1 == "...";
-  let close = if follows_doc_end && fences.len() >= 2 {
-    fences[1]
-  } else {
-    first
-  };
+  let close = if follows_doc_end && fences.len() >= 2 { fences[1] } else { first };
   let yaml = &rest[..lines[close].0];
   let after = lines.get(close + 1).map(|(o, _)| *o).unwrap_or(rest.len());
   let mut body = &rest[after.min(rest.len())..];
@@ -251,11 +225,7 @@ fn line_offsets(s: &str) -> Vec<(usize, &str)> {
 /// A collection being built while walking the event stream.
 enum Frame {
   Seq(Vec<YamlValue>),
-  Map {
-    entries: Vec<(String, YamlValue)>,
-    pending_key: Option<String>,
-    key_mark: Marker,
-  },
+  Map { entries: Vec<(String, YamlValue)>, pending_key: Option<String>, key_mark: Marker },
 }
 
 const CORE_TAGS: &[&str] = &["str", "int", "float", "bool", "null", "seq", "map"];
@@ -287,11 +257,8 @@ fn parse_yaml_events(yaml: &str) -> Result<Option<YamlValue>, FrontmatterError> 
   loop {
     let (event, mark) = parser.next_token().map_err(|e| {
       let m = *e.marker();
-      FrontmatterError::new(
-        "frontmatter_parse_error",
-        format!("YAML parse error: {}", e.info()),
-      )
-      .at(m, FIRST_LINE)
+      FrontmatterError::new("frontmatter_parse_error", format!("YAML parse error: {}", e.info()))
+        .at(m, FIRST_LINE)
     })?;
     let value = match event {
       Event::StreamStart | Event::Nothing | Event::DocumentEnd => continue,
@@ -300,11 +267,8 @@ fn parse_yaml_events(yaml: &str) -> Result<Option<YamlValue>, FrontmatterError> 
         documents += 1;
         if documents > 1 {
           return Err(
-            FrontmatterError::new(
-              "frontmatter_multiple_documents",
-              "Multiple YAML documents in frontmatter",
-            )
-            .at(mark, FIRST_LINE),
+            FrontmatterError::new("frontmatter_multiple_documents", "Multiple YAML documents in frontmatter")
+              .at(mark, FIRST_LINE),
           );
         }
         continue;
@@ -346,10 +310,7 @@ fn parse_yaml_events(yaml: &str) -> Result<Option<YamlValue>, FrontmatterError> 
             .at(mark, FIRST_LINE),
           );
         }
-        if let Some(Frame::Map {
-          pending_key: None, ..
-        }) = stack.last()
-        {
+        if let Some(Frame::Map { pending_key: None, .. }) = stack.last() {
           return Err(
             FrontmatterError::new("frontmatter_parse_error", "mapping keys must be scalars")
               .at(mark, FIRST_LINE),
@@ -358,42 +319,24 @@ fn parse_yaml_events(yaml: &str) -> Result<Option<YamlValue>, FrontmatterError> 
         stack.push(if is_seq {
           Frame::Seq(Vec::new())
         } else {
-          Frame::Map {
-            entries: Vec::new(),
-            pending_key: None,
-            key_mark: mark,
-          }
+          Frame::Map { entries: Vec::new(), pending_key: None, key_mark: mark }
         });
         continue;
       }
       Event::SequenceEnd => match stack.pop() {
         Some(Frame::Seq(items)) => YamlValue::Seq(items),
-        _ => {
-          return Err(FrontmatterError::new(
-            "frontmatter_parse_error",
-            "unbalanced YAML sequence",
-          ))
-        }
+        _ => return Err(FrontmatterError::new("frontmatter_parse_error", "unbalanced YAML sequence")),
       },
       Event::MappingEnd => match stack.pop() {
         Some(Frame::Map { entries, .. }) => YamlValue::Map(entries),
-        _ => {
-          return Err(FrontmatterError::new(
-            "frontmatter_parse_error",
-            "unbalanced YAML mapping",
-          ))
-        }
+        _ => return Err(FrontmatterError::new("frontmatter_parse_error", "unbalanced YAML mapping")),
       },
     };
     // Attach the finished value to its parent (or make it the root).
     match stack.last_mut() {
       None => root = Some(value),
       Some(Frame::Seq(items)) => items.push(value),
-      Some(Frame::Map {
-        entries,
-        pending_key,
-        key_mark,
-      }) => match pending_key.take() {
+      Some(Frame::Map { entries, pending_key, key_mark }) => match pending_key.take() {
         None => {
           let key = match value {
             YamlValue::Str(s) => s,
@@ -413,11 +356,7 @@ fn parse_yaml_events(yaml: &str) -> Result<Option<YamlValue>, FrontmatterError> 
       },
     }
   }
-  Ok(if documents == 0 {
-    None
-  } else {
-    Some(root.unwrap_or(YamlValue::Null))
-  })
+  Ok(if documents == 0 { None } else { Some(root.unwrap_or(YamlValue::Null)) })
 }
 
 /// YAML 1.2 core-schema resolution of a scalar.
@@ -431,14 +370,8 @@ fn resolve_scalar(text: String, style: TScalarStyle, tag: Option<&Tag>) -> YamlV
         "false" | "False" | "FALSE" => YamlValue::Bool(false),
         _ => YamlValue::Str(text),
       },
-      "int" => text
-        .parse::<i64>()
-        .map(YamlValue::Int)
-        .unwrap_or(YamlValue::Str(text)),
-      "float" => text
-        .parse::<f64>()
-        .map(YamlValue::Float)
-        .unwrap_or(YamlValue::Str(text)),
+      "int" => text.parse::<i64>().map(YamlValue::Int).unwrap_or(YamlValue::Str(text)),
+      "float" => text.parse::<f64>().map(YamlValue::Float).unwrap_or(YamlValue::Str(text)),
       _ => YamlValue::Str(text),
     };
   }
@@ -564,41 +497,20 @@ mod tests {
     assert_eq!(code("--- \ntype: x\n---\n"), "frontmatter_missing");
     assert_eq!(code("---\ntype: a\n"), "frontmatter_parse_error");
     assert_eq!(code("---\ntype: a\ntype: b\n---\n"), "frontmatter_duplicate_key");
-    assert_eq!(
-      code("---\ntype: a\nx: &a 1\ny: *a\n---\n"),
-      "frontmatter_alias_forbidden"
-    );
-    assert_eq!(
-      code("---\ntype: a\nx: !custom 1\n---\n"),
-      "frontmatter_custom_tag_forbidden"
-    );
-    assert_eq!(
-      code("---\ntype: a\n...\n---\nb: 1\n---\nbody"),
-      "frontmatter_multiple_documents"
-    );
+    assert_eq!(code("---\ntype: a\nx: &a 1\ny: *a\n---\n"), "frontmatter_alias_forbidden");
+    assert_eq!(code("---\ntype: a\nx: !custom 1\n---\n"), "frontmatter_custom_tag_forbidden");
+    assert_eq!(code("---\ntype: a\n...\n---\nb: 1\n---\nbody"), "frontmatter_multiple_documents");
     assert_eq!(code("---\ntitle: x\n---\n"), "concept_missing_type");
     assert_eq!(code("---\ntype: \"  \"\n---\n"), "concept_missing_type");
     assert_eq!(code("---\ntype: 3\n---\n"), "concept_missing_type");
     assert_eq!(code("---\n---\n"), "frontmatter_multiple_documents");
-    assert_eq!(
-      code("---\n# only a comment\n---\n"),
-      "frontmatter_multiple_documents"
-    );
+    assert_eq!(code("---\n# only a comment\n---\n"), "frontmatter_multiple_documents");
     assert_eq!(code("---\n~\n---\n"), "frontmatter_parse_error");
-    assert_eq!(
-      code("---\ntype: a\nx: &anchor 1\n---\n"),
-      "frontmatter_alias_forbidden"
-    );
-    assert_eq!(
-      code("---\ntype: a\nx:\n  y: 1\n  y: 2\n---\n"),
-      "frontmatter_duplicate_key"
-    );
+    assert_eq!(code("---\ntype: a\nx: &anchor 1\n---\n"), "frontmatter_alias_forbidden");
+    assert_eq!(code("---\ntype: a\nx:\n  y: 1\n  y: 2\n---\n"), "frontmatter_duplicate_key");
     assert_eq!(code("---\n- a\n- b\n---\n"), "frontmatter_parse_error");
     assert_eq!(code("---\ntype: [unclosed\n---\n"), "frontmatter_parse_error");
-    let big = format!(
-      "---\ntype: a\nx: \"{}\"\n---\n",
-      "y".repeat(FRONTMATTER_MAX_BYTES)
-    );
+    let big = format!("---\ntype: a\nx: \"{}\"\n---\n", "y".repeat(FRONTMATTER_MAX_BYTES));
     assert_eq!(code(&big), "frontmatter_limit_bytes");
   }
 
@@ -606,11 +518,7 @@ mod tests {
   fn depth_limit_counts_top_mapping_as_one() {
     let nest = |depth: usize| {
       // top-level mapping (1) + (depth-1) nested flow sequences
-      format!(
-        "---\ntype: a\nx: {}{}\n---\n",
-        "[".repeat(depth - 1),
-        "]".repeat(depth - 1)
-      )
+      format!("---\ntype: a\nx: {}{}\n---\n", "[".repeat(depth - 1), "]".repeat(depth - 1))
     };
     assert!(parse_page_text(&nest(FRONTMATTER_MAX_DEPTH)).is_ok());
     assert_eq!(code(&nest(FRONTMATTER_MAX_DEPTH + 1)), "frontmatter_limit_depth");

@@ -49,10 +49,6 @@ impl Diagnostic {
 
   /// From a frontmatter failure of the page at `path`.
   pub fn from_frontmatter(path: &str, e: &frontmatter::FrontmatterError) -> Self {
-    Diagnostic {
-      line: e.line,
-      column: e.column,
-      ..Diagnostic::error(e.code, path, &e.message)
-    }
+    Diagnostic { line: e.line, column: e.column, ..Diagnostic::error(e.code, path, &e.message) }
   }
 }

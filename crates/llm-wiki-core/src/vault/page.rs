@@ -7,15 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::frontmatter::{parse_page_text, FrontmatterError, ParsedFrontmatter, YamlValue, STANDARD_FIELDS};
 
 /// Canonical types (reusable conclusions); every other type is evidence.
-pub const CANONICAL_TYPES: &[&str] = &[
-  "concept",
-  "entity",
-  "analysis",
-  "synthesis",
-  "requirement",
-  "skill",
-  "case",
-];
+pub const CANONICAL_TYPES: &[&str] =
+  &["concept", "entity", "analysis", "synthesis", "requirement", "skill", "case"];
 
 /// Retrieval role of a page: a reviewed card or supporting evidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -98,10 +91,7 @@ pub struct Page {
 }
 
 fn text_field(fm: &ParsedFrontmatter, key: &str) -> Option<String> {
-  fm.get(key)
-    .and_then(|v| v.scalar_text())
-    .map(|s| s.trim().to_string())
-    .filter(|s| !s.is_empty())
+  fm.get(key).and_then(|v| v.scalar_text()).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
 fn list_field(fm: &ParsedFrontmatter, key: &str) -> Vec<String> {
@@ -125,15 +115,8 @@ fn relations(value: Option<&YamlValue>) -> Vec<Relation> {
     .filter_map(|item| {
       let target = item.get("target")?.as_str()?.trim().to_string();
       let relation_type = item.get("type")?.as_str()?.trim().to_string();
-      let scope = item
-        .get("scope")
-        .and_then(|s| s.as_str())
-        .map(|s| s.trim().to_string());
-      (!target.is_empty() && !relation_type.is_empty()).then_some(Relation {
-        target,
-        relation_type,
-        scope,
-      })
+      let scope = item.get("scope").and_then(|s| s.as_str()).map(|s| s.trim().to_string());
+      (!target.is_empty() && !relation_type.is_empty()).then_some(Relation { target, relation_type, scope })
     })
     .collect()
 }
@@ -144,12 +127,8 @@ impl Page {
     let fm = parse_page_text(text)?;
     let page_type = text_field(&fm, "type").unwrap_or_default();
     let title = text_field(&fm, "title").unwrap_or_else(|| id.rsplit('/').next().unwrap_or(id).to_string());
-    let extensions: Vec<(String, YamlValue)> = fm
-      .entries
-      .iter()
-      .filter(|(k, _)| !STANDARD_FIELDS.contains(&k.as_str()))
-      .cloned()
-      .collect();
+    let extensions: Vec<(String, YamlValue)> =
+      fm.entries.iter().filter(|(k, _)| !STANDARD_FIELDS.contains(&k.as_str())).cloned().collect();
     let meta = PageMeta {
       title,
       status: text_field(&fm, "status").map(|s| s.to_lowercase()),
@@ -198,10 +177,7 @@ mod tests {
     assert_eq!(p.meta.recall_triggers, vec!["how to rag"]);
     assert_eq!(p.meta.relations.len(), 1);
     assert_eq!(p.meta.relations[0].relation_type, "supports");
-    assert_eq!(
-      p.extensions.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
-      vec!["relations", "custom"]
-    );
+    assert_eq!(p.extensions.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), vec!["relations", "custom"]);
     assert_eq!(p.role, Role::Canonical);
   }
 

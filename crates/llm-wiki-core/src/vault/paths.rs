@@ -183,10 +183,7 @@ pub fn resolve_vault_paths(cwd: &Path) -> VaultPaths {
 
 /// True when `paths.root` is physically the personal root (symlinks resolved).
 pub fn is_personal_vault(paths: &VaultPaths) -> bool {
-  match (
-    std::fs::canonicalize(&paths.root),
-    std::fs::canonicalize(personal_root()),
-  ) {
+  match (std::fs::canonicalize(&paths.root), std::fs::canonicalize(personal_root())) {
     (Ok(a), Ok(b)) => a == b,
     _ => false,
   }
@@ -224,9 +221,6 @@ mod tests {
     std::fs::create_dir(t.path().join(".wiki")).unwrap();
     assert_eq!(VaultPaths::for_root(t.path()).dot_wiki, t.path().join(".wiki"));
     std::fs::create_dir(t.path().join(".llm-wiki")).unwrap();
-    assert_eq!(
-      VaultPaths::for_root(t.path()).dot_wiki,
-      t.path().join(".llm-wiki")
-    );
+    assert_eq!(VaultPaths::for_root(t.path()).dot_wiki, t.path().join(".llm-wiki"));
   }
 }
