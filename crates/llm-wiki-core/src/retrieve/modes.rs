@@ -426,10 +426,11 @@ fn rocchio(ctx: &ModeContext, dense: &Dense, lists: &HybridLists) -> Vec<f32> {
 fn quality(
   ctx: &ModeContext,
   dense: &Dense,
+  first_pass: (Vec<VaultHit>, HybridLists),
   trace: &mut Vec<String>,
   diags: &mut Vec<(&'static str, String)>,
 ) -> Result<Vec<VaultHit>> {
-  let (hybrid_hits, lists) = hybrid(ctx, dense, trace)?;
+  let (hybrid_hits, lists) = first_pass;
   ctx.cancel.check()?;
   let started = Instant::now();
   let n = CANDIDATE_LIMIT;
@@ -554,7 +555,10 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
    -> Result<(Vec<VaultHit>, RetrievalMode)> {
     match mode {
       RetrievalMode::Hybrid => Ok((hybrid(ctx, &dense, trace)?.0, RetrievalMode::Hybrid)),
-      RetrievalMode::Quality => Ok((quality(ctx, &dense, trace, diags)?, RetrievalMode::Quality)),
+      RetrievalMode::Quality => {
+        let first = hybrid(ctx, &dense, trace)?;
+        Ok((quality(ctx, &dense, first, trace, diags)?, RetrievalMode::Quality))
+      }
       _ => {
         let (hits, lists) = hybrid(ctx, &dense, trace)?;
         if let Some(top) = hits.first().filter(|h| h.exact.is_some() && h.confidence >= EXACT_BYPASS) {
@@ -567,7 +571,7 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
           return Ok((hits, RetrievalMode::Hybrid));
         }
         trace.push(format!("adaptive: escalating to quality ({})", fired.join("; ")));
-        match quality(ctx, &dense, trace, diags) {
+        match quality(ctx, &dense, (hits.clone(), lists), trace, diags) {
           Ok(q) => Ok((q, RetrievalMode::Quality)),
           Err(Error::Cancelled) => Err(Error::Cancelled),
           Err(e) => {
