@@ -835,8 +835,11 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.configure = nativeBinding.configure
 module.exports.debugPanic = nativeBinding.debugPanic
+module.exports.downloadModel = nativeBinding.downloadModel
 module.exports.engineInfo = nativeBinding.engineInfo
+module.exports.modelStatus = nativeBinding.modelStatus
 module.exports.personalVaultPaths = nativeBinding.personalVaultPaths
 module.exports.readIndexStatus = nativeBinding.readIndexStatus
 module.exports.recallWiki = nativeBinding.recallWiki

@@ -18,6 +18,12 @@ export interface ChunkCounts {
 }
 
 /**
+ * Set engine-wide model and runtime options (replaces earlier settings; loaded models that no
+ * longer match are released). Synchronous and cheap: nothing is loaded here.
+ */
+export declare function configure(options: EngineOptions): void
+
+/**
  * Test hook: a call that panics inside the worker thread, to prove panics reject with
  * `err.code === "internal_panic"` instead of aborting the process.
  */
@@ -34,6 +40,49 @@ export interface DocumentCounts {
   removed: number
 }
 
+/** A model directory ready to use. */
+export interface DownloadedModel {
+  id: string
+  dir: string
+  kind: 'embed' | 'rerank'
+  dims: number
+}
+
+/**
+ * Download a model (default: all-MiniLM-L6-v2 int8 ONNX from the Hugging Face hub) into a model
+ * directory, resuming partial files and verifying sha256; a complete verified directory is
+ * reused without network access.
+ */
+export declare function downloadModel(options?: DownloadModelOptions | undefined | null): Promise<DownloadedModel>
+
+/** Options of `downloadModel`; defaults fetch all-MiniLM-L6-v2 (int8 ONNX) from the hub. */
+export interface DownloadModelOptions {
+  /** Target model directory (absolute). Default: `<user cache>/all-MiniLM-L6-v2-int8`. */
+  dir?: string
+  /** Server root (default `https://huggingface.co`, or `HF_ENDPOINT`). */
+  baseUrl?: string
+  repo?: string
+  revision?: string
+  files?: Array<RemoteModelFile>
+  /** Model id written to the manifest (vectors are tied to it). */
+  id?: string
+  kind?: 'embed' | 'rerank'
+  dims?: number
+  pooling?: 'mean' | 'cls' | 'none'
+  maxLength?: number
+  onProgress?: ((arg: DownloadProgressEvent) => void)
+  signal?: AbortSignal
+  /** Set by the JS wrapper when `signal` was already aborted. */
+  aborted?: boolean
+}
+
+/** Download progress event. */
+export interface DownloadProgressEvent {
+  file: string
+  downloaded: number
+  total?: number
+}
+
 /** Engine name, versions and limits. */
 export declare function engineInfo(): EngineInfo
 
@@ -46,6 +95,33 @@ export interface EngineInfo {
   queryMaxChars: number
   explicitFloor: number
   automaticFloor: number
+}
+
+/**
+ * Engine-wide model and runtime settings (`configure`). Unset fields use environment variables
+ * (`LLM_WIKI_MODELS_DIR`, `LLM_WIKI_EMBED_MODEL`, `LLM_WIKI_RERANK_MODEL`, `ORT_DYLIB_PATH`,
+ * `LLM_WIKI_THREADS`, `LLM_WIKI_DENSE=off`) and then defaults.
+ */
+export interface EngineOptions {
+  /**
+   * Directories searched for the default embedder (`all-MiniLM-L6-v2-int8/`) and for
+   * `runtime/runtime.json`; the user cache `~/.cache/llm-wiki-retrieval/models` is always last.
+   */
+  modelRoots?: Array<string>
+  /** Embedding model directory (overrides the model roots). */
+  embedModel?: string
+  /** Cross-encoder directory; quality mode rescores with it when set. No default. */
+  rerankModel?: string
+  /** ONNX Runtime shared library (`libonnxruntime.so.*`, `.dylib`, `onnxruntime.dll`). */
+  onnxRuntimePath?: string
+  /** Further library candidates (the JS layer adds the `onnxruntime-node` package's library). */
+  onnxRuntimeCandidates?: Array<string>
+  /** Inference threads (default: half the cores, 1..=4). */
+  threads?: number
+  /** Release models unused for this many seconds (default 300). */
+  idleReleaseSeconds?: number
+  /** `false` disables dense retrieval: nothing is ever loaded, every mode runs lexical. */
+  dense?: boolean
 }
 
 /** `{code, message, path?}` of an index warning or error. */
@@ -89,6 +165,24 @@ export interface IndexStatus {
   /** Components a repair reindex should target (sorted; empty when ready/missing/recovering). */
   repairComponents: Array<'lexical' | 'vectors'>
   issues: Array<IndexIssue>
+}
+
+/** Which models and ONNX Runtime library the engine would use; reads manifests only. */
+export declare function modelStatus(): ModelStatus
+
+/** What `modelStatus` reports (reads manifests; loads nothing). */
+export interface ModelStatus {
+  /** Id of the embedder recall would use, if one is found. */
+  embedModel?: string
+  embedDir?: string
+  rerankModel?: string
+  /** ONNX Runtime library that would be (or was) loaded, if found. */
+  onnxRuntimePath?: string
+  /** Why no runtime library is available, if so. */
+  onnxRuntimeError?: string
+  loadedModels: number
+  threads: number
+  denseEnabled: boolean
 }
 
 /** Pages that differ from the index (by path, size and mtime). */
@@ -230,6 +324,16 @@ export interface ReindexResult {
  * that vault's `result` (`ok: false`), not as a rejection.
  */
 export declare function reindexWiki(activePaths: VaultPaths, input?: WikiReindexInput | undefined | null): Promise<WikiReindexResult>
+
+/** A file to download for `downloadModel`. */
+export interface RemoteModelFile {
+  /** Path inside the repository, e.g. `onnx/model_quint8_avx2.onnx`. */
+  remote: string
+  /** Name in the model directory: `model.onnx` or `tokenizer.json`. */
+  local: string
+  /** Expected sha256 (otherwise the hub's `x-linked-etag` checksum is used when sent). */
+  sha256?: string
+}
 
 /**
  * The vault that applies to a working directory: the project vault found from `cwd`

@@ -1,8 +1,13 @@
 'use strict'
 // Public entry point. The native functions live in the generated loader (`binding.js`, which
-// picks the platform binary); this thin layer only makes every async export reject instead of
-// throwing synchronously on bad argument types, and marks already-aborted signals (an
-// AbortSignal that fired before the call never notifies native code).
+// picks the platform binary); this thin layer
+//  - makes every async export reject instead of throwing synchronously on bad argument types,
+//  - marks already-aborted signals (an AbortSignal that fired before the call never notifies
+//    native code), and
+//  - offers the `onnxruntime-node` package's ONNX Runtime library, when that package is
+//    installed, as a candidate for the dense engine (explicit options and ORT_DYLIB_PATH win).
+const { existsSync, readdirSync } = require('node:fs')
+const { dirname, join } = require('node:path')
 const binding = require('./binding.js')
 
 function reject(fn) {
@@ -22,11 +27,37 @@ function withAbortState(options) {
   return options
 }
 
+/** Libraries shipped by an installed `onnxruntime-node` package for this platform. */
+function onnxruntimeNodeLibraries() {
+  let pkg
+  try {
+    pkg = dirname(require.resolve('onnxruntime-node/package.json', { paths: [process.cwd(), __dirname] }))
+  } catch {
+    return []
+  }
+  const dir = join(pkg, 'bin', 'napi-v6', process.platform, process.arch)
+  if (!existsSync(dir)) return []
+  const wanted = { linux: /^libonnxruntime\.so(\.\d+)*$/, darwin: /^libonnxruntime(\.\d+)*\.dylib$/, win32: /^onnxruntime\.dll$/ }
+  const re = wanted[process.platform]
+  return re ? readdirSync(dir).filter((f) => re.test(f)).map((f) => join(dir, f)) : []
+}
+
+const detectedRuntimes = onnxruntimeNodeLibraries()
+
+function configure(options = {}) {
+  const candidates = [...(options.onnxRuntimeCandidates || []), ...detectedRuntimes]
+  return binding.configure({ ...options, onnxRuntimeCandidates: candidates })
+}
+
+if (detectedRuntimes.length > 0) configure({})
+
 module.exports = {
   ...binding,
+  configure,
   reindexWiki: reject((activePaths, input) => binding.reindexWiki(activePaths, withAbortState(input))),
   recallWiki: reject((paths, rawQuery, opts) => binding.recallWiki(paths, rawQuery, withAbortState(opts))),
   readIndexStatus: reject(binding.readIndexStatus),
+  downloadModel: reject((options) => binding.downloadModel(withAbortState(options))),
   runCli: reject(binding.runCli),
   debugPanic: reject(binding.debugPanic),
 }

@@ -209,3 +209,147 @@ pub fn run_cli(args: Vec<String>) -> AsyncTask<Job<i32>> {
 pub fn debug_panic(message: String) -> AsyncTask<Job<()>> {
   Job::new(move || panic!("{message}"))
 }
+
+fn abs_path(name: &str, v: &str) -> Result<std::path::PathBuf, crate::error::Code> {
+  let p = std::path::PathBuf::from(v);
+  if !p.is_absolute() {
+    return Err(invalid(format!("{name} must be an absolute path, got {v:?}")).into_sync());
+  }
+  Ok(p)
+}
+
+/// Set engine-wide model and runtime options (replaces earlier settings; loaded models that no
+/// longer match are released). Synchronous and cheap: nothing is loaded here.
+#[napi(catch_unwind)]
+pub fn configure(options: EngineOptions) -> Result<(), crate::error::Code> {
+  let many = |name: &str, v: &Option<Vec<String>>| -> Result<Vec<std::path::PathBuf>, crate::error::Code> {
+    v.iter().flatten().map(|p| abs_path(name, p)).collect()
+  };
+  let one = |name: &str, v: &Option<String>| v.as_deref().map(|p| abs_path(name, p)).transpose();
+  llm_wiki_core::models::configure(llm_wiki_core::models::ModelConfig {
+    model_roots: many("modelRoots", &options.model_roots)?,
+    embed_model: one("embedModel", &options.embed_model)?,
+    rerank_model: one("rerankModel", &options.rerank_model)?,
+    runtime_lib: one("onnxRuntimePath", &options.onnx_runtime_path)?,
+    runtime_candidates: many("onnxRuntimeCandidates", &options.onnx_runtime_candidates)?,
+    threads: options.threads.unwrap_or(0).min(64) as usize,
+    idle_release: options.idle_release_seconds.map(|s| std::time::Duration::from_secs(s as u64)),
+    disabled: options.dense == Some(false),
+  });
+  Ok(())
+}
+
+/// Which models and ONNX Runtime library the engine would use; reads manifests only.
+#[napi(catch_unwind)]
+pub fn model_status() -> ModelStatus {
+  use llm_wiki_core::models as m;
+  let c = m::effective_config();
+  let runtime = m::runtime::locate(c.runtime_lib.as_deref(), &c.runtime_candidates, &c.model_roots);
+  ModelStatus {
+    embed_model: m::embed_model_id(&c),
+    embed_dir: m::resolve_embed_dir(&c).map(|d| d.to_string_lossy().into_owned()),
+    rerank_model: m::rerank_model_id(&c),
+    onnx_runtime_path: runtime.as_ref().ok().map(|p| p.to_string_lossy().into_owned()),
+    onnx_runtime_error: runtime.err().map(|e| e.to_string()),
+    loaded_models: m::loaded_models() as u32,
+    threads: c.threads as u32,
+    dense_enabled: !c.disabled,
+  }
+}
+
+/// Download a model (default: all-MiniLM-L6-v2 int8 ONNX from the Hugging Face hub) into a model
+/// directory, resuming partial files and verifying sha256; a complete verified directory is
+/// reused without network access.
+#[napi(catch_unwind, ts_return_type = "Promise<DownloadedModel>")]
+pub fn download_model(options: Option<DownloadModelOptions>) -> AsyncTask<Job<DownloadedModel>> {
+  use llm_wiki_core::models::fetch;
+  use llm_wiki_core::models::manifest::{ModelKind, Pooling};
+  let o = options.unwrap_or(DownloadModelOptions {
+    dir: None,
+    base_url: None,
+    repo: None,
+    revision: None,
+    files: None,
+    id: None,
+    kind: None,
+    dims: None,
+    pooling: None,
+    max_length: None,
+    on_progress: None,
+    signal: None,
+    aborted: None,
+  });
+  let cancel = cancel_flag(o.signal.as_ref(), o.aborted.unwrap_or(false));
+  let progress = o.on_progress.map(Arc::new);
+  let (dir, base_url, repo, revision, files, id, kind, dims, pooling, max_length) =
+    (o.dir, o.base_url, o.repo, o.revision, o.files, o.id, o.kind, o.dims, o.pooling, o.max_length);
+  Job::new(move || {
+    let mut spec = fetch::default_embed_spec();
+    if let Some(b) = base_url {
+      spec.base_url = b;
+    }
+    if let Some(r) = repo {
+      spec.repo = r;
+    }
+    if let Some(r) = revision {
+      spec.revision = r;
+    }
+    if let Some(f) = files {
+      spec.files = f
+        .into_iter()
+        .map(|f| fetch::RemoteFile { remote: f.remote, local: f.local, sha256: f.sha256 })
+        .collect();
+    }
+    if let Some(i) = id {
+      spec.id = i;
+    }
+    if let Some(k) = kind {
+      spec.kind = match k.as_str() {
+        "embed" => ModelKind::Embed,
+        "rerank" => ModelKind::Rerank,
+        o => return Err(invalid(format!("kind must be embed | rerank, got {o:?}"))),
+      };
+    }
+    if let Some(p) = pooling {
+      spec.pooling = match p.as_str() {
+        "mean" => Pooling::Mean,
+        "cls" => Pooling::Cls,
+        "none" => Pooling::None,
+        o => return Err(invalid(format!("pooling must be mean | cls | none, got {o:?}"))),
+      };
+    }
+    if let Some(d) = dims {
+      spec.dims = d as usize;
+    }
+    if let Some(m) = max_length {
+      spec.max_length = m as usize;
+    }
+    let dir = match dir {
+      Some(d) => {
+        let p = std::path::PathBuf::from(&d);
+        if !p.is_absolute() {
+          return Err(invalid(format!("dir must be an absolute path, got {d:?}")));
+        }
+        p
+      }
+      None => llm_wiki_core::models::user_model_root().join(llm_wiki_core::models::DEFAULT_EMBED_DIR),
+    };
+    let md = fetch::download_model(&spec, &dir, &cancel, &mut |p| {
+      if let Some(cb) = &progress {
+        let ev = DownloadProgressEvent {
+          file: p.file,
+          downloaded: p.downloaded as f64,
+          total: p.total.map(|t| t as f64),
+        };
+        cb.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
+      }
+    })
+    .map_err(core_err)?;
+    Ok(DownloadedModel {
+      id: md.manifest.id.clone(),
+      dir: md.dir.to_string_lossy().into_owned(),
+      kind: format!("{:?}", md.manifest.kind).to_lowercase(),
+      dims: md.manifest.dims as u32,
+    })
+  })
+}

@@ -514,3 +514,97 @@ pub struct EngineInfo {
   pub explicit_floor: f64,
   pub automatic_floor: f64,
 }
+
+/// Engine-wide model and runtime settings (`configure`). Unset fields use environment variables
+/// (`LLM_WIKI_MODELS_DIR`, `LLM_WIKI_EMBED_MODEL`, `LLM_WIKI_RERANK_MODEL`, `ORT_DYLIB_PATH`,
+/// `LLM_WIKI_THREADS`, `LLM_WIKI_DENSE=off`) and then defaults.
+#[napi(object)]
+pub struct EngineOptions {
+  /// Directories searched for the default embedder (`all-MiniLM-L6-v2-int8/`) and for
+  /// `runtime/runtime.json`; the user cache `~/.cache/llm-wiki-retrieval/models` is always last.
+  pub model_roots: Option<Vec<String>>,
+  /// Embedding model directory (overrides the model roots).
+  pub embed_model: Option<String>,
+  /// Cross-encoder directory; quality mode rescores with it when set. No default.
+  pub rerank_model: Option<String>,
+  /// ONNX Runtime shared library (`libonnxruntime.so.*`, `.dylib`, `onnxruntime.dll`).
+  pub onnx_runtime_path: Option<String>,
+  /// Further library candidates (the JS layer adds the `onnxruntime-node` package's library).
+  pub onnx_runtime_candidates: Option<Vec<String>>,
+  /// Inference threads (default: half the cores, 1..=4).
+  pub threads: Option<u32>,
+  /// Release models unused for this many seconds (default 300).
+  pub idle_release_seconds: Option<u32>,
+  /// `false` disables dense retrieval: nothing is ever loaded, every mode runs lexical.
+  pub dense: Option<bool>,
+}
+
+/// What `modelStatus` reports (reads manifests; loads nothing).
+#[napi(object)]
+pub struct ModelStatus {
+  /// Id of the embedder recall would use, if one is found.
+  pub embed_model: Option<String>,
+  pub embed_dir: Option<String>,
+  pub rerank_model: Option<String>,
+  /// ONNX Runtime library that would be (or was) loaded, if found.
+  pub onnx_runtime_path: Option<String>,
+  /// Why no runtime library is available, if so.
+  pub onnx_runtime_error: Option<String>,
+  pub loaded_models: u32,
+  pub threads: u32,
+  pub dense_enabled: bool,
+}
+
+/// A file to download for `downloadModel`.
+#[napi(object)]
+pub struct RemoteModelFile {
+  /// Path inside the repository, e.g. `onnx/model_quint8_avx2.onnx`.
+  pub remote: String,
+  /// Name in the model directory: `model.onnx` or `tokenizer.json`.
+  pub local: String,
+  /// Expected sha256 (otherwise the hub's `x-linked-etag` checksum is used when sent).
+  pub sha256: Option<String>,
+}
+
+/// Download progress event.
+#[napi(object)]
+pub struct DownloadProgressEvent {
+  pub file: String,
+  pub downloaded: f64,
+  pub total: Option<f64>,
+}
+
+/// Options of `downloadModel`; defaults fetch all-MiniLM-L6-v2 (int8 ONNX) from the hub.
+#[napi(object, object_to_js = false)]
+pub struct DownloadModelOptions {
+  /// Target model directory (absolute). Default: `<user cache>/all-MiniLM-L6-v2-int8`.
+  pub dir: Option<String>,
+  /// Server root (default `https://huggingface.co`, or `HF_ENDPOINT`).
+  pub base_url: Option<String>,
+  pub repo: Option<String>,
+  pub revision: Option<String>,
+  pub files: Option<Vec<RemoteModelFile>>,
+  /// Model id written to the manifest (vectors are tied to it).
+  pub id: Option<String>,
+  #[napi(ts_type = "'embed' | 'rerank'")]
+  pub kind: Option<String>,
+  pub dims: Option<u32>,
+  #[napi(ts_type = "'mean' | 'cls' | 'none'")]
+  pub pooling: Option<String>,
+  pub max_length: Option<u32>,
+  pub on_progress:
+    Option<ThreadsafeFunction<DownloadProgressEvent, (), DownloadProgressEvent, Status, false, true>>,
+  pub signal: Option<AbortSignal>,
+  /// Set by the JS wrapper when `signal` was already aborted.
+  pub aborted: Option<bool>,
+}
+
+/// A model directory ready to use.
+#[napi(object)]
+pub struct DownloadedModel {
+  pub id: String,
+  pub dir: String,
+  #[napi(ts_type = "'embed' | 'rerank'")]
+  pub kind: String,
+  pub dims: u32,
+}

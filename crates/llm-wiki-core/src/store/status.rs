@@ -99,8 +99,14 @@ pub struct StatusOptions {
 }
 
 impl Default for StatusOptions {
+  /// Model ids come from the engine's model configuration (manifests only; nothing is loaded).
   fn default() -> Self {
-    StatusOptions { check_pages: true, embed_model: String::new(), rerank_model: String::new() }
+    let c = crate::models::effective_config();
+    StatusOptions {
+      check_pages: true,
+      embed_model: crate::models::embed_model_id(&c).unwrap_or_default(),
+      rerank_model: crate::models::rerank_model_id(&c).unwrap_or_default(),
+    }
   }
 }
 
