@@ -290,6 +290,16 @@ export interface RecallWikiOptions {
   signal?: AbortSignal
   /** Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted). */
   aborted?: boolean
+  /**
+   * Typed sub-queries: `lex` texts feed the lexical list, `vec` texts the dense list (hybrid and
+   * later modes). Confidence is always computed against `rawQuery`.
+   */
+  subqueries?: Array<SubQuery>
+  /**
+   * Time budget of the cross-encoder in quality mode (default 2000 ms); on expiry the fused
+   * ranking is kept with a `reranker_timeout` diagnostic.
+   */
+  rerankTimeoutMs?: number
 }
 
 /** `onProgress` payload of `reindexWiki`: the vault root and its progress. */
@@ -361,6 +371,12 @@ export interface StatusModels {
 export interface StatusOptions {
   /** Compare pages on disk with the index (stat only, no reads). Default true. */
   checkPages?: boolean
+}
+
+/** A typed sub-query. */
+export interface SubQuery {
+  type: 'lex' | 'vec'
+  query: string
 }
 
 /**

@@ -149,6 +149,17 @@ pub fn recall_wiki(
   let cancel = cancel_flag(opts.signal.as_ref(), opts.aborted.unwrap_or(false));
   let mut config_diagnostics = Vec::new();
   let mode = parse_mode(&opts, &mut config_diagnostics);
+  let subqueries: Outcome<Vec<core_retrieve::SubQuery>> = opts
+    .subqueries
+    .iter()
+    .flatten()
+    .map(|s| match s.r#type.as_str() {
+      "lex" => Ok(core_retrieve::SubQuery::Lex(s.query.clone())),
+      "vec" => Ok(core_retrieve::SubQuery::Vec(s.query.clone())),
+      o => Err(invalid(format!("subquery type must be lex | vec, got {o:?}"))),
+    })
+    .collect();
+  let rerank_timeout = opts.rerank_timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64));
   let policy = core_retrieve::RecallPolicy {
     include_personal: opts.policy.include_personal,
     min_score: opts.policy.min_score,
@@ -158,8 +169,12 @@ pub fn recall_wiki(
   Job::new(move || {
     let paths = paths.to_core()?;
     let mode = mode?;
-    let recall_opts =
+    let mut recall_opts =
       core_retrieve::RecallOptions { cancel, ..core_retrieve::RecallOptions::new(policy, mode) };
+    recall_opts.subqueries = subqueries?;
+    if let Some(t) = rerank_timeout {
+      recall_opts.rerank_timeout = t;
+    }
     let mut response = core_retrieve::recall_wiki(&paths, &raw_query, &recall_opts).map_err(core_err)?;
     response.diagnostics.splice(0..0, config_diagnostics);
     Ok(RecallResponse::from(response))

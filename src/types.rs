@@ -399,6 +399,20 @@ pub struct RecallWikiOptions {
   pub signal: Option<AbortSignal>,
   /// Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted).
   pub aborted: Option<bool>,
+  /// Typed sub-queries: `lex` texts feed the lexical list, `vec` texts the dense list (hybrid and
+  /// later modes). Confidence is always computed against `rawQuery`.
+  pub subqueries: Option<Vec<SubQuery>>,
+  /// Time budget of the cross-encoder in quality mode (default 2000 ms); on expiry the fused
+  /// ranking is kept with a `reranker_timeout` diagnostic.
+  pub rerank_timeout_ms: Option<u32>,
+}
+
+/// A typed sub-query.
+#[napi(object)]
+pub struct SubQuery {
+  #[napi(ts_type = "'lex' | 'vec'")]
+  pub r#type: String,
+  pub query: String,
 }
 
 /// One recalled page: the extension's `RecallResult` plus provenance.

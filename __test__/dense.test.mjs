@@ -1,0 +1,274 @@
+// Dense retrieval through the addon: vectors in the index store, hybrid/adaptive/quality modes,
+// and every fallback row of the design's error table (no ONNX Runtime library, corrupt model,
+// missing vectors, stale vectors, reranker timeout, cancel during embedding). Needs the model root
+// built by scripts/fetch_models.py (`.models/`, or LLM_WIKI_MODELS_DIR).
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { describe, test } from 'node:test'
+
+import {
+  addon,
+  copyPiBenchVault,
+  editPage,
+  EXPLICIT,
+  makeVault,
+  noPersonalVault,
+  page,
+  runNodeScript,
+  repoRoot,
+  tmpDir,
+  topicPages,
+} from './helpers.mjs'
+
+const modelRoot = process.env.LLM_WIKI_MODELS_DIR || path.join(repoRoot, '.models')
+if (!fs.existsSync(path.join(modelRoot, 'runtime', 'runtime.json'))) {
+  throw new Error(`model root ${modelRoot} is missing: run python3 scripts/fetch_models.py`)
+}
+const int8 = path.join(modelRoot, 'all-MiniLM-L6-v2-int8')
+const fp32 = path.join(modelRoot, 'all-MiniLM-L6-v2-fp32')
+const crossEncoder = path.join(modelRoot, 'test-cross-encoder-int8')
+
+function useModels(extra = {}) {
+  addon.configure({ modelRoots: [modelRoot], threads: 2, ...extra })
+}
+
+const NOTES = {
+  'concepts/backups.md': page({ title: 'Backups', body: 'Keep three copies of important data, two media, one copy off site.' }),
+  'concepts/sourdough.md': page({ title: 'Sourdough', body: 'Feed the starter flour and water twice a day until it doubles.' }),
+  'concepts/tls.md': page({ title: 'TLS certificates', body: 'Renew certificates before they expire and reload the proxy.' }),
+  'sources/restore.md': page({ type: 'source', title: 'Restore drill', body: 'The off-site copy restored the photos after the disk failed.' }),
+}
+
+async function vectorVault(t, pages = NOTES) {
+  const root = tmpDir(t)
+  noPersonalVault(root)
+  const v = makeVault(path.join(root, 'vault'), { pages })
+  const r = await addon.reindexWiki({ root: v.root }, { components: ['lexical', 'vectors'] })
+  return { v, paths: { root: v.root }, result: r.results[0].result }
+}
+
+describe('vectors in the store', () => {
+  test('reindex embeds every chunk once and status reports the model', async (t) => {
+    useModels()
+    const { paths, result } = await vectorVault(t)
+    assert.equal(result.ok, true, JSON.stringify(result.errors))
+    assert.equal(result.vectors.generated, result.chunks.total)
+    assert.ok(result.chunks.total >= 4)
+    const s = await addon.readIndexStatus(paths)
+    assert.equal(s.state, 'ready')
+    assert.equal(s.hasVectorIndex, true)
+    assert.equal(s.needsEmbedding, 0)
+    assert.equal(s.embeddedChunks, s.totalChunks)
+    assert.equal(s.models.embed, 'sentence-transformers/all-MiniLM-L6-v2:int8')
+    // A no-op reindex embeds nothing.
+    const again = (await addon.reindexWiki(paths, { components: ['lexical', 'vectors'] })).results[0].result
+    assert.equal(again.vectors.generated, 0)
+    assert.equal(again.vectors.skipped, result.chunks.total)
+  })
+
+  test('a one-page edit re-embeds only that page\'s changed chunks', async (t) => {
+    useModels()
+    const long = (tag) =>
+      page({ title: 'Long', body: `# One\n\nFirst section stays the same ${tag === 'x' ? '' : ''}words.\n\n# Two\n\nSecond section about ${tag}.\n` })
+    const { v, paths } = await vectorVault(t, { ...NOTES, 'concepts/long.md': long('alpha') })
+    editPage(v, 'concepts/long.md', long('beta'))
+    const r = (await addon.reindexWiki(paths, { components: ['lexical', 'vectors'] })).results[0].result
+    assert.equal(r.documents.updated, 1)
+    assert.equal(r.vectors.generated, 1, 'only the edited section is embedded again')
+  })
+
+  test('forced vectors re-embed everything; forced lexical keeps vectors', async (t) => {
+    useModels()
+    const { paths, result } = await vectorVault(t)
+    const lex = (await addon.reindexWiki(paths, { components: ['lexical'], force: true })).results[0].result
+    assert.equal(lex.ok, true)
+    assert.equal(lex.fullRebuild, true)
+    assert.equal(lex.status.needsEmbedding, 0, 'vectors survive a forced lexical rebuild')
+    const vec = (await addon.reindexWiki(paths, { components: ['vectors'], force: true })).results[0].result
+    assert.equal(vec.vectors.generated, result.chunks.total)
+  })
+})
+
+describe('modes', () => {
+  test('hybrid finds a paraphrase lexical search cannot', async (t) => {
+    useModels()
+    const { paths } = await vectorVault(t)
+    const q = 'how do I avoid losing my family pictures'
+    const ranking = { ...EXPLICIT, minScore: 0 } // compare rankings, not the confidence floor
+    const lexical = await addon.recallWiki(paths, q, { policy: ranking, mode: 'lexical' })
+    const hybrid = await addon.recallWiki(paths, q, { policy: ranking, mode: 'hybrid' })
+    assert.equal(hybrid.mode, 'hybrid')
+    assert.ok(!lexical.results.some((r) => r.id === 'concepts/backups' || r.id === 'sources/restore'))
+    assert.ok(['concepts/backups', 'sources/restore'].includes(hybrid.results[0]?.id), JSON.stringify(hybrid.results.map((r) => r.id)))
+    assert.ok(hybrid.results[0].matchReasons.some((m) => m.startsWith('dense:')))
+    assert.ok(hybrid.results.every((r) => r.confidence >= 0 && r.confidence <= 1))
+  })
+
+  test('typed sub-queries feed their own lists', async (t) => {
+    useModels()
+    const { paths } = await vectorVault(t)
+    const r = await addon.recallWiki(paths, 'starter', {
+      policy: EXPLICIT,
+      mode: 'hybrid',
+      subqueries: [
+        { type: 'lex', query: 'starter' },
+        { type: 'vec', query: 'baking bread at home' },
+      ],
+    })
+    assert.equal(r.results[0].id, 'concepts/sourdough')
+    await assert.rejects(
+      addon.recallWiki(paths, 'x', { policy: EXPLICIT, mode: 'hybrid', subqueries: [{ type: 'hyde', query: 'x' }] }),
+      { code: 'invalid_argument' },
+    )
+  })
+
+  test('adaptive escalates questions and bypasses exact matches', async (t) => {
+    useModels()
+    const { paths } = await vectorVault(t)
+    const q = await addon.recallWiki(paths, 'how do I renew certificates', { policy: EXPLICIT, mode: 'adaptive' })
+    assert.equal(q.mode, 'quality')
+    assert.ok(q.trace.some((x) => x.includes('interrogative')))
+    const exact = await addon.recallWiki(paths, 'Sourdough', { policy: EXPLICIT, mode: 'adaptive' })
+    assert.equal(exact.mode, 'hybrid')
+    assert.equal(exact.results[0].id, 'concepts/sourdough')
+    assert.ok(exact.trace.some((x) => x.includes('bypasses escalation')))
+  })
+
+  test('automatic recall on the pi benchmark vault injects nothing for its negatives in every mode', async (t) => {
+    useModels()
+    const root = tmpDir(t)
+    noPersonalVault(root)
+    const v = copyPiBenchVault(path.join(root, 'pi'))
+    await addon.reindexWiki({ root: v.root }, { components: ['lexical', 'vectors'] })
+    const auto = { includePersonal: false, minScore: 0.5, maxPerVault: 10, maxResults: 3 }
+    for (const mode of ['hybrid', 'adaptive', 'quality']) {
+      for (const q of ['Flipkart casual mens wear', 'Razorpay webhook endpoint', 'hotel trial balance audit']) {
+        const r = await addon.recallWiki({ root: v.root }, q, { policy: auto, mode })
+        assert.deepEqual(r.results, [], `${mode}: ${q}`)
+      }
+    }
+    const hit = await addon.recallWiki({ root: v.root }, 'QMD', { policy: auto, mode: 'hybrid' })
+    assert.equal(hit.results[0].id, 'entities/qmd')
+  })
+})
+
+describe('fallbacks (design error table)', () => {
+  test('no ONNX Runtime library: reindex warns, recall degrades to lexical with a diagnostic', async (t) => {
+    const root = tmpDir(t)
+    const v = makeVault(path.join(root, 'vault'), { pages: NOTES })
+    const script = `
+      const addon = require(${JSON.stringify(path.join(repoRoot, 'index.js'))})
+      process.env.WIKI_HOME = ${JSON.stringify(path.join(root, 'none'))}
+      addon.configure({ modelRoots: [${JSON.stringify(modelRoot)}], onnxRuntimePath: '/nonexistent/libonnxruntime.so.1' })
+      ;(async () => {
+        const r = (await addon.reindexWiki({ root: ${JSON.stringify(v.root)} }, {})).results[0].result
+        const q = await addon.recallWiki({ root: ${JSON.stringify(v.root)} }, 'backup copies', { policy: ${JSON.stringify(EXPLICIT)}, mode: 'hybrid' })
+        console.log(JSON.stringify({ ok: r.ok, warnings: r.warnings.map(w => w.code), mode: q.mode, diags: q.diagnostics.map(d => d.code), ids: q.results.map(x => x.id) }))
+      })()`
+    const out = await runNodeScript(script, { env: { ORT_DYLIB_PATH: '' } })
+    assert.equal(out.code, 0, out.stderr)
+    const r = JSON.parse(out.stdout)
+    assert.equal(r.ok, true)
+    assert.ok(r.warnings.includes('vectors_unavailable'))
+    assert.equal(r.mode, 'lexical')
+    assert.ok(r.diags.includes('qmd_vectors_missing') || r.diags.includes('dense_unavailable'), r.diags.join())
+    assert.equal(r.ids[0], 'concepts/backups')
+  })
+
+  test('corrupt model: recall degrades to lexical with dense_unavailable', async (t) => {
+    useModels()
+    const { paths } = await vectorVault(t)
+    const bad = tmpDir(t)
+    for (const f of ['manifest.json', 'tokenizer.json']) fs.copyFileSync(path.join(int8, f), path.join(bad, f))
+    fs.writeFileSync(path.join(bad, 'model.onnx'), Buffer.alloc(fs.statSync(path.join(int8, 'model.onnx')).size, 7))
+    addon.configure({ modelRoots: [modelRoot], embedModel: bad })
+    const r = await addon.recallWiki(paths, 'backup copies', { policy: EXPLICIT, mode: 'hybrid' })
+    assert.equal(r.mode, 'lexical')
+    assert.ok(r.diagnostics.some((d) => d.code === 'dense_unavailable'), JSON.stringify(r.diagnostics))
+    assert.ok(r.trace.some((x) => x.startsWith('fallback:hybrid->lexical')))
+    assert.equal(r.results[0].id, 'concepts/backups')
+  })
+
+  test('missing vectors: recall continues on BM25 with a diagnostic; automatic stays quiet', async (t) => {
+    useModels()
+    const root = tmpDir(t)
+    noPersonalVault(root)
+    const v = makeVault(path.join(root, 'vault'), { pages: NOTES })
+    await addon.reindexWiki({ root: v.root }, { components: ['lexical'] })
+    const s = await addon.readIndexStatus({ root: v.root })
+    assert.equal(s.hasVectorIndex, false)
+    assert.ok(s.needsEmbedding > 0)
+    const r = await addon.recallWiki({ root: v.root }, 'backup copies', { policy: EXPLICIT, mode: 'adaptive' })
+    assert.equal(r.mode, 'lexical')
+    assert.ok(r.diagnostics.some((d) => d.code === 'qmd_vectors_missing'))
+    const auto = await addon.recallWiki({ root: v.root }, 'backup copies', {
+      policy: { includePersonal: false, minScore: 0.5, maxPerVault: 10, maxResults: 3 },
+      mode: 'hybrid',
+    })
+    assert.deepEqual(auto.diagnostics, [])
+  })
+
+  test('stale vectors after a model change: status stale (vectors), recall lexical, reindex re-embeds', async (t) => {
+    useModels()
+    const { paths, result } = await vectorVault(t)
+    addon.configure({ modelRoots: [modelRoot], embedModel: fp32, threads: 2 })
+    const s = await addon.readIndexStatus(paths)
+    assert.equal(s.state, 'stale')
+    assert.deepEqual(s.repairComponents, ['vectors'])
+    assert.equal(s.models.embed, 'sentence-transformers/all-MiniLM-L6-v2:fp32')
+    const r = await addon.recallWiki(paths, 'backup copies', { policy: EXPLICIT, mode: 'hybrid' })
+    assert.equal(r.mode, 'lexical')
+    assert.ok(r.diagnostics.some((d) => d.code === 'qmd_vectors_stale'))
+    const re = (await addon.reindexWiki(paths, { components: ['vectors'] })).results[0].result
+    assert.equal(re.vectors.generated, result.chunks.total)
+    assert.equal(re.status.state, 'ready')
+    const again = await addon.recallWiki(paths, 'backup copies', { policy: EXPLICIT, mode: 'hybrid' })
+    assert.equal(again.mode, 'hybrid')
+  })
+
+  test('reranker: rescoring runs with a cross-encoder; a timeout keeps the fused list', async (t) => {
+    useModels({ rerankModel: crossEncoder })
+    const { paths } = await vectorVault(t)
+    const ok = await addon.recallWiki(paths, 'backup copies off site', { policy: EXPLICIT, mode: 'quality' })
+    assert.equal(ok.mode, 'quality')
+    assert.ok(ok.trace.some((x) => x.includes('cross-encoder rescored')), ok.trace.join('\n'))
+    assert.ok(ok.results.every((r) => r.matchReasons.some((m) => m.startsWith('cross-encoder'))))
+    assert.equal((await addon.readIndexStatus(paths)).models.rerank, 'llm-wiki/test-cross-encoder-random-head:int8')
+    const timedOut = await addon.recallWiki(paths, 'backup copies off site', { policy: EXPLICIT, mode: 'quality', rerankTimeoutMs: 0 })
+    assert.equal(timedOut.mode, 'quality')
+    assert.ok(timedOut.diagnostics.some((d) => d.code === 'reranker_timeout'), JSON.stringify(timedOut.diagnostics))
+    assert.ok(timedOut.results.length > 0)
+    assert.ok(timedOut.results.every((r) => !r.matchReasons.some((m) => m.startsWith('cross-encoder'))))
+  })
+
+  test('cancel during embedding keeps finished batches and the lexical index', async (t) => {
+    useModels()
+    const root = tmpDir(t)
+    noPersonalVault(root)
+    const pages = {}
+    for (let i = 0; i < 700; i++) pages[`notes/n${i}.md`] = page({ title: `Note ${i}`, body: `Entry ${i} about topic ${i % 17}.` })
+    const v = makeVault(path.join(root, 'vault'), { pages })
+    const ctrl = new AbortController()
+    const r = (
+      await addon.reindexWiki(
+        { root: v.root },
+        {
+          components: ['lexical', 'vectors'],
+          signal: ctrl.signal,
+          onProgress: ({ progress }) => {
+            if (progress.stage === 'vectors' && progress.current >= 520) ctrl.abort()
+          },
+        },
+      )
+    ).results[0].result
+    assert.equal(r.ok, false)
+    assert.deepEqual(r.errors, [])
+    assert.equal(r.status.totalDocuments, 700, 'lexical index committed before embedding')
+    assert.ok(r.status.embeddedChunks >= 512 && r.status.embeddedChunks < 700, String(r.status.embeddedChunks))
+    const rest = (await addon.reindexWiki({ root: v.root }, { components: ['vectors'] })).results[0].result
+    assert.equal(rest.vectors.skipped, r.status.embeddedChunks)
+    assert.equal(rest.vectors.generated, 700 - r.status.embeddedChunks)
+    assert.equal(rest.status.needsEmbedding, 0)
+  })
+})
