@@ -99,19 +99,14 @@ pub fn estimate_tokens(text: &str) -> usize {
 /// Plain text of Markdown: the text and code content of every event, space separated.
 pub fn plain_text(markdown: &str) -> String {
   let mut out = String::with_capacity(markdown.len());
+  // Separators are added freely: whitespace is collapsed at the end.
   for ev in Parser::new_ext(markdown, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH) {
     match ev {
       Event::Text(t) | Event::Code(t) => {
-        if !out.is_empty() && !out.ends_with([' ', '\n']) {
-          out.push(' ');
-        }
-        out.push_str(t.trim_end_matches('\n'));
+        out.push(' ');
+        out.push_str(&t);
       }
-      Event::SoftBreak | Event::HardBreak | Event::End(_) | Event::Rule => {
-        if !out.is_empty() && !out.ends_with([' ', '\n']) {
-          out.push(' ');
-        }
-      }
+      Event::SoftBreak | Event::HardBreak | Event::End(_) | Event::Rule => out.push(' '),
       _ => {}
     }
   }

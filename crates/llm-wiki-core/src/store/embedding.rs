@@ -146,8 +146,7 @@ pub fn vector_phase(layout: &StoreLayout, opts: &ReindexOptions, res: &mut Reind
   let missing: HashSet<u64> = live.difference(&present).copied().collect();
   res.vectors.skipped = present.len() as u32;
   // Compact when most stored rows are dead or superseded (one pass, before adding new rows).
-  if compatible.is_some() && stored > 256 && stored > 2 * present.len() {
-    let vm = compatible.as_ref().expect("checked");
+  if let Some(vm) = compatible.as_ref().filter(|_| stored > 256 && stored > 2 * present.len()) {
     let idx = VectorIndex::open(&gen.dir.vectors_dir(), vm, &live)?;
     let vecs = idx.vectors(&present);
     let mut rows: Vec<(u64, Vec<f32>)> = vecs.into_iter().collect();

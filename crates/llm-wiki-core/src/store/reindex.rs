@@ -318,18 +318,25 @@ fn plan(
   Plan { entries, excluded, changed, removed, metadata_only }
 }
 
-/// Write `plan` into the lexical index of `dir` as generation `gen` and commit it.
+/// Identity of the generation a write produces.
+struct GenTarget<'a> {
+  vault_id: &'a str,
+  generation: u64,
+  /// Vectors carried into the new generation unchanged.
+  vectors: Option<&'a VectorManifest>,
+}
+
+/// Write `plan` into the lexical index of `dir` as generation `target.generation` and commit it.
 fn write_generation(
   lexical: &LexicalIndex,
   dir: &GenDir,
   plan: &Plan,
   prior: Option<&Manifest>,
-  vault_id: &str,
-  gen: u64,
-  vectors: Option<&VectorManifest>,
+  target: GenTarget,
   opts: &ReindexOptions,
   chunks: &mut ChunkCounts,
 ) -> Result<Manifest> {
+  let (vault_id, gen, vectors) = (target.vault_id, target.generation, target.vectors);
   let mut writer = lexical.writer(threads(opts))?;
   let result = (|| {
     for id in &plan.removed {
@@ -372,10 +379,7 @@ fn write_generation(
     let _ = writer.rollback();
     let _ = std::fs::remove_file(dir.manifest_file(gen));
   }
-  result.map(|m| {
-    chunks.total = m.total_chunks();
-    m
-  })
+  result.inspect(|m| chunks.total = m.total_chunks())
 }
 
 /// Remove manifests older than the previous generation (readers may still hold `gen - 1`).
@@ -507,9 +511,11 @@ fn run_locked(
           &gen.dir,
           &plan,
           prior.as_deref(),
-          &vault_id,
-          next,
-          prior.as_deref().and_then(|m| m.vectors.as_ref()),
+          GenTarget {
+            vault_id: &vault_id,
+            generation: next,
+            vectors: prior.as_deref().and_then(|m| m.vectors.as_ref()),
+          },
           opts,
           &mut res.chunks,
         )
@@ -542,9 +548,7 @@ fn run_locked(
           &staging,
           &plan,
           None,
-          &vault_id,
-          first_gen,
-          carried.as_ref(),
+          GenTarget { vault_id: &vault_id, generation: first_gen, vectors: carried.as_ref() },
           opts,
           &mut res.chunks,
         )?;
