@@ -199,29 +199,20 @@ fn lexical_hits(cands: Vec<LexicalCandidate>) -> Vec<VaultHit> {
     .collect()
 }
 
-fn lex_texts(ctx: &ModeContext) -> Vec<String> {
-  let lex: Vec<String> = ctx
+/// Texts of the sub-queries of one kind (`lexical` or not); the query itself when there are none.
+fn sub_texts(ctx: &ModeContext, lexical: bool) -> Vec<String> {
+  let texts: Vec<String> = ctx
     .subqueries
     .iter()
-    .filter_map(|s| if let SubQuery::Lex(t) = s { Some(t.clone()) } else { None })
+    .filter_map(|s| match (s, lexical) {
+      (SubQuery::Lex(t), true) | (SubQuery::Vec(t), false) => Some(t.clone()),
+      _ => None,
+    })
     .collect();
-  if lex.is_empty() {
+  if texts.is_empty() {
     vec![ctx.query.to_string()]
   } else {
-    lex
-  }
-}
-
-fn vec_texts(ctx: &ModeContext) -> Vec<String> {
-  let v: Vec<String> = ctx
-    .subqueries
-    .iter()
-    .filter_map(|s| if let SubQuery::Vec(t) = s { Some(t.clone()) } else { None })
-    .collect();
-  if v.is_empty() {
-    vec![ctx.query.to_string()]
-  } else {
-    v
+    texts
   }
 }
 
@@ -307,7 +298,7 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
   let started = Instant::now();
   let mut lists: Vec<Vec<String>> = Vec::new();
   let mut lexical = Vec::new();
-  for (i, text) in lex_texts(ctx).iter().enumerate() {
+  for (i, text) in sub_texts(ctx, true).iter().enumerate() {
     let terms = if text == ctx.query { ctx.terms.to_vec() } else { super::lexical::query_terms(text) };
     let c = lexical_candidates(ctx.snap, ctx.query, &terms, &[], n)?;
     lists.push(c.iter().map(|c| c.page_id.clone()).collect());
@@ -317,7 +308,7 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
   }
   let mut dense_list = Vec::new();
   let mut query_vec = Vec::new();
-  for (i, text) in vec_texts(ctx).iter().enumerate() {
+  for (i, text) in sub_texts(ctx, false).iter().enumerate() {
     ctx.cancel.check()?;
     let q = dense.embedder.embed_query(text)?;
     let c = dense_candidates(ctx.snap, &dense.vectors, &q, n)?;
@@ -328,8 +319,11 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
     }
   }
   // Confidence always refers to the original query's vector.
-  let qvec =
-    if vec_texts(ctx)[0] == ctx.query { query_vec.clone() } else { dense.embedder.embed_query(ctx.query)? };
+  let qvec = if sub_texts(ctx, false)[0] == ctx.query {
+    query_vec.clone()
+  } else {
+    dense.embedder.embed_query(ctx.query)?
+  };
   let hits = fuse_hits(ctx, dense, &lists, &lexical, &dense_list, &qvec);
   trace.push(format!(
     "hybrid: {} lexical + {} dense candidates from {} list(s), rrf k=60 ({:.1} ms)",

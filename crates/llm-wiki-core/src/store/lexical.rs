@@ -212,14 +212,19 @@ impl LexicalIndex {
     let ident = ident_text(page_id);
     let weighted =
       format!("{}\n", meta.title).repeat(TITLE_WEIGHT) + &format!("{aliases}\n").repeat(TITLE_WEIGHT);
-    for sec in &page.sections {
+    // Fields every document of the page carries.
+    let base = |kind: &str, section: u32, lines: (u32, u32)| {
       let mut d = TantivyDocument::default();
-      d.add_text(f.kind, "section");
+      d.add_text(f.kind, kind);
       d.add_text(f.page_id, page_id);
       d.add_u64(f.page_key, key);
-      d.add_u64(f.section, sec.ordinal as u64);
-      d.add_u64(f.line_start, sec.line_start as u64);
-      d.add_u64(f.line_end, sec.line_end as u64);
+      d.add_u64(f.section, section as u64);
+      d.add_u64(f.line_start, lines.0 as u64);
+      d.add_u64(f.line_end, lines.1 as u64);
+      d
+    };
+    for sec in &page.sections {
+      let mut d = base("section", sec.ordinal, (sec.line_start, sec.line_end));
       let headings = sec.headings.join("\n");
       d.add_text(f.all, [sec.plain.as_str(), &headings, &weighted, &tags, &desc, &ident].join("\n"));
       for (field, value) in
@@ -232,15 +237,9 @@ impl LexicalIndex {
       w.add_document(d)?;
     }
     for c in &page.chunks {
-      let mut d = TantivyDocument::default();
-      d.add_text(f.kind, "chunk");
-      d.add_text(f.page_id, page_id);
-      d.add_u64(f.page_key, key);
-      d.add_u64(f.section, c.section as u64);
+      let mut d = base("chunk", c.section, (c.line_start, c.line_end));
       d.add_text(f.chunk_id, &c.id);
       d.add_u64(f.ordinal, c.ordinal as u64);
-      d.add_u64(f.line_start, c.line_start as u64);
-      d.add_u64(f.line_end, c.line_end as u64);
       d.add_text(f.source, &c.text);
       d.add_text(f.heading_path, c.headings.join(" › "));
       d.add_text(f.chunk_body, format!("{}\n{}", c.headings.join("\n"), c.plain));
