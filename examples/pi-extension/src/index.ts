@@ -1,0 +1,2 @@
+export * from './extension.js'
+export * from './format.js'
