@@ -129,50 +129,48 @@ struct Dense {
   vectors: Arc<VectorIndex>,
 }
 
-fn dense_side(ctx: &ModeContext, diags: &mut Vec<(&'static str, String)>) -> Option<Dense> {
+/// The dense side of a vault, or why there is none: `Err(None)` when no embedding model is set
+/// up at all (a deliberate lexical-only install: trace only, no diagnostic), `Err(Some(..))` when
+/// dense retrieval is set up but cannot run here.
+fn dense_side(ctx: &ModeContext) -> std::result::Result<Dense, Option<(&'static str, String)>> {
+  if models::resolve_embed_dir(&models::effective_config()).is_none() {
+    return Err(None);
+  }
   let vectors = match ctx.snap.data.vectors() {
     Ok(Some(v)) if !v.present().is_empty() => v,
     Ok(_) => {
-      diags.push((
+      return Err(Some((
         "qmd_vectors_missing",
         "this vault has no vectors yet; run wiki_reindex with components [\"vectors\"]".into(),
-      ));
-      return None;
+      )))
     }
-    Err(e) => {
-      diags.push(("qmd_index_error", format!("vectors cannot open: {e}")));
-      return None;
-    }
+    Err(e) => return Err(Some(("qmd_index_error", format!("vectors cannot open: {e}")))),
   };
-  let embedder = match models::embedder() {
-    Ok(e) => e,
-    Err(e) => {
-      diags.push(("dense_unavailable", format!("embedding model unavailable: {e}")));
-      return None;
-    }
-  };
+  let embedder = models::embedder()
+    .map_err(|e| Some(("dense_unavailable", format!("embedding model unavailable: {e}"))))?;
   if embedder.id() != vectors.model || embedder.dims() != vectors.dims {
-    diags.push((
+    return Err(Some((
       "qmd_vectors_stale",
       format!(
         "vectors were built with {} but the embedding model is now {}; run wiki_reindex",
         vectors.model,
         embedder.id()
       ),
-    ));
-    return None;
+    )));
   }
+  Ok(Dense { embedder, vectors })
+}
+
+/// Diagnostic for a partially embedded vault (dense still runs over what exists).
+fn incomplete_vectors(ctx: &ModeContext, dense: &Dense) -> Option<(&'static str, String)> {
   let live = ctx.snap.manifest.total_chunks() as usize;
-  if vectors.present().len() < live {
-    diags.push((
+  let have = dense.vectors.present().len();
+  (have < live).then(|| {
+    (
       "qmd_vectors_incomplete",
-      format!(
-        "{} of {live} chunks have vectors; the rest are found lexically until the next reindex",
-        vectors.present().len()
-      ),
-    ));
-  }
-  Some(Dense { embedder, vectors })
+      format!("{have} of {live} chunks have vectors; the rest are found lexically until the next reindex"),
+    )
+  })
 }
 
 fn lexical_hits(cands: Vec<LexicalCandidate>) -> Vec<VaultHit> {
@@ -536,14 +534,16 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
   if mode == RetrievalMode::Lexical {
     return Ok(ModeOutcome { hits: lexical(trace)?, used: RetrievalMode::Lexical, diagnostics });
   }
-  let Some(dense) = dense_side(ctx, &mut diagnostics) else {
-    trace.push(format!(
-      "fallback:{}->lexical ({})",
-      mode.as_str(),
-      diagnostics.last().map(|d| d.0).unwrap_or("dense unavailable")
-    ));
-    return Ok(ModeOutcome { hits: lexical(trace)?, used: RetrievalMode::Lexical, diagnostics });
+  let dense = match dense_side(ctx) {
+    Ok(d) => d,
+    Err(why) => {
+      let reason = why.as_ref().map(|d| d.0).unwrap_or("no embedding model configured");
+      trace.push(format!("fallback:{}->lexical ({reason})", mode.as_str()));
+      diagnostics.extend(why);
+      return Ok(ModeOutcome { hits: lexical(trace)?, used: RetrievalMode::Lexical, diagnostics });
+    }
   };
+  diagnostics.extend(incomplete_vectors(ctx, &dense));
   let dense_run = |trace: &mut Vec<String>,
                    diags: &mut Vec<(&'static str, String)>|
    -> Result<(Vec<VaultHit>, RetrievalMode)> {

@@ -148,19 +148,21 @@ pub fn recover(layout: &StoreLayout, validate: &dyn Fn(&GenDir) -> Result<()>) -
   }
   let current = layout.current();
   let previous = layout.previous();
-  let current_ok = is_real_dir(&current.dir) && validate(&current).is_ok();
-  if current_ok {
-    remove_dir_all_if_exists(&previous.dir)?;
-  } else if is_real_dir(&previous.dir) {
-    remove_dir_all_if_exists(&current.dir)?;
-    rename(&previous.dir, &current.dir)?;
-    if had_journal || !warnings.is_empty() {
+  // Without a journal or a leftover previous/ there is nothing to decide (and no need to open
+  // the index: this runs at the start of every reindex).
+  if had_journal || is_real_dir(&previous.dir) {
+    let current_ok = is_real_dir(&current.dir) && validate(&current).is_ok();
+    if current_ok {
+      remove_dir_all_if_exists(&previous.dir)?;
+    } else if is_real_dir(&previous.dir) {
+      remove_dir_all_if_exists(&current.dir)?;
+      rename(&previous.dir, &current.dir)?;
       warnings
         .push(IndexIssue::new("qmd_swap_interrupted", "Restored the previous index generation".to_string()));
+    } else if is_real_dir(&current.dir) {
+      // A promoted but invalid generation with nothing to fall back to: drop it (status: missing).
+      remove_dir_all_if_exists(&current.dir)?;
     }
-  } else if is_real_dir(&current.dir) && had_journal {
-    // A promoted but invalid generation with nothing to fall back to: drop it (status: missing).
-    remove_dir_all_if_exists(&current.dir)?;
   }
   for name in layout.staging_dirs() {
     remove_dir_all_if_exists(&layout.staging(&name).dir)?;
@@ -170,7 +172,7 @@ pub fn recover(layout: &StoreLayout, validate: &dyn Fn(&GenDir) -> Result<()>) -
     // Warm readers of this process must reopen whatever generation recovery kept.
     super::bump_epoch(&layout.dir);
   }
-  if is_real_dir(&layout.current().dir) && validate(&layout.current()).is_ok() && had_journal {
+  if had_journal && is_real_dir(&layout.current().dir) && validate(&layout.current()).is_ok() {
     let _ = std::fs::remove_file(layout.last_error_file());
   }
   Ok(warnings)

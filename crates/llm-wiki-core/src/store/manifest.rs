@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::fsutil::{read_json, write_json, JsonFile};
+use crate::fsutil::{read_json, JsonFile};
 use crate::vault::{Diagnostic, PageMeta, Role};
 
 /// Version of the manifest file format.
@@ -158,8 +158,10 @@ impl Manifest {
     Ok(())
   }
 
+  /// Compact JSON: manifests of large vaults are read on every reindex and recall reload.
   pub fn save(&self, path: &Path) -> Result<()> {
-    write_json(path, self)
+    let bytes = serde_json::to_vec(self).map_err(|e| Error::Index(format!("serialize manifest: {e}")))?;
+    crate::fsutil::atomic_write(path, &bytes)
   }
 }
 

@@ -19,7 +19,7 @@ use super::lexical::LexicalIndex;
 use super::lock;
 use super::manifest::{sha256_hex, ChunkRef, ExcludedEntry, Manifest, ManifestEntry};
 use super::state::{StateFile, StateModels};
-use super::status::{read_index_status, IndexStatus};
+use super::status::{read_index_status_with, IndexStatus, StatusOptions};
 use super::vectors::VectorManifest;
 use super::{CancelFlag, Component, IndexIssue, Progress, ProgressSink, Scope};
 use crate::chunk::{chunk_page, ChunkConfig, ChunkedPage};
@@ -457,7 +457,8 @@ pub fn reindex_vault(paths: &VaultPaths, opts: &ReindexOptions) -> ReindexResult
       res.errors.push(IndexIssue::from_error(&e));
     }
   }
-  res.status = read_index_status(paths);
+  // A completed run just compared every page with the index: no second scan for its status.
+  res.status = read_index_status_with(paths, &StatusOptions { check_pages: !res.ok, ..Default::default() });
   res.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
   res
 }
