@@ -51,8 +51,7 @@ function configure(options = {}) {
 
 if (detectedRuntimes.length > 0) configure({})
 
-module.exports = {
-  ...binding,
+const wrapped = {
   configure,
   reindexWiki: reject((activePaths, input) => binding.reindexWiki(activePaths, withAbortState(input))),
   recallWiki: reject((paths, rawQuery, opts) => binding.recallWiki(paths, rawQuery, withAbortState(opts))),
@@ -61,3 +60,18 @@ module.exports = {
   runCli: reject(binding.runCli),
   debugPanic: reject(binding.debugPanic),
 }
+
+// One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
+// see written out, so `import { recallWiki } from 'llm-wiki-retrieval'` needs them spelled here.
+exports.__napiBindingTarget = binding.__napiBindingTarget
+exports.configure = wrapped.configure
+exports.debugPanic = wrapped.debugPanic
+exports.downloadModel = wrapped.downloadModel
+exports.engineInfo = binding.engineInfo
+exports.modelStatus = binding.modelStatus
+exports.personalVaultPaths = binding.personalVaultPaths
+exports.readIndexStatus = wrapped.readIndexStatus
+exports.recallWiki = wrapped.recallWiki
+exports.reindexWiki = wrapped.reindexWiki
+exports.resolveVaultPaths = binding.resolveVaultPaths
+exports.runCli = wrapped.runCli

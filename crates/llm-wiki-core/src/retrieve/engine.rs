@@ -165,6 +165,28 @@ pub fn readiness(layout: &StoreLayout) -> std::result::Result<(), NotReady> {
   }
 }
 
+/// Longest a recall waits for a live swap (a rebuild promoting its new generation) to finish.
+pub const SWAP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// When a swap journal exists because a live process is swapping right now (not a crash), wait
+/// for it to finish (the rename phase takes milliseconds) instead of reporting the vault as not
+/// ready. Returns the readiness afterwards.
+pub fn readiness_waiting_for_swap(layout: &StoreLayout) -> std::result::Result<(), NotReady> {
+  let started = std::time::Instant::now();
+  loop {
+    match readiness(layout) {
+      Err(nr)
+        if nr.code == "qmd_swap_interrupted"
+          && crate::store::lock::held_by_live_owner(&layout.lock_dir())
+          && started.elapsed() < SWAP_WAIT =>
+      {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+      }
+      other => return other,
+    }
+  }
+}
+
 /// The cached reader of a vault's store, (re)opened when missing or when this process swapped it.
 pub fn reader_for(paths: &VaultPaths) -> Result<Arc<VaultReader>> {
   let layout = StoreLayout::new(paths.retrieval());

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::confidence::{bounded_multiplier, final_score, AUTOMATIC_FLOOR, EXPLICIT_FLOOR};
-use super::engine::{reader_for, readiness};
+use super::engine::{reader_for, readiness_waiting_for_swap};
 use super::fusion::{fuse_layers, LayerItem, VaultKind};
 use super::lexical::query_terms;
 use super::modes::{run_mode, ModeContext, RetrievalMode, SubQuery, VaultHit};
@@ -199,7 +199,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     opts.cancel.check()?;
     let started = Instant::now();
     let layout = StoreLayout::new(paths.retrieval());
-    if let Err(nr) = readiness(&layout) {
+    if let Err(nr) = readiness_waiting_for_swap(&layout) {
       trace.push(format!("vault:{}:skipped:{}", kind.as_str(), nr.code));
       if !automatic {
         diagnostics.push(RecallDiagnostic::new(nr.code, format!("{} vault: {}", kind.as_str(), nr.message)));

@@ -83,6 +83,15 @@ pub fn acquire(lock_dir: &Path) -> Result<StoreLock> {
   Err(Error::IndexBusy(lock_dir.to_path_buf()))
 }
 
+/// True when the lock is held by a process that is (or may be) running: a valid owner on another
+/// host counts as alive, since its liveness cannot be checked from here.
+pub fn held_by_live_owner(lock_dir: &Path) -> bool {
+  match read_json::<LockOwner>(&lock_dir.join("owner.json")) {
+    JsonFile::Valid(o) => o.hostname != host_name() || process_exists(o.pid),
+    _ => false,
+  }
+}
+
 fn owner_is_dead(lock_dir: &Path) -> bool {
   match read_json::<LockOwner>(&lock_dir.join("owner.json")) {
     JsonFile::Valid(o) => o.hostname == host_name() && !process_exists(o.pid),
