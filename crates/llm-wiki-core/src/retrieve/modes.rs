@@ -236,12 +236,11 @@ fn jaccard(a: &[String], b: &[String]) -> f64 {
 fn fuse_hits(
   ctx: &ModeContext,
   dense: &Dense,
-  lists: &[Vec<String>],
+  fused: Vec<(String, f64)>,
   lexical: &[LexicalCandidate],
   dense_list: &[DenseCandidate],
   qvec: &[f32],
 ) -> Vec<VaultHit> {
-  let fused = rrf(lists);
   let pages: Vec<String> = fused.iter().take(ctx.limit).map(|(p, _)| p.clone()).collect();
   let lex_by: HashMap<&str, &LexicalCandidate> = lexical.iter().map(|c| (c.page_id.as_str(), c)).collect();
   let dense_by: HashMap<&str, &DenseCandidate> = dense_list.iter().map(|c| (c.page_id.as_str(), c)).collect();
@@ -322,7 +321,7 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
   } else {
     dense.embedder.embed_query(ctx.query)?
   };
-  let hits = fuse_hits(ctx, dense, &lists, &lexical, &dense_list, &qvec);
+  let hits = fuse_hits(ctx, dense, rrf(&lists), &lexical, &dense_list, &qvec);
   trace.push(format!(
     "hybrid: {} lexical + {} dense candidates from {} list(s), rrf k=60 ({:.1} ms)",
     lexical.len(),
@@ -431,12 +430,24 @@ fn quality(
   let lex_prf = lexical_candidates(ctx.snap, ctx.query, ctx.terms, &expansion, n)?;
   let qr = rocchio(ctx, dense, &lists);
   let dense_prf = dense_candidates(ctx.snap, &dense.vectors, &qr, n)?;
-  let all_lists = vec![
-    lists.lexical.iter().map(|c| c.page_id.clone()).collect::<Vec<_>>(),
-    lists.dense.iter().map(|c| c.page_id.clone()).collect(),
-    lex_prf.iter().map(|c| c.page_id.clone()).collect(),
-    dense_prf.iter().map(|c| c.page_id.clone()).collect(),
-  ];
+  // Without a reranker, expansion must not disturb the hybrid ranking (PRF is a recall lever, not
+  // a reliable precision gain): the hybrid order comes first and PRF-only pages fill the pool.
+  // With a reranker, the pool is what it rescores.
+  let page_ids = |v: &[LexicalCandidate]| v.iter().map(|c| c.page_id.clone()).collect::<Vec<_>>();
+  let dense_ids = |v: &[DenseCandidate]| v.iter().map(|c| c.page_id.clone()).collect::<Vec<_>>();
+  let mut pool = rrf(&[page_ids(&lists.lexical), dense_ids(&lists.dense)]);
+  let seen: HashSet<String> = pool.iter().map(|(p, _)| p.clone()).collect();
+  let floor = pool.last().map(|(_, s)| *s).unwrap_or(0.0);
+  let expanded: Vec<(String, f64)> = rrf(&[page_ids(&lex_prf), dense_ids(&dense_prf)])
+    .into_iter()
+    .filter(|(p, _)| !seen.contains(p))
+    .map(|(p, s)| (p, floor * s / (s + 1.0)))
+    .collect();
+  let added = expanded.len();
+  // PRF-only pages enter the first `n` (the rescoring pool); the hybrid tail stays after them.
+  let head: Vec<(String, f64)> = pool.iter().take(n).cloned().collect();
+  let tail: Vec<(String, f64)> = pool.iter().skip(n).cloned().collect();
+  pool = head.into_iter().chain(expanded).chain(tail).collect();
   let sub = ModeContext {
     snap: ctx.snap,
     query: ctx.query,
@@ -447,14 +458,14 @@ fn quality(
     rerank_timeout: ctx.rerank_timeout,
     cancel: ctx.cancel,
   };
-  let mut hits = fuse_hits(&sub, dense, &all_lists, &lists.lexical, &lists.dense, &lists.query_vec);
-  hits.truncate(n);
+  let mut hits = fuse_hits(&sub, dense, pool, &lists.lexical, &lists.dense, &lists.query_vec);
   trace.push(format!(
-    "quality: prf {} expansion terms [{}], rocchio over {} pages; {} candidates ({:.1} ms)",
+    "quality: prf {} expansion terms [{}], rocchio over {} pages; {} candidates ({} from expansion) ({:.1} ms)",
     expansion.len(),
     expansion.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>().join(" "),
     lists.dense.len().min(5),
     hits.len(),
+    added.min(hits.len()),
     started.elapsed().as_secs_f64() * 1000.0
   ));
   match models::cross_encoder() {
@@ -466,8 +477,9 @@ fn quality(
     Ok(Some(ce)) => {
       let rstarted = Instant::now();
       let lex = &ctx.snap.reader.lexical;
-      let mut passages = Vec::with_capacity(hits.len());
-      for h in &hits {
+      let pool = hits.len().min(n);
+      let mut passages = Vec::with_capacity(pool);
+      for h in &hits[..pool] {
         let addr = match h.chunk {
           Some(a) => Some(a),
           None => lex.best_chunk(&ctx.snap.searcher, &h.page_id, ctx.terms)?,
@@ -494,8 +506,8 @@ fn quality(
             h.engine_score = *s as f64;
             h.reasons.push(format!("cross-encoder {}: {:.3}", ce.id(), s));
           }
-          // Stable sort keeps the fused order among equal probabilities.
-          hits.sort_by(|a, b| b.engine_score.total_cmp(&a.engine_score));
+          // Only the pool is reordered; the stable sort keeps the fused order among ties.
+          hits[..pool].sort_by(|a, b| b.engine_score.total_cmp(&a.engine_score));
           for (i, h) in hits.iter_mut().enumerate() {
             h.rank = i;
           }
