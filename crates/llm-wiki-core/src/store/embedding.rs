@@ -117,25 +117,38 @@ fn gc_segments(dir: &GenDir) {
 }
 
 /// Embed what is missing in `current/`. Unavailable models are a warning (lexical keeps working).
-pub fn vector_phase(layout: &StoreLayout, opts: &ReindexOptions, res: &mut ReindexResult) -> Result<()> {
-  let embedder = match models::embedder() {
-    Ok(e) => e,
-    Err(e @ (Error::ModelUnavailable(_) | Error::RuntimeUnavailable(_))) => {
-      res.warnings.push(IndexIssue::new(
-        "vectors_unavailable",
-        format!("vectors were not updated: {e}; recall uses the lexical index"),
-      ));
-      return Ok(());
-    }
-    Err(e) => return Err(e),
+/// `current` is the generation the lexical phase left open when it committed nothing (saves
+/// reopening it); otherwise the committed one is opened here.
+pub fn vector_phase(
+  layout: &StoreLayout,
+  opts: &ReindexOptions,
+  current: Option<Generation>,
+  res: &mut ReindexResult,
+) -> Result<()> {
+  let unavailable = |res: &mut ReindexResult, e: &Error| {
+    res.warnings.push(IndexIssue::new(
+      "vectors_unavailable",
+      format!("vectors were not updated: {e}; recall uses the lexical index"),
+    ));
   };
-  let mut gen = Generation::open(layout.current())?;
+  // Identify the model from its manifest; it is only loaded when there is something to embed.
+  let model = match models::resolve_embed_dir(&models::effective_config()).map(|d| models::ModelDir::open(&d))
+  {
+    Some(Ok(m)) => m.manifest,
+    Some(Err(e)) => return Ok(unavailable(res, &e)),
+    None => return Ok(unavailable(res, &Error::ModelUnavailable("no embedding model configured".into()))),
+  };
+  let (model_id, dims) = (model.id.as_str(), model.dims);
+  let mut gen = match current {
+    Some(g) => g,
+    None => Generation::open(layout.current())?,
+  };
   let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_default();
   let wiki = layout.dir.parent().and_then(|meta| meta.parent()).map(|d| d.join("wiki"));
   let live = gen.manifest.chunk_keys();
   let force = opts.force && opts.components.contains(&Component::Vectors);
   let compatible: Option<VectorManifest> =
-    gen.manifest.vectors.clone().filter(|v| v.model == embedder.id() && v.dims == embedder.dims() && !force);
+    gen.manifest.vectors.clone().filter(|v| v.model == model_id && v.dims == dims && !force);
   let (mut segments, present, stored) = match &compatible {
     Some(vm) => {
       let idx = VectorIndex::open(&gen.dir.vectors_dir(), vm, &live)?;
@@ -145,8 +158,18 @@ pub fn vector_phase(layout: &StoreLayout, opts: &ReindexOptions, res: &mut Reind
   };
   let missing: HashSet<u64> = live.difference(&present).copied().collect();
   res.vectors.skipped = present.len() as u32;
+  let compact = compatible.as_ref().filter(|_| stored > 256 && stored > 2 * present.len());
+  let model_changed = compatible.is_none() && gen.manifest.vectors.is_some();
+  if missing.is_empty() && compact.is_none() && !model_changed {
+    return Ok(());
+  }
+  let embedder = match models::embedder() {
+    Ok(e) => e,
+    Err(e @ (Error::ModelUnavailable(_) | Error::RuntimeUnavailable(_))) => return Ok(unavailable(res, &e)),
+    Err(e) => return Err(e),
+  };
   // Compact when most stored rows are dead or superseded (one pass, before adding new rows).
-  if let Some(vm) = compatible.as_ref().filter(|_| stored > 256 && stored > 2 * present.len()) {
+  if let Some(vm) = compact {
     let idx = VectorIndex::open(&gen.dir.vectors_dir(), vm, &live)?;
     let vecs = idx.vectors(&present);
     let mut rows: Vec<(u64, Vec<f32>)> = vecs.into_iter().collect();
@@ -164,7 +187,7 @@ pub fn vector_phase(layout: &StoreLayout, opts: &ReindexOptions, res: &mut Reind
     gen = Generation::open(layout.current())?;
   }
   if missing.is_empty() {
-    if compatible.is_none() && gen.manifest.vectors.is_some() {
+    if model_changed {
       // Model changed and nothing is live: publish an empty vector set for the new model.
       let vm =
         VectorManifest { model: embedder.id().to_string(), dims: embedder.dims(), segments: Vec::new() };

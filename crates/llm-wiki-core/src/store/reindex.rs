@@ -493,7 +493,8 @@ fn run_locked(
   res.documents = counts;
   opts.cancel.check().map_err(post)?;
 
-  match current {
+  // The generation stays open for the vector phase when this run commits nothing.
+  let unchanged: Option<Generation> = match current {
     Some(gen) => {
       let nothing = plan.changed.is_empty() && plan.removed.is_empty() && !plan.metadata_only;
       if nothing {
@@ -504,6 +505,7 @@ fn run_locked(
           let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(new_store_id);
           write_state(&gen.dir, &gen.manifest, &store_id).map_err(post)?;
         }
+        Some(gen)
       } else {
         let next = gen.generation + 1;
         let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(new_store_id);
@@ -526,6 +528,7 @@ fn run_locked(
         gc_manifests(&gen.dir, next);
         super::bump_epoch(&layout.dir);
         res.generation = next;
+        None
       }
     }
     None => {
@@ -571,10 +574,11 @@ fn run_locked(
         return Err(if matches!(e, Error::Cancelled) { pre(e) } else { post(e) });
       }
       res.generation = next_full_generation(layout).saturating_sub(1);
+      None
     }
-  }
+  };
   if components.contains(&Component::Vectors) {
-    super::embedding::vector_phase(layout, opts, res).map_err(|e| {
+    super::embedding::vector_phase(layout, opts, unchanged, res).map_err(|e| {
       if matches!(e, Error::Cancelled) {
         pre(e)
       } else {

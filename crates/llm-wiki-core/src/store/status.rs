@@ -213,7 +213,9 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
       None
     }
   };
-  let manifest = state.as_ref().and_then(|s| {
+  // The page check needs the manifest; without it the state file's copy of the hash suffices
+  // (the manifest of a large vault is megabytes of JSON).
+  let manifest = state.as_ref().filter(|_| opts.check_pages).and_then(|s| {
     match Manifest::load(&current.manifest_file(s.generation), Some(&s.vault_id)) {
       Ok(m) => Some(m),
       Err(e) => {
@@ -223,8 +225,20 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
       }
     }
   });
-  if let Some(m) = &manifest {
-    st.manifest_hash = Some(m.hash());
+  match (&manifest, &state) {
+    (Some(m), _) => st.manifest_hash = Some(m.hash()),
+    (None, Some(s)) if !opts.check_pages => {
+      if current.manifest_file(s.generation).is_file() {
+        st.manifest_hash = Some(s.manifest_hash.clone());
+      } else {
+        issues.push(IndexIssue::new(
+          "qmd_manifest_invalid",
+          format!("manifest of generation {} is missing", s.generation),
+        ));
+        malformed = true;
+      }
+    }
+    _ => {}
   }
   let last_error = match read_json::<LastError>(&layout.last_error_file()) {
     JsonFile::Valid(e) => Some(e),

@@ -33,12 +33,28 @@ pub struct Discovery {
 }
 
 fn is_reserved(name: &str) -> bool {
-  let lower = name.to_lowercase();
-  lower == "index.md" || lower == "log.md"
+  name.eq_ignore_ascii_case("index.md") || name.eq_ignore_ascii_case("log.md")
 }
 
-fn nfc(s: &str) -> String {
-  s.nfc().collect()
+fn is_markdown(name: &str) -> bool {
+  name.len() > 3 && name.as_bytes()[name.len() - 3..].eq_ignore_ascii_case(b".md")
+}
+
+/// NFC form (ASCII is already NFC: no allocation-heavy normalization on the common path).
+fn nfc(s: String) -> String {
+  if s.is_ascii() {
+    s
+  } else {
+    s.nfc().collect()
+  }
+}
+
+fn lowercase(s: &str) -> String {
+  if s.is_ascii() {
+    s.to_ascii_lowercase()
+  } else {
+    s.to_lowercase()
+  }
 }
 
 /// Modification time of file metadata as ns since the epoch (0 when unavailable).
@@ -82,7 +98,9 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
   let walker = WalkDir::new(wiki_dir)
     .follow_links(false)
     .follow_root_links(false)
-    .sort_by(|a, b| nfc(&a.file_name().to_string_lossy()).cmp(&nfc(&b.file_name().to_string_lossy())));
+    // Byte order keeps the walk deterministic without normalizing names in every comparison; the
+    // final list is sorted by NFC id below.
+    .sort_by(|a, b| a.file_name().cmp(b.file_name()));
   for entry in walker {
     let entry = match entry {
       Ok(e) => e,
@@ -105,15 +123,15 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
       continue;
     }
     let name = entry.file_name().to_string_lossy();
-    if !name.to_lowercase().ends_with(".md") || is_reserved(&name) {
+    if !is_markdown(&name) || is_reserved(&name) {
       continue;
     }
     let Ok(rel) = entry.path().strip_prefix(wiki_dir) else {
       continue;
     };
-    let rel_path = nfc(&rel_string(rel));
+    let rel_path = nfc(rel_string(rel));
     let id = rel_path[..rel_path.len() - 3].to_string();
-    let key = id.to_lowercase();
+    let key = lowercase(&id);
     if let Some(existing) = seen.get(&key) {
       out.diagnostics.push(Diagnostic::error(
         "concept_identity_collision",
@@ -122,28 +140,50 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
       ));
       continue;
     }
-    let meta = match entry.metadata() {
-      Ok(m) => m,
-      Err(err) => {
-        out.diagnostics.push(Diagnostic::error(
-          "frontmatter_parse_error",
-          &rel_path,
-          &format!("Failed to inspect knowledge path: {err}"),
-        ));
-        continue;
-      }
-    };
     seen.insert(key, rel_path.clone());
-    out.files.push(PageFile {
-      id,
-      rel_path,
-      abs_path: entry.into_path(),
-      size: meta.len(),
-      mtime_ns: mtime_ns(&meta),
-    });
+    out.files.push(PageFile { id, rel_path, abs_path: entry.into_path(), size: 0, mtime_ns: 0 });
   }
+  stat_all(&mut out);
   out.files.sort_by(|a, b| a.id.cmp(&b.id));
   out
+}
+
+/// Fill size and mtime of every file, in parallel: on large vaults the stat calls dominate a
+/// no-op reindex. A file that cannot be inspected is dropped with a diagnostic.
+fn stat_all(out: &mut Discovery) {
+  let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4);
+  let per = out.files.len().div_ceil(threads).max(1);
+  let failures: Vec<(usize, String)> = std::thread::scope(|s| {
+    let handles: Vec<_> = out
+      .files
+      .chunks_mut(per)
+      .enumerate()
+      .map(|(c, part)| {
+        s.spawn(move || {
+          let mut failed = Vec::new();
+          for (i, f) in part.iter_mut().enumerate() {
+            match std::fs::symlink_metadata(&f.abs_path) {
+              Ok(m) => {
+                f.size = m.len();
+                f.mtime_ns = mtime_ns(&m);
+              }
+              Err(e) => failed.push((c * per + i, e.to_string())),
+            }
+          }
+          failed
+        })
+      })
+      .collect();
+    handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+  });
+  for (i, err) in failures.iter().rev() {
+    let f = out.files.remove(*i);
+    out.diagnostics.push(Diagnostic::error(
+      "frontmatter_parse_error",
+      &f.rel_path,
+      &format!("Failed to inspect knowledge path: {err}"),
+    ));
+  }
 }
 
 fn rel_string(p: &Path) -> String {
