@@ -125,18 +125,20 @@ pub fn vector_phase(
   current: Option<Generation>,
   res: &mut ReindexResult,
 ) -> Result<()> {
-  let unavailable = |res: &mut ReindexResult, e: &Error| {
+  // Missing models are a warning: the lexical index is up to date and recall degrades to it.
+  let unavailable = |res: &mut ReindexResult, e: &Error| -> Result<()> {
     res.warnings.push(IndexIssue::new(
       "vectors_unavailable",
       format!("vectors were not updated: {e}; recall uses the lexical index"),
     ));
+    Ok(())
   };
   // Identify the model from its manifest; it is only loaded when there is something to embed.
   let model = match models::resolve_embed_dir(&models::effective_config()).map(|d| models::ModelDir::open(&d))
   {
     Some(Ok(m)) => m.manifest,
-    Some(Err(e)) => return Ok(unavailable(res, &e)),
-    None => return Ok(unavailable(res, &Error::ModelUnavailable("no embedding model configured".into()))),
+    Some(Err(e)) => return unavailable(res, &e),
+    None => return unavailable(res, &Error::ModelUnavailable("no embedding model configured".into())),
   };
   let (model_id, dims) = (model.id.as_str(), model.dims);
   let mut gen = match current {
@@ -165,7 +167,7 @@ pub fn vector_phase(
   }
   let embedder = match models::embedder() {
     Ok(e) => e,
-    Err(e @ (Error::ModelUnavailable(_) | Error::RuntimeUnavailable(_))) => return Ok(unavailable(res, &e)),
+    Err(e @ (Error::ModelUnavailable(_) | Error::RuntimeUnavailable(_))) => return unavailable(res, &e),
     Err(e) => return Err(e),
   };
   // Compact when most stored rows are dead or superseded (one pass, before adding new rows).
