@@ -60,10 +60,10 @@ pub fn page_cosines(
   let mut owner: HashMap<u64, Vec<(String, String)>> = HashMap::new();
   for p in pages {
     if let Some(e) = snap.manifest.entries.get(p) {
-      for c in &e.chunks {
-        let k = chunk_key(&c.id);
+      for c in e.chunks.iter() {
+        let k = chunk_key(c);
         keys.insert(k);
-        owner.entry(k).or_default().push((p.clone(), c.id.clone()));
+        owner.entry(k).or_default().push((p.clone(), c.to_string()));
       }
     }
   }

@@ -46,8 +46,8 @@ impl GenData {
     self.chunk_pages.get_or_init(|| {
       let mut m: HashMap<u64, Vec<(String, String)>> = HashMap::new();
       for (id, e) in &self.manifest.entries {
-        for c in &e.chunks {
-          m.entry(chunk_key(&c.id)).or_default().push((id.clone(), c.id.clone()));
+        for c in e.chunks.iter() {
+          m.entry(chunk_key(c)).or_default().push((id.clone(), c.to_string()));
         }
       }
       m

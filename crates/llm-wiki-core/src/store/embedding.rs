@@ -52,7 +52,7 @@ fn chunk_texts(gen: &Generation, wanted: &HashSet<u64>, wiki: &std::path::Path) 
   let mut out = Vec::new();
   let mut seen = HashSet::new();
   for (id, entry) in &gen.manifest.entries {
-    if !entry.chunks.iter().any(|c| wanted.contains(&chunk_key(&c.id))) {
+    if !entry.chunks.keys().any(|k| wanted.contains(&k)) {
       continue;
     }
     let path = wiki.join(&entry.rel_path);

@@ -15,15 +15,38 @@ use crate::vault::{Diagnostic, PageMeta, Role};
 /// Version of the manifest file format.
 pub const MANIFEST_VERSION: u32 = 1;
 
-/// A chunk of a page as recorded in the manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ChunkRef {
-  pub id: String,
-  /// Section (lexical unit) containing the chunk.
-  pub section: u32,
-  pub line_start: u32,
-  pub line_end: u32,
+/// The chunk ids of a page, stored as one string of concatenated 16-hex-digit ids: a manifest
+/// of a large vault lists millions of chunks, and one string per page parses at memcpy speed
+/// where an array of objects would dominate every reindex and reader reload.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ChunkIds(String);
+
+/// Length of one chunk id.
+pub const CHUNK_ID_LEN: usize = 16;
+
+impl ChunkIds {
+  /// From ids in chunk order (each must be 16 hex digits).
+  pub fn from_ids<'a>(ids: impl IntoIterator<Item = &'a str>) -> Self {
+    ChunkIds(ids.into_iter().collect())
+  }
+  pub fn len(&self) -> usize {
+    self.0.len() / CHUNK_ID_LEN
+  }
+  pub fn is_empty(&self) -> bool {
+    self.0.is_empty()
+  }
+  /// Ids in chunk order.
+  pub fn iter(&self) -> impl Iterator<Item = &str> {
+    (0..self.len()).map(|i| &self.0[i * CHUNK_ID_LEN..(i + 1) * CHUNK_ID_LEN])
+  }
+  /// Numeric keys (see [`super::vectors::chunk_key`]).
+  pub fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+    self.iter().map(super::vectors::chunk_key)
+  }
+  fn valid(&self) -> bool {
+    self.0.len().is_multiple_of(CHUNK_ID_LEN) && self.0.bytes().all(|b| b.is_ascii_hexdigit())
+  }
 }
 
 /// What was indexed for one page.
@@ -40,7 +63,7 @@ pub struct ManifestEntry {
   pub meta: PageMeta,
   /// Number of section documents in the lexical index.
   pub sections: u32,
-  pub chunks: Vec<ChunkRef>,
+  pub chunks: ChunkIds,
 }
 
 /// A page file that was excluded (malformed, too large, unreadable) and why. Recorded so that a
@@ -107,7 +130,7 @@ impl Manifest {
 
   /// Numeric keys of every live chunk.
   pub fn chunk_keys(&self) -> std::collections::HashSet<u64> {
-    self.entries.values().flat_map(|e| e.chunks.iter().map(|c| super::vectors::chunk_key(&c.id))).collect()
+    self.entries.values().flat_map(|e| e.chunks.keys()).collect()
   }
 
   pub fn total_chunks(&self) -> u32 {
@@ -150,6 +173,9 @@ impl Manifest {
       }
       if e.content_hash.len() != 64 || !e.content_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
         return bad(format!("manifest entry '{id}' has a malformed content hash"));
+      }
+      if !e.chunks.valid() {
+        return bad(format!("manifest entry '{id}' has malformed chunk ids"));
       }
       if e.meta.page_type.trim().is_empty() {
         return bad(format!("manifest entry '{id}' has an empty type"));
@@ -194,7 +220,7 @@ mod tests {
       role: Role::Canonical,
       meta: PageMeta { title: "B".into(), page_type: "concept".into(), ..Default::default() },
       sections: 0,
-      chunks: vec![],
+      chunks: ChunkIds::default(),
     }
   }
 

@@ -17,7 +17,7 @@ use super::journal::{self, crash_point};
 use super::layout::{is_real_dir, GenDir, StoreLayout};
 use super::lexical::LexicalIndex;
 use super::lock;
-use super::manifest::{sha256_hex, ChunkRef, ExcludedEntry, Manifest, ManifestEntry};
+use super::manifest::{sha256_hex, ChunkIds, ExcludedEntry, Manifest, ManifestEntry};
 use super::state::{StateFile, StateModels};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
 use super::vectors::VectorManifest;
@@ -191,16 +191,7 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
         role: page.role,
         meta: page.meta.clone(),
         sections: chunks.sections.len() as u32,
-        chunks: chunks
-          .chunks
-          .iter()
-          .map(|c| ChunkRef {
-            id: c.id.clone(),
-            section: c.section,
-            line_start: c.line_start,
-            line_end: c.line_end,
-          })
-          .collect(),
+        chunks: ChunkIds::from_ids(chunks.chunks.iter().map(|c| c.id.as_str())),
       };
       Loaded::Changed { entry, chunks, is_new: prev.is_none(), page: Box::new(page) }
     }
