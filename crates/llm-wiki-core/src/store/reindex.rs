@@ -198,16 +198,72 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
   }
 }
 
-/// Load every page, in parallel batches, checking cancellation between batches.
-fn load_pages(files: &[PageFile], prior: Option<&Manifest>, opts: &ReindexOptions) -> Result<Vec<Loaded>> {
+/// Where a run writes: the lexical index of the target generation, with its writer opened on the
+/// first change (a run that changes nothing never takes tantivy's writer lock).
+struct Sink<'a> {
+  lexical: &'a LexicalIndex,
+  writer: Option<tantivy::IndexWriter>,
+  threads: usize,
+}
+
+impl Sink<'_> {
+  /// The index and its writer (opened now if needed).
+  fn writer(&mut self) -> Result<(&LexicalIndex, &tantivy::IndexWriter)> {
+    if self.writer.is_none() {
+      self.writer = Some(self.lexical.writer(self.threads)?);
+    }
+    Ok((self.lexical, self.writer.as_ref().expect("opened above")))
+  }
+
+  /// Drop uncommitted changes (cancel / failure): the last commit stays the visible state.
+  fn rollback(&mut self) {
+    if let Some(mut w) = self.writer.take() {
+      let _ = w.rollback();
+    }
+  }
+}
+
+/// What a scan of the pages decided (page contents are indexed as they stream past).
+struct Scan {
+  entries: BTreeMap<String, ManifestEntry>,
+  excluded: BTreeMap<String, ExcludedEntry>,
+  /// Pages added or re-indexed.
+  changed: usize,
+  removed: usize,
+  /// Only sizes/mtimes or the excluded set changed: a new manifest, no index change.
+  metadata_only: bool,
+}
+
+impl Scan {
+  fn nothing(&self) -> bool {
+    self.changed == 0 && self.removed == 0 && !self.metadata_only
+  }
+}
+
+/// Read every page in parallel batches and stream changed ones into the sink, so memory holds
+/// one batch of parsed pages at a time (a 100k-page vault never sits in memory at once).
+/// Cancellation is checked between batches.
+fn scan_pages(
+  files: &[PageFile],
+  prior: Option<&Manifest>,
+  opts: &ReindexOptions,
+  sink: &mut Sink,
+  res: &mut ReindexResult,
+) -> Result<Scan> {
   let trust_stat = opts.scope == Scope::Changed;
   let n_threads = threads(opts);
-  let mut out = Vec::with_capacity(files.len());
   let total = files.len() as u64;
+  let mut scan = Scan {
+    entries: BTreeMap::new(),
+    excluded: BTreeMap::new(),
+    changed: 0,
+    removed: 0,
+    metadata_only: false,
+  };
   for (b, batch) in files.chunks(BATCH * n_threads).enumerate() {
     opts.cancel.check()?;
     let per = batch.len().div_ceil(n_threads).max(1);
-    let parts: Vec<Vec<Loaded>> = std::thread::scope(|s| {
+    let loaded: Vec<Loaded> = std::thread::scope(|s| {
       let handles: Vec<_> = batch
         .chunks(per)
         .map(|part| {
@@ -216,15 +272,63 @@ fn load_pages(files: &[PageFile], prior: Option<&Manifest>, opts: &ReindexOption
           })
         })
         .collect();
-      handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+      handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     });
-    for p in parts {
-      out.extend(p);
+    for (file, l) in batch.iter().zip(loaded) {
+      let prev = prior.and_then(|m| m.entries.get(&file.id));
+      match l {
+        Loaded::Unchanged(e) => {
+          if prev.is_some_and(|p| p.size != e.size || p.mtime_ns != e.mtime_ns) {
+            scan.metadata_only = true;
+          }
+          res.documents.unchanged += 1;
+          scan.entries.insert(file.id.clone(), e);
+        }
+        Loaded::Changed { entry, chunks, is_new, page } => {
+          if is_new {
+            res.documents.indexed += 1;
+          } else {
+            res.documents.updated += 1;
+          }
+          let (lexical, w) = sink.writer()?;
+          if let Some(p) = prev {
+            lexical.delete_page(w, &file.id);
+            res.chunks.removed += p.chunks.len() as u32;
+          }
+          lexical.add_page(w, &file.id, &page.meta, &chunks)?;
+          res.chunks.added += chunks.chunks.len() as u32;
+          scan.changed += 1;
+          scan.entries.insert(file.id.clone(), entry);
+        }
+        Loaded::Invalid(d) => {
+          res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
+          let x = ExcludedEntry {
+            rel_path: file.rel_path.clone(),
+            size: file.size,
+            mtime_ns: file.mtime_ns,
+            diagnostic: d,
+          };
+          scan.excluded.insert(file.id.clone(), x);
+        }
+      }
     }
     let done = ((b + 1) * BATCH * n_threads).min(files.len()) as u64;
-    emit(opts, "mirror", "scanning pages", Some(done), Some(total));
+    emit(opts, "mirror", "scanning and indexing pages", Some(done), Some(total));
   }
-  Ok(out)
+  if let Some(m) = prior {
+    if m.excluded != scan.excluded {
+      scan.metadata_only = true;
+    }
+    let removed: Vec<&String> = m.entries.keys().filter(|k| !scan.entries.contains_key(*k)).collect();
+    for id in &removed {
+      let (lexical, w) = sink.writer()?;
+      lexical.delete_page(w, id);
+      res.chunks.removed += m.entries[*id].chunks.len() as u32;
+    }
+    scan.removed = removed.len();
+    res.documents.removed = removed.len() as u32;
+  }
+  Ok(scan)
 }
 
 /// The committed current generation, if it opens cleanly and matches this engine and vault.
@@ -248,67 +352,6 @@ fn next_full_generation(layout: &StoreLayout) -> u64 {
   max + 1
 }
 
-/// Everything a reindex decided, ready to be written.
-struct Plan {
-  entries: BTreeMap<String, ManifestEntry>,
-  excluded: BTreeMap<String, ExcludedEntry>,
-  changed: Vec<(String, Box<Page>, ChunkedPage)>,
-  removed: Vec<String>,
-  metadata_only: bool,
-}
-
-fn plan(
-  loaded: Vec<Loaded>,
-  files: &[PageFile],
-  prior: Option<&Manifest>,
-  counts: &mut DocumentCounts,
-  warnings: &mut Vec<IndexIssue>,
-) -> Plan {
-  let mut entries = BTreeMap::new();
-  let mut excluded = BTreeMap::new();
-  let mut changed = Vec::new();
-  let mut metadata_only = false;
-  for (file, l) in files.iter().zip(loaded) {
-    match l {
-      Loaded::Unchanged(e) => {
-        let prev = prior.and_then(|m| m.entries.get(&file.id));
-        if prev.is_some_and(|p| p.size != e.size || p.mtime_ns != e.mtime_ns) {
-          metadata_only = true;
-        }
-        counts.unchanged += 1;
-        entries.insert(file.id.clone(), e);
-      }
-      Loaded::Changed { entry, chunks, is_new, page } => {
-        if is_new {
-          counts.indexed += 1;
-        } else {
-          counts.updated += 1;
-        }
-        entries.insert(file.id.clone(), entry);
-        changed.push((file.id.clone(), page, chunks));
-      }
-      Loaded::Invalid(d) => {
-        warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
-        let x = ExcludedEntry {
-          rel_path: file.rel_path.clone(),
-          size: file.size,
-          mtime_ns: file.mtime_ns,
-          diagnostic: d,
-        };
-        excluded.insert(file.id.clone(), x);
-      }
-    }
-  }
-  if prior.is_some_and(|m| m.excluded != excluded) {
-    metadata_only = true;
-  }
-  let removed: Vec<String> = prior
-    .map(|m| m.entries.keys().filter(|k| !entries.contains_key(*k)).cloned().collect())
-    .unwrap_or_default();
-  counts.removed = removed.len() as u32;
-  Plan { entries, excluded, changed, removed, metadata_only }
-}
-
 /// Identity of the generation a write produces.
 struct GenTarget<'a> {
   vault_id: &'a str,
@@ -317,60 +360,42 @@ struct GenTarget<'a> {
   vectors: Option<&'a VectorManifest>,
 }
 
-/// Write `plan` into the lexical index of `dir` as generation `target.generation` and commit it.
-fn write_generation(
-  lexical: &LexicalIndex,
+/// Publish what the sink holds as generation `target.generation` of `dir`: the manifest is
+/// written first, then the single tantivy commit makes it visible.
+fn commit_generation(
+  sink: &mut Sink,
   dir: &GenDir,
-  plan: &Plan,
-  prior: Option<&Manifest>,
+  scan: Scan,
   target: GenTarget,
   opts: &ReindexOptions,
-  chunks: &mut ChunkCounts,
 ) -> Result<Manifest> {
-  let (vault_id, gen, vectors) = (target.vault_id, target.generation, target.vectors);
-  let mut writer = lexical.writer(threads(opts))?;
+  let gen = target.generation;
   let result = (|| {
-    for id in &plan.removed {
-      lexical.delete_page(&writer, id);
-      chunks.removed += prior.and_then(|m| m.entries.get(id)).map(|e| e.chunks.len() as u32).unwrap_or(0);
-    }
-    let total = plan.changed.len() as u64;
-    for (i, (id, page, page_chunks)) in plan.changed.iter().enumerate() {
-      if i % BATCH == 0 {
-        opts.cancel.check()?;
-        emit(opts, "lexical", "indexing pages", Some(i as u64), Some(total));
-      }
-      if let Some(prev) = prior.and_then(|m| m.entries.get(id)) {
-        lexical.delete_page(&writer, id);
-        chunks.removed += prev.chunks.len() as u32;
-      }
-      lexical.add_page(&writer, id, &page.meta, page_chunks)?;
-      chunks.added += page_chunks.chunks.len() as u32;
-    }
-    emit(opts, "lexical", "indexing pages", Some(total), Some(total));
-    lexical.set_generation(&writer, gen)?;
+    emit(opts, "lexical", "committing the index", None, None);
+    let (lexical, w) = sink.writer()?;
+    lexical.set_generation(w, gen)?;
     let manifest = Manifest {
       version: super::manifest::MANIFEST_VERSION,
-      vault_id: vault_id.to_string(),
+      vault_id: target.vault_id.to_string(),
       generation: gen,
       built_at_ms: now_ms(),
-      entries: plan.entries.clone(),
-      excluded: plan.excluded.clone(),
-      vectors: vectors.cloned(),
+      entries: scan.entries,
+      excluded: scan.excluded,
+      vectors: target.vectors.cloned(),
     };
-    // The manifest of generation `gen` exists before the commit that makes `gen` visible.
     manifest.save(&dir.manifest_file(gen))?;
     opts.cancel.check()?;
     crash_point("before-commit");
+    let writer = sink.writer.as_mut().expect("opened by set_generation");
     writer.prepare_commit()?.commit()?;
     crash_point("after-commit");
     Ok(manifest)
   })();
   if result.is_err() {
-    let _ = writer.rollback();
+    sink.rollback();
     let _ = std::fs::remove_file(dir.manifest_file(gen));
   }
-  result.inspect(|m| chunks.total = m.total_chunks())
+  result
 }
 
 /// Remove manifests older than the previous generation (readers may still hold `gen - 1`).
@@ -477,18 +502,26 @@ fn run_locked(
   }
   let force_lexical = opts.force && components.contains(&Component::Lexical);
   let current = if force_lexical { None } else { open_current(layout, &vault_id) };
-  let prior: Option<Arc<Manifest>> = current.as_ref().map(|g| g.manifest.clone());
-  let loaded = load_pages(&discovery.files, prior.as_deref(), opts).map_err(pre)?;
-  let mut counts = DocumentCounts::default();
-  let plan = plan(loaded, &discovery.files, prior.as_deref(), &mut counts, &mut res.warnings);
-  res.documents = counts;
-  opts.cancel.check().map_err(post)?;
+  opts.cancel.check().map_err(pre)?;
+  // Cancellation is not a failure of the store (no last-error.json); anything else after the
+  // scan started is.
+  let classify = |e: Error| if matches!(e, Error::Cancelled) { pre(e) } else { post(e) };
+  let threads = threads(opts);
 
   // The generation stays open for the vector phase when this run commits nothing.
   let unchanged: Option<Generation> = match current {
     Some(gen) => {
-      let nothing = plan.changed.is_empty() && plan.removed.is_empty() && !plan.metadata_only;
-      if nothing {
+      let prior = gen.manifest.clone();
+      let mut sink = Sink { lexical: &gen.lexical, writer: None, threads };
+      let scan = match scan_pages(&discovery.files, Some(&prior), opts, &mut sink, res) {
+        Ok(scan) => scan,
+        Err(e) => {
+          sink.rollback();
+          return Err(classify(e));
+        }
+      };
+      if scan.nothing() {
+        drop(sink);
         res.generation = gen.generation;
         res.chunks.total = gen.manifest.total_chunks();
         // Repair a state file left behind by a crash between commit and state write.
@@ -500,20 +533,10 @@ fn run_locked(
       } else {
         let next = gen.generation + 1;
         let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(new_store_id);
-        let manifest = write_generation(
-          &gen.lexical,
-          &gen.dir,
-          &plan,
-          prior.as_deref(),
-          GenTarget {
-            vault_id: &vault_id,
-            generation: next,
-            vectors: prior.as_deref().and_then(|m| m.vectors.as_ref()),
-          },
-          opts,
-          &mut res.chunks,
-        )
-        .map_err(|e| if matches!(e, Error::Cancelled) { pre(e) } else { post(e) })?;
+        let target = GenTarget { vault_id: &vault_id, generation: next, vectors: prior.vectors.as_ref() };
+        let manifest = commit_generation(&mut sink, &gen.dir, scan, target, opts).map_err(classify)?;
+        drop(sink);
+        res.chunks.total = manifest.total_chunks();
         write_state(&gen.dir, &manifest, &store_id).map_err(post)?;
         crash_point("after-state");
         gc_manifests(&gen.dir, next);
@@ -526,7 +549,7 @@ fn run_locked(
       res.full_rebuild = true;
       let staging_name = format!("staging-{}", uuid::Uuid::new_v4());
       let staging = layout.staging(&staging_name);
-      let built = (|| {
+      let mut built = || -> Result<()> {
         emit(opts, "copy", "building a fresh index in staging", None, None);
         let lexical = LexicalIndex::create(&staging.lexical_dir())?;
         let store_id = new_store_id();
@@ -538,15 +561,13 @@ fn run_locked(
           super::embedding::carry_vectors(layout, &staging, &vault_id)
         };
         let first_gen = next_full_generation(layout);
-        let manifest = write_generation(
-          &lexical,
-          &staging,
-          &plan,
-          None,
-          GenTarget { vault_id: &vault_id, generation: first_gen, vectors: carried.as_ref() },
-          opts,
-          &mut res.chunks,
-        )?;
+        let mut sink = Sink { lexical: &lexical, writer: None, threads };
+        let scan =
+          scan_pages(&discovery.files, None, opts, &mut sink, res).inspect_err(|_| sink.rollback())?;
+        let target = GenTarget { vault_id: &vault_id, generation: first_gen, vectors: carried.as_ref() };
+        let manifest = commit_generation(&mut sink, &staging, scan, target, opts)?;
+        drop(sink);
+        res.chunks.total = manifest.total_chunks();
         write_state(&staging, &manifest, &store_id)?;
         drop(lexical);
         emit(opts, "validate", "validating the new index", None, None);
@@ -559,10 +580,10 @@ fn run_locked(
         })?;
         super::bump_epoch(&layout.dir);
         Ok(())
-      })();
-      if let Err(e) = built {
+      };
+      if let Err(e) = built() {
         let _ = remove_dir_all_if_exists(&staging.dir);
-        return Err(if matches!(e, Error::Cancelled) { pre(e) } else { post(e) });
+        return Err(classify(e));
       }
       res.generation = next_full_generation(layout).saturating_sub(1);
       None
