@@ -7,10 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{Error, Result};
+use crate::eval::bench::{
+  parse_modes, run_precision, run_scale, run_set_bench, stderr_log, BenchCommon, ScaleOptions,
+  SetBenchOptions,
+};
 use crate::eval::trec::{write_run, RunLine};
 use crate::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
 use crate::store::{read_index_status, reindex_vault, Component, Progress, ReindexOptions, Scope};
@@ -83,6 +87,118 @@ enum Command {
     #[arg(long, default_value = "llm-wiki")]
     tag: String,
   },
+  /// Benchmark an evaluation set (BEIR-style directory or the pi fixture), or run the
+  /// `precision` / `scale` suites. Writes TREC runs, metrics JSON and Markdown under --out.
+  Bench(BenchArgs),
+}
+
+/// `bench <SOURCE>` or `bench precision|scale ...`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct BenchArgs {
+  #[command(subcommand)]
+  suite: Option<BenchSuite>,
+  /// A BEIR-style directory (vault/ of flat <docid>.md pages, queries.jsonl, qrels.tsv) or the pi
+  /// fixture.json (or its directory; its sibling vault/ is used).
+  #[arg(required = true)]
+  source: Option<PathBuf>,
+  /// Set name used in output file names (default: `pi`, or the directory name).
+  #[arg(long)]
+  set: Option<String>,
+  /// The pi heuristic's per-query runs (default: baseline-runs.json next to the fixture).
+  #[arg(long)]
+  baseline: Option<PathBuf>,
+  /// Depth of the ranked lists.
+  #[arg(long, default_value_t = crate::eval::bench::DEFAULT_DEPTH)]
+  depth: usize,
+  #[command(flatten)]
+  common: BenchCommonArgs,
+}
+
+#[derive(Args, Debug)]
+struct BenchCommonArgs {
+  /// Comma-separated retrieval modes (lexical, hybrid, adaptive, quality; `all`).
+  #[arg(long, default_value = "lexical,hybrid,adaptive,quality")]
+  modes: String,
+  /// Output directory.
+  #[arg(long, default_value = "bench-results")]
+  out: PathBuf,
+  /// Keep the temporary vault copies (their paths are printed).
+  #[arg(long)]
+  keep_temp: bool,
+  /// Where temporary vaults are created (default: the system temp directory).
+  #[arg(long, value_name = "DIR")]
+  temp_dir: Option<PathBuf>,
+}
+
+impl BenchCommonArgs {
+  fn common(&self) -> Result<BenchCommon> {
+    Ok(BenchCommon {
+      modes: parse_modes(&self.modes)?,
+      out: self.out.clone(),
+      keep_temp: self.keep_temp,
+      temp_root: self.temp_dir.clone(),
+      log: stderr_log(),
+    })
+  }
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchSuite {
+  /// Automatic-recall precision: cross-collection negatives vs. hit rate on positives.
+  Precision {
+    /// The pi fixture.json (its sibling vault/ is used).
+    #[arg(long)]
+    pi: PathBuf,
+    /// A BEIR-style directory (e.g. SciFact).
+    #[arg(long)]
+    beir: PathBuf,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
+  /// Scale: a deterministic synthetic vault of N pages.
+  Scale {
+    /// Pages of the synthetic vault.
+    #[arg(long)]
+    pages: usize,
+    /// Embed a separate M-page vault of the same generator instead of all N pages.
+    #[arg(long, value_name = "M")]
+    vector_sample: Option<usize>,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Synthetic queries per vault.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
+}
+
+fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
+  let started = Instant::now();
+  let output = match args.suite {
+    Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
+    Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
+      run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?
+    }
+    None => {
+      let source = args.source.ok_or_else(|| Error::invalid("bench needs a SOURCE"))?;
+      let opts = SetBenchOptions {
+        common: args.common.common()?,
+        set: args.set,
+        baseline: args.baseline,
+        depth: args.depth,
+      };
+      run_set_bench(&source, &opts)?
+    }
+  };
+  writeln!(out, "{}", output.markdown).ok();
+  for f in &output.files {
+    writeln!(out, "wrote {}", f.display()).ok();
+  }
+  writeln!(out, "bench finished in {:.1} s", started.elapsed().as_secs_f64()).ok();
+  Ok(())
 }
 
 fn parse_components(names: &[String]) -> Result<Vec<Component>> {
@@ -278,6 +394,7 @@ fn execute(cli: Cli) -> Result<()> {
       )
       .ok();
     }
+    Command::Bench(args) => run_bench(args, &mut out)?,
   }
   Ok(())
 }

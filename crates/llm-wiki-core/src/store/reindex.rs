@@ -253,6 +253,7 @@ fn scan_pages(
   let trust_stat = opts.scope == Scope::Changed;
   let n_threads = threads(opts);
   let total = files.len() as u64;
+  emit(opts, "mirror", "comparing pages with the index", Some(0), Some(total));
   let mut scan = Scan {
     entries: BTreeMap::new(),
     excluded: BTreeMap::new(),
@@ -313,7 +314,7 @@ fn scan_pages(
       }
     }
     let done = ((b + 1) * BATCH * n_threads).min(files.len()) as u64;
-    emit(opts, "mirror", "scanning and indexing pages", Some(done), Some(total));
+    emit(opts, "lexical", "indexing pages", Some(done), Some(total));
   }
   if let Some(m) = prior {
     if m.excluded != scan.excluded {
@@ -371,7 +372,6 @@ fn commit_generation(
 ) -> Result<Manifest> {
   let gen = target.generation;
   let result = (|| {
-    emit(opts, "lexical", "committing the index", None, None);
     let (lexical, w) = sink.writer()?;
     lexical.set_generation(w, gen)?;
     let manifest = Manifest {
