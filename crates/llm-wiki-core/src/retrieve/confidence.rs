@@ -32,9 +32,28 @@ pub fn coverage(weights: &[f64], matched: &[bool]) -> f64 {
   weights.iter().zip(matched).filter(|(_, m)| **m).map(|(w, _)| w).sum::<f64>() / total
 }
 
-/// Lexical confidence from coverage and whether the page is an exact identity match.
-pub fn lexical_confidence(coverage: f64, exact: bool) -> f64 {
-  let c = coverage.clamp(0.0, 1.0);
+/// tantivy's BM25 `k1`: a term's contribution approaches `idf × (k1 + 1)` as its frequency grows.
+pub const BM25_K1: f64 = 1.2;
+/// Strength at which the lexical evidence counts in full (below it, coverage is scaled down).
+pub const FULL_STRENGTH: f64 = 0.5;
+
+/// BM25 of the page relative to the query's own maximum `Σ idf × (k1 + 1)` — what a page
+/// matching every query term at saturating frequency would score. One passing mention of each
+/// term in an average-length section gives ≈ 0.45; repeated, titled or concentrated terms more.
+pub fn bm25_strength(bm25: f64, weights: &[f64]) -> f64 {
+  let max = weights.iter().sum::<f64>() * (BM25_K1 + 1.0);
+  if max > 0.0 {
+    (bm25 / max).clamp(0.0, 1.0)
+  } else {
+    0.0
+  }
+}
+
+/// Lexical confidence: IDF-weighted coverage, scaled down when the matches are only passing
+/// mentions (strength below [`FULL_STRENGTH`]); an exact identity match is at least
+/// [`EXACT_MATCH_CONFIDENCE`].
+pub fn lexical_confidence(coverage: f64, strength: f64, exact: bool) -> f64 {
+  let c = (coverage * (strength / FULL_STRENGTH).min(1.0)).clamp(0.0, 1.0);
   if exact {
     c.max(EXACT_MATCH_CONFIDENCE)
   } else {
@@ -132,8 +151,13 @@ mod tests {
 
   #[test]
   fn confidence_and_floors() {
-    assert_eq!(lexical_confidence(0.2, true), EXACT_MATCH_CONFIDENCE);
-    assert_eq!(lexical_confidence(1.3, false), 1.0);
+    assert_eq!(lexical_confidence(0.2, 0.1, true), EXACT_MATCH_CONFIDENCE);
+    assert_eq!(lexical_confidence(1.3, 0.9, false), 1.0);
+    // Full coverage by passing mentions only counts partly.
+    assert!((lexical_confidence(1.0, 0.25, false) - 0.5).abs() < 1e-12);
+    assert!((bm25_strength(2.2, &[1.0]) - 1.0).abs() < 1e-12);
+    assert!((bm25_strength(1.1, &[0.5, 0.5]) - 0.5).abs() < 1e-12);
+    assert_eq!(bm25_strength(1.0, &[]), 0.0);
     assert!(final_score(0.48, 1.05) >= AUTOMATIC_FLOOR);
     assert!(final_score(0.48, 0.98) < AUTOMATIC_FLOOR);
     assert_eq!(final_score(0.99, 1.1), 1.0);

@@ -65,7 +65,7 @@ pub fn fuse_layers<T>(layers: Vec<Vec<LayerItem<T>>>) -> Vec<Fused<T>> {
   fused
 }
 
-/// Plain RRF of several ranked id lists (k = 60); ids in first-seen order break ties.
+/// Plain RRF of several ranked id lists (k = 60); equal scores are ordered by id.
 pub fn rrf(lists: &[Vec<String>]) -> Vec<(String, f64)> {
   let mut scores: Vec<(String, f64)> = Vec::new();
   let mut index = std::collections::HashMap::new();
@@ -78,7 +78,7 @@ pub fn rrf(lists: &[Vec<String>]) -> Vec<(String, f64)> {
       scores[i].1 += reciprocal_rank(rank);
     }
   }
-  scores.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
+  scores.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
   scores
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use tantivy::DocAddress;
 
-use super::confidence::{coverage, idf, lexical_confidence};
+use super::confidence::{bm25_strength, coverage, idf, lexical_confidence};
 use super::engine::Snapshot;
 use super::query::identity_key;
 use crate::analysis::{analyze, wiki_analyzer};
@@ -98,7 +98,11 @@ pub fn lexical_candidates(
   let mut ranking: Vec<(String, f32)> = terms.iter().map(|t| (t.clone(), 1.0)).collect();
   ranking.extend(expansion.iter().filter(|(t, _)| !terms.contains(t)).cloned());
   // Several sections of one page can outrank other pages: fetch more sections than pages.
-  let hits = lex.search_weighted(searcher, &ranking, (limit * 3).max(30))?;
+  let mut hits = lex.search_weighted(searcher, &ranking, (limit * 3).max(30))?;
+  // Equal scores are ordered by page id: document order inside tantivy depends on how indexing
+  // threads split the work, and rankings must not change between identical builds.
+  let id_of = |k: u64| snap.keys.get(&k).map(String::as_str).unwrap_or("");
+  hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| id_of(a.page_key).cmp(id_of(b.page_key))));
   let n = lex.kind_count(searcher, "section")?;
   let weights: Vec<f64> =
     terms.iter().map(|t| lex.doc_freq(searcher, t).map(|df| idf(df, n))).collect::<Result<_>>()?;
@@ -145,7 +149,7 @@ pub fn lexical_candidates(
       bm25,
       best_section: best,
       coverage: cov,
-      confidence: lexical_confidence(cov, exact.is_some()),
+      confidence: lexical_confidence(cov, bm25_strength(bm25 as f64, &weights), exact.is_some()),
       exact,
       matched_fields,
       matched_terms: matched.iter().filter(|m| **m).count(),
