@@ -300,6 +300,13 @@ export interface RecallWikiOptions {
    * ranking is kept with a `reranker_timeout` diagnostic.
    */
   rerankTimeoutMs?: number
+  /**
+   * Quality mode without a cross-encoder: rescore the top 20 candidates by their best
+   * two-sentence window's embedding (default false: it measured below the fused ranking on
+   * SciFact and the pi benchmark, and costs about a second per query on 2 cores). Shares the
+   * `rerankTimeoutMs` budget.
+   */
+  sentenceRescore?: boolean
 }
 
 /** `onProgress` payload of `reindexWiki`: the vault root and its progress. */

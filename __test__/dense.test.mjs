@@ -242,6 +242,26 @@ describe('fallbacks (design error table)', () => {
     assert.ok(timedOut.results.every((r) => !r.matchReasons.some((m) => m.startsWith('cross-encoder'))))
   })
 
+  test('sentence-window rescoring is opt-in, reorders only with a budget, and a timeout keeps the fused list', async (t) => {
+    useModels()
+    const { paths } = await vectorVault(t)
+    const q = 'which copy restored the photos after the disk failed'
+    const plain = await addon.recallWiki(paths, q, { policy: EXPLICIT, mode: 'quality' })
+    assert.ok(plain.trace.some((x) => x.includes('ranking by expanded fusion')), plain.trace.join('\n'))
+    assert.ok(plain.results.every((r) => !r.matchReasons.some((m) => m.startsWith('sentence window'))))
+    const rescored = await addon.recallWiki(paths, q, { policy: EXPLICIT, mode: 'quality', sentenceRescore: true })
+    assert.equal(rescored.mode, 'quality')
+    assert.ok(rescored.trace.some((x) => x.includes('sentence windows rescored')), rescored.trace.join('\n'))
+    assert.ok(rescored.results.some((r) => r.matchReasons.some((m) => /^sentence window cosine 0\.\d{3}$/.test(m))))
+    // Same pages, possibly reordered; confidence is the first stage's (absolute, not the window max).
+    assert.deepEqual(rescored.results.map((r) => r.id).sort(), plain.results.map((r) => r.id).sort())
+    const conf = Object.fromEntries(plain.results.map((r) => [r.id, r.confidence]))
+    for (const r of rescored.results) assert.equal(r.confidence, conf[r.id])
+    const timedOut = await addon.recallWiki(paths, q, { policy: EXPLICIT, mode: 'quality', sentenceRescore: true, rerankTimeoutMs: 0 })
+    assert.ok(timedOut.diagnostics.some((d) => d.code === 'reranker_timeout'), JSON.stringify(timedOut.diagnostics))
+    assert.deepEqual(timedOut.results.map((r) => r.id), plain.results.map((r) => r.id))
+  })
+
   test('cancel during embedding keeps finished batches and the lexical index', async (t) => {
     useModels()
     const root = tmpDir(t)

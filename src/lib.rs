@@ -159,6 +159,7 @@ pub fn recall_wiki(
       o => Err(invalid(format!("subquery type must be lex | vec, got {o:?}"))),
     })
     .collect();
+  let sentence_rescore = opts.sentence_rescore.unwrap_or(false);
   let rerank_timeout = opts.rerank_timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64));
   let policy = core_retrieve::RecallPolicy {
     include_personal: opts.policy.include_personal,
@@ -175,6 +176,7 @@ pub fn recall_wiki(
     if let Some(t) = rerank_timeout {
       recall_opts.rerank_timeout = t;
     }
+    recall_opts.sentence_rescore = sentence_rescore;
     let mut response = core_retrieve::recall_wiki(&paths, &raw_query, &recall_opts).map_err(core_err)?;
     response.diagnostics.splice(0..0, config_diagnostics);
     Ok(RecallResponse::from(response))

@@ -71,6 +71,9 @@ enum Command {
     /// Show confidence, match reasons and the trace.
     #[arg(long)]
     explain: bool,
+    /// Quality mode without a cross-encoder: rescore by sentence windows (opt-in).
+    #[arg(long)]
+    sentence_rescore: bool,
   },
   /// Run every query of a JSONL file ({"id","text"} per line) and write a TREC run.
   Run {
@@ -86,6 +89,9 @@ enum Command {
     /// Run tag (last TREC column).
     #[arg(long, default_value = "llm-wiki")]
     tag: String,
+    /// Quality mode without a cross-encoder: rescore by sentence windows (opt-in).
+    #[arg(long)]
+    sentence_rescore: bool,
   },
   /// Benchmark an evaluation set (BEIR-style directory or the pi fixture), or run the
   /// `precision` / `scale` suites. Writes TREC runs, metrics JSON and Markdown under --out.
@@ -129,6 +135,9 @@ struct BenchCommonArgs {
   /// Where temporary vaults are created (default: the system temp directory).
   #[arg(long, value_name = "DIR")]
   temp_dir: Option<PathBuf>,
+  /// Quality mode without a cross-encoder: rescore by sentence windows (the opt-in ablation).
+  #[arg(long)]
+  sentence_rescore: bool,
 }
 
 impl BenchCommonArgs {
@@ -138,6 +147,7 @@ impl BenchCommonArgs {
       out: self.out.clone(),
       keep_temp: self.keep_temp,
       temp_root: self.temp_dir.clone(),
+      sentence_rescore: self.sentence_rescore,
       log: stderr_log(),
     })
   }
@@ -315,10 +325,11 @@ fn execute(cli: Cli) -> Result<()> {
         }
       }
     }
-    Command::Recall { vault, query, mode, max, auto, json, explain } => {
+    Command::Recall { vault, query, mode, max, auto, json, explain, sentence_rescore } => {
       let paths = vault_paths(&vault)?;
       let policy = if auto { RecallPolicy::automatic() } else { RecallPolicy::explicit(max) };
-      let opts = RecallOptions::new(policy, RetrievalMode::parse(&mode)?);
+      let opts =
+        RecallOptions { sentence_rescore, ..RecallOptions::new(policy, RetrievalMode::parse(&mode)?) };
       let started = Instant::now();
       let r = recall_wiki(&paths, &query, &opts)?;
       let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -365,12 +376,13 @@ fn execute(cli: Cli) -> Result<()> {
         }
       }
     }
-    Command::Run { vault, queries, out: out_path, mode, depth, tag } => {
+    Command::Run { vault, queries, out: out_path, mode, depth, tag, sentence_rescore } => {
       let paths = vault_paths(&vault)?;
       let queries = read_queries(&queries)?;
       let policy =
         RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: depth, max_results: depth };
-      let opts = RecallOptions::new(policy, RetrievalMode::parse(&mode)?);
+      let opts =
+        RecallOptions { sentence_rescore, ..RecallOptions::new(policy, RetrievalMode::parse(&mode)?) };
       let mut lines = Vec::new();
       let mut times = Vec::with_capacity(queries.len());
       for (qid, text) in &queries {

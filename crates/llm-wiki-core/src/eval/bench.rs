@@ -114,6 +114,8 @@ pub struct BenchCommon {
   pub keep_temp: bool,
   /// Where temporary vaults go (default: the system temp directory).
   pub temp_root: Option<PathBuf>,
+  /// Quality mode rescoring by sentence windows (the opt-in ablation).
+  pub sentence_rescore: bool,
   pub log: Log,
 }
 
@@ -125,8 +127,14 @@ impl BenchCommon {
       out: out.into(),
       keep_temp: false,
       temp_root: None,
+      sentence_rescore: false,
       log: stderr_log(),
     }
+  }
+
+  /// Recall options of a benchmark pass.
+  fn recall_options(&self, policy: RecallPolicy, mode: RetrievalMode) -> RecallOptions {
+    RecallOptions { sentence_rescore: self.sentence_rescore, ..RecallOptions::new(policy, mode) }
   }
 
   fn say(&self, msg: impl AsRef<str>) {
@@ -1031,8 +1039,8 @@ fn run_queries(
   with_auto: bool,
   common: &BenchCommon,
 ) -> Result<ModeRun> {
-  let ranked_opts = RecallOptions::new(ranked_policy(depth), mode);
-  let auto_opts = RecallOptions::new(RecallPolicy::automatic(), mode);
+  let ranked_opts = common.recall_options(ranked_policy(depth), mode);
+  let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
   let started = Instant::now();
   reset_peak_rss();
   let start_rss = current_rss_bytes();
@@ -2162,10 +2170,10 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
   let mut per_mode = Map::new();
   let mut md_rows: Vec<Vec<String>> = Vec::new();
   for &mode in &common.modes {
-    let auto_opts = RecallOptions::new(RecallPolicy::automatic(), mode);
+    let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
     // The automatic policy without its floor and with 10 results: the same per-vault candidates.
     let top_policy = RecallPolicy { min_score: 0.0, max_results: 10, ..RecallPolicy::automatic() };
-    let top_opts = RecallOptions::new(top_policy, mode);
+    let top_opts = common.recall_options(top_policy, mode);
     let mut groups: BTreeMap<String, InjectionStats> = BTreeMap::new();
     let mut mismatches: Vec<String> = Vec::new();
     let mut non_prefix: Vec<String> = Vec::new();

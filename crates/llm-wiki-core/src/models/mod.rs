@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-pub use embed::{Embedder, TextKind};
+pub use embed::{Embedder, TextKind, EMBED_BATCH};
 pub use manifest::{ModelDir, ModelManifest};
 pub use rerank::CrossEncoder;
 

@@ -67,15 +67,21 @@ pub fn fuse_layers<T>(layers: Vec<Vec<LayerItem<T>>>) -> Vec<Fused<T>> {
 
 /// Plain RRF of several ranked id lists (k = 60); equal scores are ordered by id.
 pub fn rrf(lists: &[Vec<String>]) -> Vec<(String, f64)> {
+  let weighted: Vec<(&[String], f64)> = lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
+  weighted_rrf(&weighted)
+}
+
+/// RRF with a weight per list: `Σ weight / (60 + rank)`; ties by page id.
+pub fn weighted_rrf(lists: &[(&[String], f64)]) -> Vec<(String, f64)> {
   let mut scores: Vec<(String, f64)> = Vec::new();
   let mut index = std::collections::HashMap::new();
-  for list in lists {
+  for (list, weight) in lists {
     for (rank, id) in list.iter().enumerate() {
       let i = *index.entry(id.clone()).or_insert_with(|| {
         scores.push((id.clone(), 0.0));
         scores.len() - 1
       });
-      scores[i].1 += reciprocal_rank(rank);
+      scores[i].1 += weight * reciprocal_rank(rank);
     }
   }
   scores.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -127,5 +133,14 @@ mod tests {
     let r = rrf(&[vec!["a".into(), "b".into()], vec!["b".into(), "c".into()]]);
     assert_eq!(r[0].0, "b");
     assert!((r[0].1 - (1.0 / 61.0 + 1.0 / 60.0)).abs() < 1e-12);
+  }
+
+  #[test]
+  fn weighted_rrf_lets_the_heavier_list_win() {
+    let first: Vec<String> = vec!["a".into(), "b".into()];
+    let second: Vec<String> = vec!["b".into(), "a".into()];
+    let r = weighted_rrf(&[(first.as_slice(), 2.0), (second.as_slice(), 1.0)]);
+    assert_eq!(r[0].0, "a");
+    assert!((r[0].1 - (2.0 / 60.0 + 1.0 / 61.0)).abs() < 1e-12);
   }
 }

@@ -8,6 +8,7 @@ pub mod lexical;
 pub mod modes;
 pub mod query;
 pub mod recall;
+pub mod rescore;
 
 pub use modes::{RetrievalMode, SubQuery};
 pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult};

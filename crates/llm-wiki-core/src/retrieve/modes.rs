@@ -8,6 +8,7 @@
 //! | adaptive | hybrid; quality when uncertain (margin, overlap, question…)  | lexical; keeps hybrid |
 //! | quality  | hybrid + PRF expansion (RM3 lexical, Rocchio dense), ≤ 40     | hybrid, then lexical  |
 //! |          | candidates rescored by the cross-encoder when configured     |                       |
+//! |          | (or, opt-in, by sentence-window embeddings)                   |                       |
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use super::engine::Snapshot;
 use super::fusion::rrf;
 use super::lexical::{exact_match, lexical_candidates, ExactMatch, LexicalCandidate};
 use super::query::interrogative_prefix;
+use super::rescore;
 use crate::analysis::{analyze, wiki_analyzer};
 use crate::error::{Error, Result};
 use crate::models::{self, Embedder};
@@ -113,6 +115,8 @@ pub struct ModeContext<'a> {
   pub limit: usize,
   pub intent: Option<String>,
   pub rerank_timeout: Duration,
+  /// Quality without a cross-encoder: rescore by sentence windows (opt-in; see `rescore`).
+  pub sentence_rescore: bool,
   pub cancel: &'a CancelFlag,
 }
 
@@ -456,6 +460,7 @@ fn quality(
     limit: n.max(ctx.limit),
     intent: ctx.intent.clone(),
     rerank_timeout: ctx.rerank_timeout,
+    sentence_rescore: ctx.sentence_rescore,
     cancel: ctx.cancel,
   };
   let mut hits = fuse_hits(&sub, dense, pool, &lists.lexical, &lists.dense, &lists.query_vec);
@@ -468,62 +473,31 @@ fn quality(
     added.min(hits.len()),
     started.elapsed().as_secs_f64() * 1000.0
   ));
-  match models::cross_encoder() {
-    Ok(None) => trace.push("quality: no cross-encoder configured; ranking by expanded fusion".into()),
+  let outcome = match models::cross_encoder() {
+    Ok(Some(ce)) => rescore::cross_encoder(ctx, &ce, &mut hits, n, trace).err().map(|e| ("reranker", e)),
+    Ok(None) if ctx.sentence_rescore => {
+      trace.push("quality: no cross-encoder configured; rescoring by sentence windows".into());
+      rescore::sentence_windows(ctx, &dense.embedder, &lists.query_vec, &mut hits, trace)
+        .err()
+        .map(|e| ("sentence rescoring", e))
+    }
+    Ok(None) => {
+      trace.push("quality: no cross-encoder configured; ranking by expanded fusion".into());
+      None
+    }
     Err(e) => {
       diags.push(("reranker_unavailable", format!("cross-encoder unavailable: {e}; kept the fused ranking")));
       trace.push("quality: cross-encoder failed to load; kept the fused ranking".into());
+      None
     }
-    Ok(Some(ce)) => {
-      let rstarted = Instant::now();
-      let lex = &ctx.snap.reader.lexical;
-      let pool = hits.len().min(n);
-      let mut passages = Vec::with_capacity(pool);
-      for h in &hits[..pool] {
-        let addr = match h.chunk {
-          Some(a) => Some(a),
-          None => lex.best_chunk(&ctx.snap.searcher, &h.page_id, ctx.terms)?,
-        };
-        let text = match addr {
-          Some(a) => {
-            let c = lex.chunk_doc(&ctx.snap.searcher, a)?;
-            let title =
-              ctx.snap.manifest.entries.get(&h.page_id).map(|e| e.meta.title.clone()).unwrap_or_default();
-            format!("{title}\n{}", c.source)
-          }
-          None => String::new(),
-        };
-        passages.push(text);
-      }
-      let rerank_query = match &ctx.intent {
-        Some(i) => format!("{i}\n\n{}", ctx.query),
-        None => ctx.query.to_string(),
-      };
-      match ce.score(&rerank_query, &passages, Some(rstarted + ctx.rerank_timeout)) {
-        Ok(scores) => {
-          for (h, s) in hits.iter_mut().zip(&scores) {
-            h.confidence = if h.exact.is_some() { h.confidence.max(*s as f64) } else { *s as f64 };
-            h.engine_score = *s as f64;
-            h.reasons.push(format!("cross-encoder {}: {:.3}", ce.id(), s));
-          }
-          // Only the pool is reordered; the stable sort keeps the fused order among ties.
-          hits[..pool].sort_by(|a, b| b.engine_score.total_cmp(&a.engine_score));
-          for (i, h) in hits.iter_mut().enumerate() {
-            h.rank = i;
-          }
-          trace.push(format!(
-            "quality: cross-encoder rescored {} pairs ({:.1} ms)",
-            scores.len(),
-            rstarted.elapsed().as_secs_f64() * 1000.0
-          ));
-        }
-        Err(e) => {
-          let code = if matches!(e, Error::Timeout(_)) { "reranker_timeout" } else { "reranker_failed" };
-          diags.push((code, format!("{e}; kept the fused ranking")));
-          trace.push(format!("quality: {code}; kept the fused ranking"));
-        }
-      }
+  };
+  if let Some((stage, e)) = outcome {
+    if matches!(e, Error::Cancelled) {
+      return Err(e);
     }
+    let code = if matches!(e, Error::Timeout(_)) { "reranker_timeout" } else { "reranker_failed" };
+    diags.push((code, format!("{stage}: {e}; kept the fused ranking")));
+    trace.push(format!("quality: {code}; kept the fused ranking"));
   }
   hits.truncate(ctx.limit);
   Ok(hits)

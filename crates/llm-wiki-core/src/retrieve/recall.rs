@@ -75,6 +75,10 @@ pub struct RecallOptions {
   pub subqueries: Vec<SubQuery>,
   /// Time budget of the cross-encoder (the fused ranking is kept when it runs out).
   pub rerank_timeout: Duration,
+  /// Quality mode without a cross-encoder: rescore the top of the pool by sentence-window
+  /// embeddings. Off by default: it measured below the fused ranking on SciFact and the pi
+  /// fixture (docs/BENCHMARKS.md) and costs about a second per query on 2 cores.
+  pub sentence_rescore: bool,
 }
 
 /// Default cross-encoder time budget.
@@ -89,6 +93,7 @@ impl RecallOptions {
       cancel: CancelFlag::new(),
       subqueries: Vec::new(),
       rerank_timeout: DEFAULT_RERANK_TIMEOUT,
+      sentence_rescore: false,
     }
   }
 }
@@ -228,6 +233,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       limit: opts.policy.max_per_vault,
       intent,
       rerank_timeout: opts.rerank_timeout,
+      sentence_rescore: opts.sentence_rescore,
       cancel: &opts.cancel,
     };
     let outcome = run_mode(&ctx, opts.mode, &mut trace)?;
