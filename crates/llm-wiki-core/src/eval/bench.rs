@@ -477,7 +477,7 @@ pub fn latency(samples: &[f64]) -> Latency {
   let mut s = samples.to_vec();
   s.sort_by(|a, b| a.total_cmp(b));
   let n = s.len();
-  let pct = |p: f64| s[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+  let pct = |p: f64| nearest_rank(&s, p);
   Latency {
     samples: n,
     p50_ms: r3(pct(0.50)),
@@ -485,6 +485,33 @@ pub fn latency(samples: &[f64]) -> Latency {
     max_ms: r3(s[n - 1]),
     mean_ms: r3(s.iter().sum::<f64>() / n as f64),
   }
+}
+
+/// Nearest-rank percentile `p` ∈ (0, 1] of ascending, non-empty `sorted`.
+fn nearest_rank(sorted: &[f64], p: f64) -> f64 {
+  let n = sorted.len();
+  sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1]
+}
+
+/// Distribution of top-1 scores of one query group: nearest-rank percentiles and the share at or
+/// above the automatic floor.
+fn score_distribution(values: &[f64], floor: f64) -> Value {
+  if values.is_empty() {
+    return json!({"queries": 0});
+  }
+  let mut s = values.to_vec();
+  s.sort_by(|a, b| a.total_cmp(b));
+  let at_floor = s.iter().filter(|v| **v >= floor).count();
+  json!({
+    "queries": s.len(),
+    "p5": r3(nearest_rank(&s, 0.05)),
+    "p25": r3(nearest_rank(&s, 0.25)),
+    "p50": r3(nearest_rank(&s, 0.50)),
+    "p75": r3(nearest_rank(&s, 0.75)),
+    "p95": r3(nearest_rank(&s, 0.95)),
+    "max": r3(s[s.len() - 1]),
+    "atOrAboveFloor": at_floor,
+  })
 }
 
 /// A progress sink that logs at most every 20 s (plus each stage's first event).
@@ -2169,6 +2196,7 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
   let mut calibration: Vec<Value> = Vec::new();
   let mut per_mode = Map::new();
   let mut md_rows: Vec<Vec<String>> = Vec::new();
+  let mut dist_rows: Vec<Vec<String>> = Vec::new();
   for &mode in &common.modes {
     let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
     // The automatic policy without its floor and with 10 results: the same per-vault candidates.
@@ -2177,6 +2205,8 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
     let mut groups: BTreeMap<String, InjectionStats> = BTreeMap::new();
     let mut mismatches: Vec<String> = Vec::new();
     let mut non_prefix: Vec<String> = Vec::new();
+    // Top-1 score (what the floor compares) per group: negatives pooled, positives per set.
+    let mut top1: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     let started = Instant::now();
     for probe in &probes {
       common.say(format!(
@@ -2222,6 +2252,12 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
           (key, _) => key.to_string(),
         };
         groups.entry(group.clone()).or_default().add(injected, (!is_negative).then_some(hit), auto.used);
+        let top1_group = match (is_negative, probe.key) {
+          (true, _) => "negatives (pooled)",
+          (false, "piOnPi") => "pi positives",
+          (false, _) => "beir positives",
+        };
+        top1.entry(top1_group).or_default().push(top.top.first().map_or(0.0, |h| h.raw_score));
         if is_negative {
           groups.entry("pooledNegatives".into()).or_default().add(injected, None, auto.used);
         }
@@ -2274,6 +2310,22 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
       fmt_used(&g("pooledNegatives").modes_used),
       non_prefix.len().to_string(),
     ]);
+    for (group, values) in &top1 {
+      let d = score_distribution(values, floor);
+      let f = |k: &str| d.get(k).and_then(Value::as_f64).map_or("–".into(), |v| format!("{v:.3}"));
+      dist_rows.push(vec![
+        mode.as_str().to_string(),
+        group.replace("beir", &beir_name),
+        values.len().to_string(),
+        f("p5"),
+        f("p25"),
+        f("p50"),
+        f("p75"),
+        f("p95"),
+        f("max"),
+        format!("{}/{}", d["atOrAboveFloor"], values.len()),
+      ]);
+    }
     per_mode.insert(
       mode.as_str().to_string(),
       json!({
@@ -2288,6 +2340,7 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
           format!("{beir_name}On{}", capitalize(&beir_name)): g("beirOnBeir"),
         },
         "injectedNotHeadOfRanking": {"count": non_prefix.len(), "queries": non_prefix},
+        "top1ScoreDistribution": top1.iter().map(|(k, v)| (k.replace("beir", &beir_name), score_distribution(v, floor))).collect::<Map<String, Value>>(),
         "automaticVsFlooredRankingMismatches": mismatches,
         "wallMs": r3(ms_since(started)),
       }),
@@ -2346,6 +2399,15 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
      (negatives) | injected ≠ head of ranking |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
   );
   for row in &md_rows {
+    let _ = writeln!(md, "| {} |", row.join(" | "));
+  }
+  let _ = writeln!(
+    md,
+    "\n## Top-1 score distribution\n\nScore of the first page of the automatic policy's list with the floor removed \
+     (nearest-rank percentiles; a query with no candidate counts as 0).\n\n| mode | query group | n | p5 | p25 | p50 | p75 | \
+     p95 | max | ≥ floor {floor} |\n|---|---|---|---|---|---|---|---|---|---|"
+  );
+  for row in &dist_rows {
     let _ = writeln!(md, "| {} |", row.join(" | "));
   }
   md.push_str("\n## Index cost\n\n");
@@ -2594,6 +2656,15 @@ mod tests {
     );
     assert!(parse_modes("").is_err());
     assert!(parse_modes("fast").is_err());
+  }
+
+  #[test]
+  fn score_distribution_counts_the_floor() {
+    let d = score_distribution(&[0.1, 0.9, 0.5, 0.3], 0.5);
+    assert_eq!(d["queries"], 4);
+    assert_eq!((d["p25"].as_f64(), d["p50"].as_f64(), d["max"].as_f64()), (Some(0.1), Some(0.3), Some(0.9)));
+    assert_eq!(d["atOrAboveFloor"], 2);
+    assert_eq!(score_distribution(&[], 0.5)["queries"], 0);
   }
 
   #[test]

@@ -77,7 +77,7 @@ pub struct RecallOptions {
   pub rerank_timeout: Duration,
   /// Quality mode without a cross-encoder: rescore the top of the pool by sentence-window
   /// embeddings. Off by default: it measured below the fused ranking on SciFact and the pi
-  /// fixture (docs/BENCHMARKS.md) and costs about a second per query on 2 cores.
+  /// fixture (docs/BENCHMARKS.md) and costs ~0.5 s per query on 2 cores.
   pub sentence_rescore: bool,
 }
 

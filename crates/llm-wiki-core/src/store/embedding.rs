@@ -206,6 +206,10 @@ pub fn vector_phase(
   let mut done = 0u64;
   for batch in texts.chunks(VECTOR_COMMIT_BATCH) {
     opts.cancel.check()?;
+    // Inference pads each batch to its longest text: embedding similar lengths together wastes
+    // less compute on padding. Rows are keyed by chunk, so their order in a segment is free.
+    let mut batch = batch.to_vec();
+    batch.sort_by_key(|(_, t)| t.len());
     let strings: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
     let base = done;
     let vecs = embedder.embed(&strings, TextKind::Document, &opts.cancel, &mut |n| {
