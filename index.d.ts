@@ -303,7 +303,7 @@ export interface RecallWikiOptions {
   /**
    * Quality mode without a cross-encoder: rescore the top 20 candidates by their best
    * two-sentence window's embedding (default false: it measured below the fused ranking on
-   * SciFact and the pi benchmark, and costs about a second per query on 2 cores). Shares the
+   * SciFact and the pi benchmark, and costs ~0.5 s per query on 2 cores). Shares the
    * `rerankTimeoutMs` budget.
    */
   sentenceRescore?: boolean
