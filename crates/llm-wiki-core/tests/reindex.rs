@@ -97,7 +97,12 @@ fn lifecycle() {
     .iter()
     .any(|w| w.code == "frontmatter_duplicate_key" && w.path.as_deref() == Some("concepts/c.md")));
 
-  // Vectors requested without a dense engine: explicit warning.
+  // Vectors requested without a dense engine: explicit warning. Dense is switched off explicitly
+  // so the outcome does not depend on models the environment may provide (LLM_WIKI_MODELS_DIR).
+  llm_wiki_core::models::configure(llm_wiki_core::models::ModelConfig {
+    disabled: true,
+    ..Default::default()
+  });
   let r = reindex_vault(&p, &ReindexOptions { components: vec![Component::Vectors], ..Default::default() });
   assert!(r.warnings.iter().any(|w| w.code == "vectors_unavailable"));
 }
