@@ -28,6 +28,10 @@ import {
 
 const { recallWiki, engineInfo } = addon
 const MODES = ['lexical', 'hybrid', 'adaptive', 'quality']
+// These tests pin the lexical engine and its fallbacks: dense retrieval is switched off so that
+// models the environment provides (LLM_WIKI_MODELS_DIR, ~/.cache) cannot change the answers.
+// Dense behaviour is covered by dense.test.mjs.
+addon.configure({ dense: false })
 
 let base
 beforeEach(() => {
