@@ -552,9 +552,9 @@ pub struct VectorCost {
   /// Embedding model load (timed separately, before the phase).
   pub model_load_ms: f64,
   pub model: String,
-  pub ms: f64,
-  pub peak_rss_bytes: Option<u64>,
-  pub start_rss_bytes: Option<u64>,
+  /// Wall time and peak RSS of the phase (same JSON keys as the lexical phase).
+  #[serde(flatten)]
+  pub cost: PhaseCost,
   pub generated: u32,
   pub skipped: u32,
   pub chunks_per_sec: f64,
@@ -748,9 +748,7 @@ fn add_vectors(ix: &mut Indexed, label: &str, common: &BenchCommon) -> Result<()
   ix.report.vectors = Some(VectorCost {
     model_load_ms: r3(load_ms),
     model,
-    ms: vec.cost.ms,
-    peak_rss_bytes: vec.cost.peak_rss_bytes,
-    start_rss_bytes: vec.cost.start_rss_bytes,
+    cost: vec.cost.clone(),
     generated,
     skipped: vec.result.vectors.skipped,
     chunks_per_sec: r3(per_sec),
@@ -1202,9 +1200,9 @@ fn index_markdown(md: &mut String, rows: &[(&str, &IndexReport)]) {
       r.lexical.ms,
       fmt_peak(r.lexical.peak_rss_bytes, r.lexical.start_rss_bytes),
       opt(v.map(|v| v.model_load_ms)),
-      opt(v.map(|v| v.ms)),
+      opt(v.map(|v| v.cost.ms)),
       opt(v.map(|v| v.chunks_per_sec)),
-      v.map_or("–".into(), |v| fmt_peak(v.peak_rss_bytes, v.start_rss_bytes)),
+      v.map_or("–".into(), |v| fmt_peak(v.cost.peak_rss_bytes, v.cost.start_rss_bytes)),
       mib(r.disk.total_bytes),
       mib(r.disk.lexical_bytes),
       mib(r.disk.vectors_bytes),
