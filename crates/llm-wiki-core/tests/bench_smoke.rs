@@ -1,4 +1,4 @@
-//! Smoke test of the benchmark harness: the pi fixture in lexical mode into a temp directory.
+//! Smoke test of the benchmark harness: a pi-format fixture in lexical mode into a temp directory.
 //! Checks only that the reports exist, parse and have the expected shape (never metric values).
 
 use std::path::PathBuf;
@@ -7,19 +7,9 @@ use llm_wiki_core::eval::bench::{quiet_log, run_set_bench, BenchCommon, SetBench
 use llm_wiki_core::retrieve::RetrievalMode;
 use serde_json::Value;
 
-/// Root of the shared benchmark data: `$LLM_WIKI_SHARED`, else `<crate>/../../../shared`.
-fn shared_dir() -> PathBuf {
-  let dir = std::env::var_os("LLM_WIKI_SHARED")
-    .map(PathBuf::from)
-    .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-  if !dir.join("bench/pi/fixture.json").is_file() {
-    panic!(
-      "shared benchmark data not found: {} has no bench/pi/fixture.json (set LLM_WIKI_SHARED to the directory \
-       containing bench/)",
-      dir.display()
-    );
-  }
-  dir
+/// The in-repository mini fixture (same schema as the pi benchmark; our own content).
+fn mini_fixture() -> PathBuf {
+  PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mini-pi/fixture.json")
 }
 
 fn read_json(path: &std::path::Path) -> Value {
@@ -40,7 +30,7 @@ const PI_METRICS: [&str; 8] = [
 
 #[test]
 fn pi_fixture_lexical_bench_writes_reports() {
-  let fixture = shared_dir().join("bench/pi/fixture.json");
+  let fixture = mini_fixture();
   let out = tempfile::tempdir().unwrap();
   let temp = tempfile::tempdir().unwrap();
   let mut common = BenchCommon::new(out.path());

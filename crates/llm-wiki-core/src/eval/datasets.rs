@@ -277,7 +277,9 @@ pub fn load_queries_jsonl(path: &Path) -> Result<Vec<(String, String)>> {
   parse_queries_jsonl(&read_text(path)?).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
 }
 
-/// Root of the shared benchmark data: `$LLM_WIKI_SHARED`, else `<crate>/../../../shared`.
+/// Root of the shared benchmark data: `$LLM_WIKI_SHARED`, else `<crate>/../../../shared`. Only the
+/// opt-in tests (`#[ignore]`, run by `npm run test:shared`) use it: `npm test` needs nothing
+/// outside the repository.
 #[cfg(test)]
 pub(crate) fn shared_dir() -> std::path::PathBuf {
   let dir = std::env::var_os("LLM_WIKI_SHARED")
@@ -289,6 +291,12 @@ pub(crate) fn shared_dir() -> std::path::PathBuf {
     dir.display()
   );
   dir
+}
+
+/// Small evaluation sets written for the unit tests (same formats as the benchmark collections).
+#[cfg(test)]
+pub(crate) fn fixtures_dir() -> std::path::PathBuf {
+  Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 #[cfg(test)]
@@ -309,32 +317,63 @@ mod tests {
 
   #[test]
   fn loads_pi_fixture_and_runs() {
-    let shared = shared_dir();
-    let f = load_pi_fixture(&shared.join("bench/pi/fixture.json")).unwrap();
-    assert_eq!(f.pages.len(), 22);
-    assert_eq!(f.queries.len(), 60);
-    assert_eq!(f.categories.len(), 12);
+    let dir = fixtures_dir().join("mini-pi");
+    let f = load_pi_fixture(&dir.join("fixture.json")).unwrap();
+    assert_eq!(f.pages.len(), 6);
+    assert_eq!(f.queries.len(), 7);
+    assert_eq!(f.categories.len(), 7);
     assert_eq!(f.vault_config.knowledge_format, "legacy");
-    assert_eq!(f.queries.iter().filter(|q| q.split == PiSplit::Heldout).count(), 15);
-    assert_eq!(f.queries.iter().map(|q| q.judgments.len()).sum::<usize>(), 105);
-    assert_eq!(f.queries.iter().filter(|q| q.auto_expectation == AutoExpectation::None).count(), 5);
-    assert_eq!(f.pages.iter().filter(|p| p.role == Role::Canonical).count(), 14);
-    let qmd = f.pages.iter().find(|p| p.id == "entities/qmd").unwrap();
-    assert_eq!(qmd.page_type, "entity");
-    assert_eq!(qmd.aliases, ["Query Markup Documents"]);
-    let runs = load_baseline_runs(&shared.join("bench/pi/baseline-runs.json")).unwrap();
-    assert_eq!(runs.runs.len(), 60);
-    assert!(runs.ranked_map().values().all(|r| r.len() <= 20));
-    assert!(runs.auto_map().values().all(|r| r.len() <= 3));
+    assert_eq!(f.queries.iter().filter(|q| q.split == PiSplit::Heldout).count(), 2);
+    assert_eq!(f.queries.iter().map(|q| q.judgments.len()).sum::<usize>(), 9);
+    assert_eq!(f.queries.iter().filter(|q| q.auto_expectation == AutoExpectation::None).count(), 1);
+    assert_eq!(f.pages.iter().filter(|p| p.role == Role::Canonical).count(), 4);
+    let aero = f.pages.iter().find(|p| p.id == "entities/aeropress").unwrap();
+    assert_eq!(aero.page_type, "entity");
+    assert_eq!(aero.aliases, ["AeroPress Go"]);
+    let conflict = f.queries.iter().find(|q| q.id == "temp-conflict-1").unwrap();
+    assert_eq!(conflict.expected_conflicts.len(), 2);
+    assert_eq!(conflict.grades()["concepts/pour-over"], 3);
+    let runs = load_baseline_runs(&dir.join("baseline-runs.json")).unwrap();
+    assert_eq!(runs.runs.len(), 7);
+    assert_eq!(runs.ranked_map()["aero-alias-1"], ["entities/aeropress"]);
+    assert!(runs.auto_map()["grinder-conclusion-1"].is_empty());
   }
 
   #[test]
-  fn loads_scifact() {
-    let set = load_beir_dir(&shared_dir().join("bench/scifact")).unwrap();
+  fn rejects_inconsistent_fixtures() {
+    let t = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(fixtures_dir().join("mini-pi/fixture.json")).unwrap();
+    let p = t.path().join("fixture.json");
+    std::fs::write(&p, src.replacen("\"heldOut\": false", "\"heldOut\": true", 1)).unwrap();
+    assert!(load_pi_fixture(&p).unwrap_err().to_string().contains("heldOut inconsistent"));
+    std::fs::write(&p, src.replacen("pi-benchmark-fixture/1", "pi-benchmark-fixture/2", 1)).unwrap();
+    assert!(load_pi_fixture(&p).is_err());
+  }
+
+  #[test]
+  fn loads_beir_dir() {
+    let set = load_beir_dir(&fixtures_dir().join("mini-beir")).unwrap();
+    assert_eq!(set.queries.len(), 4);
+    assert_eq!(set.qrels.len(), 3);
+    assert_eq!(set.qrels["q3"]["d1"], 0);
+    assert_eq!(set.qrels["q1"]["d1"], 2);
+    // q4 has no judgment; grade-0 judgments do not make a query judged.
+    let judged: Vec<String> = set.judged_queries().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(judged, ["q1", "q2", "q3"]);
+  }
+
+  #[test]
+  #[ignore = "needs the shared benchmark data (../shared): npm run test:shared"]
+  fn loads_shared_collections() {
+    let shared = shared_dir();
+    let f = load_pi_fixture(&shared.join("bench/pi/fixture.json")).unwrap();
+    assert_eq!((f.pages.len(), f.queries.len(), f.categories.len()), (22, 60, 12));
+    assert_eq!(f.queries.iter().filter(|q| q.split == PiSplit::Heldout).count(), 15);
+    assert_eq!(f.queries.iter().map(|q| q.judgments.len()).sum::<usize>(), 105);
+    let runs = load_baseline_runs(&shared.join("bench/pi/baseline-runs.json")).unwrap();
+    assert_eq!(runs.runs.len(), 60);
+    let set = load_beir_dir(&shared.join("bench/scifact")).unwrap();
     assert_eq!(set.queries.len(), 300);
-    assert_eq!(set.qrels.len(), 300);
     assert_eq!(set.qrels.values().map(HashMap::len).sum::<usize>(), 339);
-    assert_eq!(set.judged_queries().len(), 300);
-    assert_eq!(set.qrels["1"]["31715818"], 1);
   }
 }

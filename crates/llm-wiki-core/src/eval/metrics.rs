@@ -476,7 +476,7 @@ pub fn pi_report(
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::eval::datasets::{load_baseline_runs, load_pi_fixture, shared_dir, PiJudgment};
+  use crate::eval::datasets::{fixtures_dir, load_baseline_runs, load_pi_fixture, shared_dir, PiJudgment};
 
   fn judged(pairs: &[(&str, u32)]) -> HashMap<String, u32> {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -727,14 +727,8 @@ mod tests {
     assert!("dev".parse::<Slice>().is_err());
   }
 
-  /// The committed phase-1 baseline (pi contract §8) from the heuristic's per-query runs.
-  #[test]
-  fn reproduces_committed_pi_baseline() {
-    let shared = shared_dir();
-    let fixture = load_pi_fixture(&shared.join("bench/pi/fixture.json")).unwrap();
-    let runs = load_baseline_runs(&shared.join("bench/pi/baseline-runs.json")).unwrap();
-    let (ranked, auto) = (runs.ranked_map(), runs.auto_map());
-    let row = |v: [f64; 8]| PiMetrics {
+  fn row(v: [f64; 8]) -> PiMetrics {
+    PiMetrics {
       candidate_recall20: v[0],
       mrr: v[1],
       ndcg5: v[2],
@@ -743,7 +737,39 @@ mod tests {
       evidence_recall20: v[5],
       contradiction_coverage: v[6],
       auto_false_positive_rate: v[7],
-    };
+    }
+  }
+
+  /// The metrics of a run set equal the values computed for it by an independent implementation
+  /// of the contract's definitions (a Python script, not this code) on the in-repository mini
+  /// fixture.
+  #[test]
+  fn mini_fixture_metrics_match_independent_computation() {
+    let dir = fixtures_dir().join("mini-pi");
+    let fixture = load_pi_fixture(&dir.join("fixture.json")).unwrap();
+    let runs = load_baseline_runs(&dir.join("baseline-runs.json")).unwrap();
+    let (ranked, auto) = (runs.ranked_map(), runs.auto_map());
+    let expected = [
+      (Slice::All, 7, 6, row([1.0, 0.791667, 0.787874, 0.787874, 0.833333, 1.0, 1.0, 1.0])),
+      (Slice::Train, 5, 4, row([1.0, 0.6875, 0.692854, 0.692854, 0.75, 1.0, 0.0, 1.0])),
+      (Slice::Heldout, 2, 2, row([1.0, 1.0, 0.977915, 0.977915, 1.0, 1.0, 1.0, 0.0])),
+    ];
+    let report = pi_report(&fixture, &ranked, &auto);
+    for (got, (slice, queries, judged, metrics)) in report.iter().zip(expected) {
+      assert_eq!(got.slice, slice);
+      assert_eq!((got.queries, got.judged), (queries, judged), "{slice:?} counts");
+      assert_eq!(got.metrics, metrics, "{slice:?}");
+    }
+  }
+
+  /// The committed phase-1 baseline (pi contract §8) from the heuristic's per-query runs.
+  #[test]
+  #[ignore = "needs the shared benchmark data (../shared): npm run test:shared"]
+  fn reproduces_committed_pi_baseline() {
+    let shared = shared_dir();
+    let fixture = load_pi_fixture(&shared.join("bench/pi/fixture.json")).unwrap();
+    let runs = load_baseline_runs(&shared.join("bench/pi/baseline-runs.json")).unwrap();
+    let (ranked, auto) = (runs.ranked_map(), runs.auto_map());
     let expected = [
       (Slice::All, 60, 55, row([0.921212, 0.725354, 0.682629, 0.736589, 0.781818, 0.85, 0.6, 0.4])),
       (Slice::Train, 45, 40, row([0.9625, 0.749444, 0.69355, 0.749919, 0.825, 0.88, 0.0, 0.4])),
