@@ -277,20 +277,10 @@ pub fn configure(env: &Env, options: Object) -> Result<(), crate::error::Code> {
       _ => Setting::Set(unsafe { T::from_napi_value(env.raw(), value.raw()) }.map_err(bad)?),
     })
   }
-  fn map<T, U>(
-    s: Setting<T>,
-    f: impl FnOnce(T) -> Result<U, crate::error::Code>,
-  ) -> Result<Setting<U>, crate::error::Code> {
-    Ok(match s {
-      Setting::Keep => Setting::Keep,
-      Setting::Reset => Setting::Reset,
-      Setting::Set(v) => Setting::Set(f(v)?),
-    })
-  }
   let paths = |key: &str| {
-    map(option::<Vec<String>>(env, &options, key)?, |v| v.iter().map(|p| abs_path(key, p)).collect())
+    option::<Vec<String>>(env, &options, key)?.try_map(|v| v.iter().map(|p| abs_path(key, p)).collect())
   };
-  let path = |key: &str| map(option::<String>(env, &options, key)?, |p| abs_path(key, &p));
+  let path = |key: &str| option::<String>(env, &options, key)?.try_map(|p| abs_path(key, &p));
   let change = ConfigChange {
     model_roots: paths("modelRoots")?,
     embed_model: path("embedModel")?,
@@ -299,12 +289,11 @@ pub fn configure(env: &Env, options: Object) -> Result<(), crate::error::Code> {
     runtime_candidates: paths("onnxRuntimeCandidates")?,
     threads: match option::<u32>(env, &options, "threads")? {
       Setting::Set(0) => Setting::Reset,
-      t => map(t, |t| Ok(thread_count(Some(t))))?,
+      t => t.map(|t| thread_count(Some(t))),
     },
-    idle_release: map(option::<u32>(env, &options, "idleReleaseSeconds")?, |s| {
-      Ok(std::time::Duration::from_secs(s as u64))
-    })?,
-    disabled: map(option::<bool>(env, &options, "dense")?, |dense| Ok(!dense))?,
+    idle_release: option::<u32>(env, &options, "idleReleaseSeconds")?
+      .map(|s| std::time::Duration::from_secs(s as u64)),
+    disabled: option::<bool>(env, &options, "dense")?.map(|dense| !dense),
   };
   llm_wiki_core::models::configure(change);
   Ok(())

@@ -82,6 +82,26 @@ impl<T: Default> Setting<T> {
 }
 
 impl<T> Setting<T> {
+  /// The same change with the value converted by `f` (which may fail).
+  pub fn try_map<U, E>(
+    self,
+    f: impl FnOnce(T) -> std::result::Result<U, E>,
+  ) -> std::result::Result<Setting<U>, E> {
+    Ok(match self {
+      Setting::Keep => Setting::Keep,
+      Setting::Reset => Setting::Reset,
+      Setting::Set(v) => Setting::Set(f(v)?),
+    })
+  }
+
+  /// The same change with the value converted by `f`.
+  pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Setting<U> {
+    match self.try_map(|v| Ok::<U, std::convert::Infallible>(f(v))) {
+      Ok(s) => s,
+      Err(never) => match never {},
+    }
+  }
+
   fn apply_opt(self, slot: &mut Option<T>) {
     match self {
       Setting::Keep => {}
