@@ -835,8 +835,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.addOnnxRuntimeCandidates = nativeBinding.addOnnxRuntimeCandidates
 module.exports.configure = nativeBinding.configure
-module.exports.debugPanic = nativeBinding.debugPanic
 module.exports.downloadModel = nativeBinding.downloadModel
 module.exports.engineInfo = nativeBinding.engineInfo
 module.exports.modelStatus = nativeBinding.modelStatus

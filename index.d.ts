@@ -9,6 +9,13 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * Add ONNX Runtime library candidates, tried after `configure({onnxRuntimeCandidates})`. Only
+ * adds (duplicates are ignored): it never changes another setting or releases a model. The
+ * package entry point passes the `onnxruntime-node` package's library here when it is installed.
+ */
+export declare function addOnnxRuntimeCandidates(paths: Array<string>): void
+
 /** Chunk documents of a reindex. */
 export interface ChunkCounts {
   /** Chunks in the index after the run. */
@@ -18,16 +25,14 @@ export interface ChunkCounts {
 }
 
 /**
- * Set engine-wide model and runtime options (replaces earlier settings; loaded models that no
- * longer match are released). Synchronous and cheap: nothing is loaded here.
+ * Change engine-wide model and runtime options. Only the options present in `options` change:
+ * an omitted (or `undefined`) option keeps its value, `null` resets it to its default
+ * (environment variable, then built-in default), so `configure({})` changes nothing. Loaded
+ * models that the change makes stale (another model directory, another thread count, dense
+ * retrieval switched off) are released; the others stay loaded. Synchronous and cheap: nothing is
+ * loaded here, and it never waits for a model that is loading.
  */
 export declare function configure(options: EngineOptions): void
-
-/**
- * Test hook: a call that panics inside the worker thread, to prove panics reject with
- * `err.code === "internal_panic"` instead of aborting the process.
- */
-export declare function debugPanic(message: string): Promise<void>
 
 /** Page counts of a reindex. */
 export interface DocumentCounts {
@@ -49,9 +54,11 @@ export interface DownloadedModel {
 }
 
 /**
- * Download a model (default: all-MiniLM-L6-v2 int8 ONNX from the Hugging Face hub) into a model
- * directory, resuming partial files and verifying sha256; a complete verified directory is
- * reused without network access.
+ * Download a model (default: all-MiniLM-L6-v2 int8 ONNX from the Hugging Face hub, pinned to a
+ * commit with known sha256s) into a model directory, resuming partial files and verifying every
+ * file's sha256; a complete verified directory is reused without network access. A revision
+ * that is not a commit id, a file without a sha256 or a `local` name outside the model
+ * directory rejects with `invalid_argument` before anything is fetched.
  */
 export declare function downloadModel(options?: DownloadModelOptions | undefined | null): Promise<DownloadedModel>
 
@@ -62,7 +69,15 @@ export interface DownloadModelOptions {
   /** Server root (default `https://huggingface.co`, or `HF_ENDPOINT`). */
   baseUrl?: string
   repo?: string
+  /**
+   * Commit id (40 hex digits) to fetch from; branch and tag names reject with
+   * `invalid_argument` (their files can change). Default: the pinned commit of the default model.
+   */
   revision?: string
+  /**
+   * Files to fetch, each with its sha256. Default: the default model's files with their known
+   * checksums.
+   */
   files?: Array<RemoteModelFile>
   /** Model id written to the manifest (vectors are tied to it). */
   id?: string
@@ -98,30 +113,45 @@ export interface EngineInfo {
 }
 
 /**
- * Engine-wide model and runtime settings (`configure`). Unset fields use environment variables
- * (`LLM_WIKI_MODELS_DIR`, `LLM_WIKI_EMBED_MODEL`, `LLM_WIKI_RERANK_MODEL`, `ORT_DYLIB_PATH`,
- * `LLM_WIKI_THREADS`, `LLM_WIKI_DENSE=off`) and then defaults.
+ * Engine-wide model and runtime settings (`configure`). Only the options given change: an
+ * omitted option keeps its current value and `null` resets it to its default. Defaults come
+ * from environment variables (`LLM_WIKI_MODELS_DIR`, `LLM_WIKI_EMBED_MODEL`,
+ * `LLM_WIKI_RERANK_MODEL`, `ORT_DYLIB_PATH`, `LLM_WIKI_THREADS`, `LLM_WIKI_DENSE=off`) and then
+ * built-in values.
  */
 export interface EngineOptions {
   /**
    * Directories searched for the default embedder (`all-MiniLM-L6-v2-int8/`) and for
    * `runtime/runtime.json`; the user cache `~/.cache/llm-wiki-retrieval/models` is always last.
+   * Replaces the earlier list; `[]` or `null` clears it.
    */
-  modelRoots?: Array<string>
-  /** Embedding model directory (overrides the model roots). */
-  embedModel?: string
+  modelRoots?: Array<string> | null
+  /** Embedding model directory (overrides the model roots); `null` goes back to the model roots. */
+  embedModel?: string | null
   /** Cross-encoder directory; quality mode rescores with it when set. No default. */
-  rerankModel?: string
-  /** ONNX Runtime shared library (`libonnxruntime.so.*`, `.dylib`, `onnxruntime.dll`). */
-  onnxRuntimePath?: string
-  /** Further library candidates (the JS layer adds the `onnxruntime-node` package's library). */
-  onnxRuntimeCandidates?: Array<string>
-  /** Inference threads (default: half the cores, 1..=4). */
-  threads?: number
+  rerankModel?: string | null
+  /**
+   * ONNX Runtime shared library (`libonnxruntime.so.*`, `.dylib`, `onnxruntime.dll`). The first
+   * library loaded stays loaded for the life of the process.
+   */
+  onnxRuntimePath?: string | null
+  /**
+   * Further library candidates, tried before the ones `addOnnxRuntimeCandidates` added (the
+   * `onnxruntime-node` package's library). Replaces the earlier list.
+   */
+  onnxRuntimeCandidates?: Array<string> | null
+  /**
+   * Inference threads per model (default: half the cores, 1..=4; `0` or `null` = default).
+   * Clamped to 1..=the number of logical CPUs.
+   */
+  threads?: number | null
   /** Release models unused for this many seconds (default 300). */
-  idleReleaseSeconds?: number
-  /** `false` disables dense retrieval: nothing is ever loaded, every mode runs lexical. */
-  dense?: boolean
+  idleReleaseSeconds?: number | null
+  /**
+   * `false` disables dense retrieval: nothing is ever loaded, every mode runs lexical.
+   * `true` or `null` enables it again (unless `LLM_WIKI_DENSE=off`).
+   */
+  dense?: boolean | null
 }
 
 /** `{code, message, path?}` of an index warning or error. */
@@ -276,8 +306,9 @@ export interface RecallResult {
 
 /**
  * Recall pages for a query under a policy. Empty `results` means no reliable memory was found.
- * An empty or over-long query resolves with a diagnostic (`recall_query_empty`,
- * `recall_query_too_long`); invalid arguments reject with `invalid_argument`.
+ * An empty or over-long query (or sub-query) resolves with a diagnostic (`recall_query_empty`,
+ * `recall_query_too_long`); invalid arguments (more than 10 sub-queries, an unknown mode)
+ * reject with `invalid_argument`.
  */
 export declare function recallWiki(paths: VaultPaths, rawQuery: string, opts: RecallWikiOptions): Promise<RecallResponse>
 
@@ -292,7 +323,9 @@ export interface RecallWikiOptions {
   aborted?: boolean
   /**
    * Typed sub-queries: `lex` texts feed the lexical list, `vec` texts the dense list (hybrid and
-   * later modes). Confidence is always computed against `rawQuery`.
+   * later modes). Confidence is always computed against `rawQuery`. At most 10 (more rejects
+   * with `invalid_argument`); each text is checked like `rawQuery` (an empty or over-long one
+   * resolves with `recall_query_empty` / `recall_query_too_long` and no results).
    */
   subqueries?: Array<SubQuery>
   /**
@@ -346,9 +379,16 @@ export declare function reindexWiki(activePaths: VaultPaths, input?: WikiReindex
 export interface RemoteModelFile {
   /** Path inside the repository, e.g. `onnx/model_quint8_avx2.onnx`. */
   remote: string
-  /** Name in the model directory: `model.onnx` or `tokenizer.json`. */
+  /**
+   * Name in the model directory (`model.onnx`, `tokenizer.json`): a relative `/`-separated
+   * path that stays inside it (no `..`, absolute, drive or UNC forms, no symlinked parent
+   * leading out), else `invalid_argument`.
+   */
   local: string
-  /** Expected sha256 (otherwise the hub's `x-linked-etag` checksum is used when sent). */
+  /**
+   * Required: the file's sha256 (64 hex digits). A checksum sent by the server is not trusted;
+   * a file without one rejects with `invalid_argument`.
+   */
   sha256?: string
 }
 
@@ -359,7 +399,7 @@ export interface RemoteModelFile {
 export declare function resolveVaultPaths(cwd: string): VaultPaths
 
 /**
- * Run the command-line interface with `args` (without the program name) on a worker thread.
+ * Run the command-line interface with `args` (without the program name) on a job thread.
  * Resolves with the process exit code; output goes to the process's stdout/stderr.
  */
 export declare function runCli(args: Array<string>): Promise<number>
@@ -441,7 +481,10 @@ export interface WikiReindexInput {
   onProgress?: ((arg: ReindexProgressEvent) => void)
   /** Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted). */
   aborted?: boolean
-  /** Worker threads for parsing and indexing (default: available cores, at most 4). */
+  /**
+   * Worker threads for parsing and indexing (0 or absent: the available cores, at most 4).
+   * Clamped to 1..=the number of logical CPUs.
+   */
   threads?: number
 }
 

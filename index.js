@@ -6,6 +6,9 @@
 //    native code), and
 //  - offers the `onnxruntime-node` package's ONNX Runtime library, when that package is
 //    installed, as a candidate for the dense engine (explicit options and ORT_DYLIB_PATH win).
+//    Loading this module changes no setting: the library is only added to the candidate list
+//    (`addOnnxRuntimeCandidates`), so a `require()` in a worker thread leaves the settings the
+//    main thread configured alone.
 const { existsSync, readdirSync } = require('node:fs')
 const { dirname, join } = require('node:path')
 const binding = require('./binding.js')
@@ -43,29 +46,21 @@ function onnxruntimeNodeLibraries() {
 }
 
 const detectedRuntimes = onnxruntimeNodeLibraries()
-
-function configure(options = {}) {
-  const candidates = [...(options.onnxRuntimeCandidates || []), ...detectedRuntimes]
-  return binding.configure({ ...options, onnxRuntimeCandidates: candidates })
-}
-
-if (detectedRuntimes.length > 0) configure({})
+if (detectedRuntimes.length > 0) binding.addOnnxRuntimeCandidates(detectedRuntimes)
 
 const wrapped = {
-  configure,
   reindexWiki: reject((activePaths, input) => binding.reindexWiki(activePaths, withAbortState(input))),
   recallWiki: reject((paths, rawQuery, opts) => binding.recallWiki(paths, rawQuery, withAbortState(opts))),
   readIndexStatus: reject(binding.readIndexStatus),
   downloadModel: reject((options) => binding.downloadModel(withAbortState(options))),
   runCli: reject(binding.runCli),
-  debugPanic: reject(binding.debugPanic),
 }
 
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
 // see written out, so `import { recallWiki } from 'llm-wiki-retrieval'` needs them spelled here.
 exports.__napiBindingTarget = binding.__napiBindingTarget
-exports.configure = wrapped.configure
-exports.debugPanic = wrapped.debugPanic
+exports.addOnnxRuntimeCandidates = binding.addOnnxRuntimeCandidates
+exports.configure = binding.configure
 exports.downloadModel = wrapped.downloadModel
 exports.engineInfo = binding.engineInfo
 exports.modelStatus = binding.modelStatus

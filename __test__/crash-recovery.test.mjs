@@ -1,15 +1,17 @@
 // Crash recovery: a child CLI reindex kills itself (SIGKILL, LLM_WIKI_CRASH_AT) at every crash
 // point of the incremental and the full-rebuild (staging + journaled swap) paths. The status
 // right after the crash is asserted exactly, then an in-process reindex must recover with no
-// page lost and no leftover (lock, journal, staging, previous).
+// page lost and no leftover (lock, journal, staging, previous). The crash points exist only in
+// builds with the test-hooks cargo feature (`npm test`); elsewhere these tests are skipped.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
-import { afterEach, beforeEach, describe, test } from 'node:test'
+import { afterEach, beforeEach, describe as nodeDescribe, test as nodeTest } from 'node:test'
 
 import {
   AUTOMATIC,
   EXPLICIT,
+  NEEDS_HOOKS,
   addon,
   editPage,
   makeTmp,
@@ -27,6 +29,8 @@ import {
 } from './helpers.mjs'
 
 const { readIndexStatus, recallWiki } = addon
+const describe = NEEDS_HOOKS ? nodeDescribe.skip : nodeDescribe
+const test = NEEDS_HOOKS ? nodeTest.skip : nodeTest
 
 let base
 let wikiHome

@@ -29,8 +29,9 @@ const int8 = path.join(modelRoot, 'all-MiniLM-L6-v2-int8')
 const fp32 = path.join(modelRoot, 'all-MiniLM-L6-v2-fp32')
 const crossEncoder = path.join(modelRoot, 'test-cross-encoder-int8')
 
+/** The test models, every other model setting back to its default (configure only changes what it is given). */
 function useModels(extra = {}) {
-  addon.configure({ modelRoots: [modelRoot], threads: 2, ...extra })
+  addon.configure({ modelRoots: [modelRoot], threads: 2, embedModel: null, rerankModel: null, onnxRuntimePath: null, dense: null, ...extra })
 }
 
 const NOTES = {

@@ -13,10 +13,11 @@ const declared = [...fs.readFileSync(path.join(repoRoot, 'index.d.ts'), 'utf8').
   .map((m) => m[1])
   .sort()
 
-test('index.d.ts declares the API', () => {
-  for (const name of ['reindexWiki', 'recallWiki', 'readIndexStatus', 'configure', 'downloadModel', 'modelStatus']) {
+test('index.d.ts declares the API, and no test hook', () => {
+  for (const name of ['reindexWiki', 'recallWiki', 'readIndexStatus', 'configure', 'addOnnxRuntimeCandidates', 'downloadModel', 'modelStatus']) {
     assert.ok(declared.includes(name), name)
   }
+  assert.ok(!declared.some((name) => /debug|panic|crash/i.test(name)), declared.join())
 })
 
 test('every declared export exists in CommonJS and as an ES-module named import', async () => {

@@ -14,6 +14,32 @@ export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 export const addon = require(path.join(repoRoot, 'index.js'))
 export const CLI = path.join(repoRoot, 'bin', 'llm-wiki-retrieval.js')
 
+/**
+ * Test hooks (cargo feature `test-hooks`, which `npm test` builds with and published binaries
+ * lack): a `recallWiki` whose query starts with `$LLM_WIKI_TEST_PANIC` panics on its native job
+ * thread, and `LLM_WIKI_CRASH_AT=<point>` SIGKILLs a reindex at that point. Child processes
+ * inherit the variable.
+ */
+export const PANIC_MARKER = 'llm-wiki-test-panic:'
+process.env.LLM_WIKI_TEST_PANIC = PANIC_MARKER
+
+/** A call that panics inside the addon (a build with test hooks) and should reject. */
+export function nativePanic(message) {
+  const policy = { includePersonal: false, minScore: 0, maxPerVault: 1, maxResults: 1 }
+  return addon.recallWiki({ root: path.join(repoRoot, 'no-such-vault') }, `${PANIC_MARKER} ${message}`, { policy, mode: 'lexical' })
+}
+
+/** True when the built addon has the test hooks. */
+export const testHooks = await nativePanic('probe').then(
+  () => false,
+  (e) => e.code === 'internal_panic',
+)
+if (!testHooks && process.env.LLM_WIKI_REQUIRE_TEST_HOOKS === '1') {
+  throw new Error('LLM_WIKI_REQUIRE_TEST_HOOKS=1 but the addon was built without the test-hooks feature (napi build --features test-hooks)')
+}
+/** `skip` option of tests that need the hooks. */
+export const NEEDS_HOOKS = testHooks ? false : 'the addon was built without the test-hooks cargo feature'
+
 export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i
 
 /** Automatic recall policy of the contract (before_agent_start). */

@@ -8,9 +8,12 @@ import { afterEach, beforeEach, describe, test } from 'node:test'
 
 import {
   EXPLICIT,
+  NEEDS_HOOKS,
+  PANIC_MARKER,
   addon,
   makeTmp,
   makeVault,
+  nativePanic,
   noPersonalVault,
   recallIds,
   reindexOne,
@@ -33,7 +36,7 @@ afterEach(() => rmDir(base))
 const indexJs = JSON.stringify(path.join(repoRoot, 'index.js'))
 
 /** Run `body` (CommonJS, `addon` and `paths` in scope) in a child; it must exit 0 by itself. */
-async function childMustExit(v, body) {
+async function childMustExit(v, body, { hooks = false } = {}) {
   const source = `
     const addon = require(${indexJs});
     const paths = { root: process.env.VAULT_ROOT };
@@ -44,7 +47,7 @@ async function childMustExit(v, body) {
   `
   const started = Date.now()
   const c = await runNodeScript(source, {
-    env: { VAULT_ROOT: v.root, WIKI_HOME: process.env.WIKI_HOME },
+    env: { VAULT_ROOT: v.root, WIKI_HOME: process.env.WIKI_HOME, LLM_WIKI_TEST_PANIC: hooks ? PANIC_MARKER : '' },
     timeoutMs: 20_000,
   })
   assert.equal(c.signal, null, c.stderr)
@@ -97,18 +100,22 @@ describe('process exit', () => {
       const r = await addon.reindexWiki(paths, { components: ['lexical'], signal: AbortSignal.abort() });
       if (r.results[0].result.ok !== false) throw new Error('expected a cancelled run');
       await addon.reindexWiki({ root: 'relative' }).then(() => { throw new Error('expected a rejection') }, () => {});
-      await addon.debugPanic('child panic').then(() => { throw new Error('expected a rejection') }, (e) => {
-        if (e.code !== 'internal_panic') throw e;
-      });
+      if (process.env.LLM_WIKI_TEST_PANIC) {
+        const policy = { includePersonal: false, minScore: 0, maxPerVault: 1, maxResults: 1 };
+        await addon.recallWiki(paths, process.env.LLM_WIKI_TEST_PANIC + ' child panic', { policy }).then(() => { throw new Error('expected a rejection') }, (e) => {
+          if (e.code !== 'internal_panic') throw e;
+        });
+      }
     `,
+      { hooks: !NEEDS_HOOKS },
     )
   })
 })
 
 describe('panics', () => {
-  test('debugPanic rejects with internal_panic and the process keeps working', async () => {
+  test('a panic on a job thread rejects with internal_panic and the process keeps working', { skip: NEEDS_HOOKS }, async () => {
     for (const msg of ['x', 'second panic', 'third']) {
-      await assert.rejects(addon.debugPanic(msg), (e) => {
+      await assert.rejects(nativePanic(msg), (e) => {
         assert.equal(e.code, 'internal_panic')
         assert.ok(e instanceof Error)
         assert.ok(e.message.includes(msg), e.message)

@@ -1,6 +1,9 @@
 // `npm run test:pack`: rehearse the npm distribution on this machine, then install the result
 // the way a user would and use it from TypeScript.
 //
+//  0. Build the addon as it is published (`napi build`, no cargo features: no test hooks) into
+//     the temp dir; its generated index.d.ts / binding.js must equal the committed ones (which
+//     `npm test` generated from the test-hooks build).
 //  1. napi publish steps, in a temporary copy of the package (never publishes):
 //     `napi create-npm-dirs --dry-run` (repo) and for real (copy), `napi artifacts` with the
 //     local binary staged as artifacts/bindings-<triple>/ (the other targets get placeholder
@@ -11,7 +14,9 @@
 //     scripts/pack-test/ (consumer.ts, named-imports.ts, tsconfig.json), run on a copy of the
 //     bundled example vault — under the system Node and under Node 22 (from the npm package
 //     node-<platform>-<arch>@22, extracted into the temp dir).
-//       a. lexical engine with no ONNX Runtime anywhere (reindex warns vectors_unavailable);
+//       a. lexical engine with no ONNX Runtime anywhere (reindex warns vectors_unavailable), with
+//          LLM_WIKI_CRASH_AT and LLM_WIKI_TEST_PANIC set: the shipped binary has no hooks, so
+//          the first index passes its crash point and a marked recall resolves;
 //       b. `onnxruntime-node@1.30.0` installed with ONNXRUNTIME_NODE_INSTALL=skip, the int8
 //          embedder copied into a model root given to configure(): the runtime must be the
 //          package's library, vectors are embedded, hybrid recall reports mode 'hybrid'.
@@ -120,9 +125,6 @@ function pathWithoutRust() {
 // ---------------------------------------------------------------------------------------------
 
 ensureNodeModules()
-const localNode = path.join(root, `${BINARY}.${LOCAL.abi}.node`)
-if (!fs.existsSync(localNode)) ensureBuilt({ profile: 'ci' })
-if (!fs.existsSync(localNode)) throw new Error(`built binary ${localNode} is missing`)
 const modelRoot = process.env.LLM_WIKI_MODELS_DIR || path.join(root, '.models')
 const int8 = path.join(modelRoot, 'all-MiniLM-L6-v2-int8')
 if (DENSE && !fs.existsSync(path.join(int8, 'manifest.json'))) {
@@ -131,9 +133,23 @@ if (DENSE && !fs.existsSync(path.join(int8, 'manifest.json'))) {
 
 const work = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'llm-wiki-pack-')))
 const napiBin = path.join(root, 'node_modules', '.bin', process.platform === 'win32' ? 'napi.cmd' : 'napi')
+const published = path.join(work, 'published-build')
+const localNode = path.join(published, `${BINARY}.${LOCAL.abi}.node`)
 let failed = false
 
 try {
+  // 0. the published build ---------------------------------------------------------------------
+  await step('napi build as published (profile ci, no cargo features: no test hooks)', () => {
+    ensureBuilt({ profile: 'ci', outputDir: published })
+    if (!fs.existsSync(localNode)) throw new Error(`built binary ${localNode} is missing`)
+    for (const f of ['index.d.ts', 'binding.js']) {
+      if (fs.readFileSync(path.join(published, f), 'utf8') !== fs.readFileSync(path.join(root, f), 'utf8')) {
+        throw new Error(`${f} generated without the test-hooks feature differs from the committed one`)
+      }
+    }
+    log('    index.d.ts and binding.js are identical to the committed (test-hooks build) ones')
+  })
+
   // 1. napi distribution steps ----------------------------------------------------------------
   await step('napi create-npm-dirs --dry-run (repository, nothing written)', () => {
     const r = sh(napiBin, ['create-npm-dirs', '--dry-run'], { env: { ...process.env, DEBUG: 'napi:*' } })
@@ -274,7 +290,18 @@ try {
 
   const home = path.join(work, 'home')
   fs.mkdirSync(home)
-  const runEnv = { ...process.env, PATH: noRustPath, HOME: home, USERPROFILE: home, XDG_CACHE_HOME: path.join(home, '.cache'), WIKI_HOME: home }
+  // The test hooks' variables are set: the published binary must ignore them (a first index
+  // passes the `before-swap` crash point; a recall carrying the panic marker resolves).
+  const runEnv = {
+    ...process.env,
+    PATH: noRustPath,
+    HOME: home,
+    USERPROFILE: home,
+    XDG_CACHE_HOME: path.join(home, '.cache'),
+    WIKI_HOME: home,
+    LLM_WIKI_CRASH_AT: 'before-swap',
+    LLM_WIKI_TEST_PANIC: 'llm-wiki-test-panic:',
+  }
   for (const v of ['ORT_DYLIB_PATH', 'LLM_WIKI_MODELS_DIR', 'LLM_WIKI_EMBED_MODEL', 'LLM_WIKI_RERANK_MODEL', 'LLM_WIKI_DENSE', 'LD_LIBRARY_PATH', 'DYLD_LIBRARY_PATH', 'NAPI_RS_NATIVE_LIBRARY_PATH']) {
     delete runEnv[v]
   }

@@ -37,13 +37,19 @@ export function ensureModels({ required = false } = {}) {
   }
 }
 
-/** Build the addon with the given cargo profile unless a binary newer than the sources exists. */
-export function ensureBuilt({ profile = 'ci', force = false } = {}) {
+/**
+ * Build the addon with the given cargo profile unless a binary exists (or `force`). `features`
+ * are cargo features (`test-hooks` for the JS tests only); `outputDir` puts the binary and the
+ * generated binding.js / index.d.ts there instead of the repository root.
+ */
+export function ensureBuilt({ profile = 'ci', force = false, features = [], outputDir } = {}) {
   const hasBinary = readdirSync(root).some((f) => f.endsWith('.node'))
-  if (hasBinary && !force) return
+  if (hasBinary && !force && !outputDir) return
   const args = ['napi', 'build', '--platform', '--js', 'binding.js', '--dts', 'index.d.ts']
   if (profile === 'release') args.push('--release')
   else if (profile !== 'dev') args.push('--profile', profile)
+  if (features.length > 0) args.push('--features', features.join(' '))
+  if (outputDir) args.push('--output-dir', outputDir)
   run('npx', args)
 }
 

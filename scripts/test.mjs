@@ -1,6 +1,8 @@
 // `npm test`: every test of the project, in order — formatting and lints, the Rust core's
-// tests, a build of the addon (checking that the generated index.d.ts / binding.js are
-// committed unchanged), then the JavaScript tests against the built addon.
+// tests, a build of the addon with the `test-hooks` cargo feature (checking that the generated
+// index.d.ts / binding.js are committed unchanged), then the JavaScript tests against it, the
+// example, and the install-from-tarball test, which builds the addon as published (no hooks) and
+// checks that it generates the same index.d.ts / binding.js.
 import { ensureBuilt, ensureModels, ensureNodeModules, gitDiffClean, root, run } from './setup.mjs'
 
 const quick = process.argv.includes('--quick') // skip fmt/clippy (local iteration)
@@ -10,11 +12,13 @@ ensureModels({ required: process.env.CI === 'true' })
 if (!quick) {
   run('cargo', ['fmt', '--all', '--', '--check'])
   run('cargo', ['clippy', '--workspace', '--all-targets', '--profile', 'ci', '--', '-D', 'warnings'])
+  run('cargo', ['clippy', '--workspace', '--all-targets', '--profile', 'ci', '--features', 'test-hooks', '--', '-D', 'warnings'])
 }
 run('cargo', ['test', '-p', 'llm-wiki-core', '--features', 'cli', '--profile', 'ci'])
-ensureBuilt({ profile: 'ci', force: true })
+ensureBuilt({ profile: 'ci', force: true, features: ['test-hooks'] })
 gitDiffClean(['index.d.ts', 'binding.js'])
-run('node', ['--test', '--test-concurrency=1', '__test__/'])
+// The JS tests fail (instead of skipping the hook tests) if the hooks are missing.
+run('node', ['--test', '--test-concurrency=1', '__test__/'], { env: { ...process.env, LLM_WIKI_REQUIRE_TEST_HOOKS: '1' } })
 // The pi-extension drop-in example and the install-from-tarball test (Node 20 and 22, no Rust
 // toolchain on PATH, onnxruntime-node as the only runtime library).
 run('node', ['scripts/test-example.mjs'])

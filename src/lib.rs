@@ -1,10 +1,15 @@
 //! Node binding of the llm-wiki retrieval engine: a thin layer of `#[napi]` glue. Every export
-//! validates its input, runs the engine on a libuv worker thread (never on the JS thread),
-//! catches panics there, and rejects with the engine's stable `err.code`.
+//! validates its input and catches panics. The async ones (reindex, recall, status, downloads,
+//! the CLI) run the engine on the addon's own job threads (`task.rs`; never the JS thread, never
+//! libuv's pool) and reject with the engine's stable `err.code`; `configure`, `modelStatus`,
+//! `addOnnxRuntimeCandidates`, `resolveVaultPaths`, `personalVaultPaths` and `engineInfo` are
+//! synchronous and cheap (they never load or index anything, nor wait for a load).
 #![deny(clippy::all)]
 
 mod error;
 mod task;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 mod types;
 
 use std::sync::atomic::AtomicBool;
@@ -21,7 +26,6 @@ use llm_wiki_core::store::{CancelFlag, Component, Progress, ProgressSink, Reinde
 use llm_wiki_core::vault::paths as core_paths;
 
 use crate::error::{Failure, Outcome};
-use crate::task::Job;
 use crate::types::*;
 
 fn invalid(message: impl Into<String>) -> Failure {
@@ -30,6 +34,15 @@ fn invalid(message: impl Into<String>) -> Failure {
 
 fn core_err(e: llm_wiki_core::Error) -> Failure {
   Failure::from(e)
+}
+
+/// A thread count from JS: 0 or absent keeps the engine's default; anything else is clamped to
+/// 1..=the number of logical CPUs (a `-1` arrives as 4294967295).
+fn thread_count(requested: Option<u32>) -> usize {
+  match requested {
+    None | Some(0) => 0,
+    Some(n) => llm_wiki_core::models::clamp_threads(n as usize),
+  }
 }
 
 /// A cancel flag tied to an optional AbortSignal (set from the JS thread on abort).
@@ -46,10 +59,11 @@ fn cancel_flag(signal: Option<&AbortSignal>, already_aborted: bool) -> CancelFla
 /// Resolves with one result per vault; a busy lock, a cancellation or a failure is reported in
 /// that vault's `result` (`ok: false`), not as a rejection.
 #[napi(catch_unwind, ts_return_type = "Promise<WikiReindexResult>")]
-pub fn reindex_wiki(
+pub fn reindex_wiki<'env>(
+  env: &'env Env,
   active_paths: VaultPaths,
   input: Option<WikiReindexInput>,
-) -> AsyncTask<Job<WikiReindexResult>> {
+) -> Result<PromiseRaw<'env, WikiReindexResult>> {
   let input = input.unwrap_or(WikiReindexInput {
     scope: None,
     components: None,
@@ -77,8 +91,9 @@ pub fn reindex_wiki(
     }) as ProgressSink
   });
   let (scope, components, force, vault, threads) =
-    (input.scope, input.components, input.force, input.vault, input.threads);
-  Job::new(move || {
+    (input.scope, input.components, input.force, input.vault, thread_count(input.threads));
+  let job_cancel = cancel.clone();
+  task::spawn(env, Some(&job_cancel), task::Priority::Background, move || {
     let paths = active_paths.to_core()?;
     let scope = Scope::parse(scope.as_deref().unwrap_or("changed")).map_err(core_err)?;
     let components = match components {
@@ -97,7 +112,7 @@ pub fn reindex_wiki(
       force: force.unwrap_or(false),
       cancel,
       progress,
-      threads: threads.unwrap_or(0) as usize,
+      threads,
       ..Default::default()
     };
     Ok(WikiReindexResult::from(&core_reindex_wiki(&paths, target, &opts)))
@@ -107,9 +122,13 @@ pub fn reindex_wiki(
 /// Status of a vault's index from its small state files (and a stat-only page scan); never opens
 /// the index and never loads a model.
 #[napi(catch_unwind, ts_return_type = "Promise<IndexStatus>")]
-pub fn read_index_status(paths: VaultPaths, options: Option<StatusOptions>) -> AsyncTask<Job<IndexStatus>> {
+pub fn read_index_status<'env>(
+  env: &'env Env,
+  paths: VaultPaths,
+  options: Option<StatusOptions>,
+) -> Result<PromiseRaw<'env, IndexStatus>> {
   let check_pages = options.and_then(|o| o.check_pages).unwrap_or(true);
-  Job::new(move || {
+  task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
     let opts = CoreStatusOptions { check_pages, ..Default::default() };
     Ok(IndexStatus::from(&read_index_status_with(&paths, &opts)))
@@ -138,14 +157,16 @@ fn parse_mode(
 }
 
 /// Recall pages for a query under a policy. Empty `results` means no reliable memory was found.
-/// An empty or over-long query resolves with a diagnostic (`recall_query_empty`,
-/// `recall_query_too_long`); invalid arguments reject with `invalid_argument`.
+/// An empty or over-long query (or sub-query) resolves with a diagnostic (`recall_query_empty`,
+/// `recall_query_too_long`); invalid arguments (more than 10 sub-queries, an unknown mode)
+/// reject with `invalid_argument`.
 #[napi(catch_unwind, ts_return_type = "Promise<RecallResponse>")]
-pub fn recall_wiki(
+pub fn recall_wiki<'env>(
+  env: &'env Env,
   paths: VaultPaths,
   raw_query: String,
   opts: RecallWikiOptions,
-) -> AsyncTask<Job<RecallResponse>> {
+) -> Result<PromiseRaw<'env, RecallResponse>> {
   let cancel = cancel_flag(opts.signal.as_ref(), opts.aborted.unwrap_or(false));
   let mut config_diagnostics = Vec::new();
   let mode = parse_mode(&opts, &mut config_diagnostics);
@@ -167,7 +188,10 @@ pub fn recall_wiki(
     max_per_vault: opts.policy.max_per_vault as usize,
     max_results: opts.policy.max_results as usize,
   };
-  Job::new(move || {
+  let job_cancel = cancel.clone();
+  task::spawn(env, Some(&job_cancel), task::Priority::Interactive, move || {
+    #[cfg(feature = "test-hooks")]
+    test_hooks::panic_on_marked_query(&raw_query);
     let paths = paths.to_core()?;
     let mode = mode?;
     let mut recall_opts =
@@ -213,18 +237,11 @@ pub fn engine_info() -> EngineInfo {
   }
 }
 
-/// Run the command-line interface with `args` (without the program name) on a worker thread.
+/// Run the command-line interface with `args` (without the program name) on a job thread.
 /// Resolves with the process exit code; output goes to the process's stdout/stderr.
 #[napi(catch_unwind, ts_return_type = "Promise<number>")]
-pub fn run_cli(args: Vec<String>) -> AsyncTask<Job<i32>> {
-  Job::new(move || Ok(llm_wiki_core::cli::run(args)))
-}
-
-/// Test hook: a call that panics inside the worker thread, to prove panics reject with
-/// `err.code === "internal_panic"` instead of aborting the process.
-#[napi(catch_unwind, ts_return_type = "Promise<void>")]
-pub fn debug_panic(message: String) -> AsyncTask<Job<()>> {
-  Job::new(move || panic!("{message}"))
+pub fn run_cli<'env>(env: &'env Env, args: Vec<String>) -> Result<PromiseRaw<'env, i32>> {
+  task::spawn(env, None, task::Priority::Interactive, move || Ok(llm_wiki_core::cli::run(args)))
 }
 
 fn abs_path(name: &str, v: &str) -> Result<std::path::PathBuf, crate::error::Code> {
@@ -235,24 +252,60 @@ fn abs_path(name: &str, v: &str) -> Result<std::path::PathBuf, crate::error::Cod
   Ok(p)
 }
 
-/// Set engine-wide model and runtime options (replaces earlier settings; loaded models that no
-/// longer match are released). Synchronous and cheap: nothing is loaded here.
-#[napi(catch_unwind)]
-pub fn configure(options: EngineOptions) -> Result<(), crate::error::Code> {
-  let many = |name: &str, v: &Option<Vec<String>>| -> Result<Vec<std::path::PathBuf>, crate::error::Code> {
-    v.iter().flatten().map(|p| abs_path(name, p)).collect()
+/// Change engine-wide model and runtime options. Only the options present in `options` change:
+/// an omitted (or `undefined`) option keeps its value, `null` resets it to its default
+/// (environment variable, then built-in default), so `configure({})` changes nothing. Loaded
+/// models that the change makes stale (another model directory, another thread count, dense
+/// retrieval switched off) are released; the others stay loaded. Synchronous and cheap: nothing is
+/// loaded here, and it never waits for a model that is loading.
+#[napi(catch_unwind, ts_args_type = "options: EngineOptions")]
+pub fn configure(env: &Env, options: Object) -> Result<(), crate::error::Code> {
+  use llm_wiki_core::models::{ConfigChange, Setting};
+  // Read the raw object: `null` (reset) and an absent key (keep) must stay apart, and
+  // `EngineOptions` only declares the shape for TypeScript.
+  fn option<T: FromNapiValue>(
+    env: &Env,
+    options: &Object,
+    key: &str,
+  ) -> Result<Setting<T>, crate::error::Code> {
+    let bad = |e: Error| invalid(format!("configure: {key}: {}", e.reason)).into_sync();
+    let value: Unknown = options.get_named_property(key).map_err(bad)?;
+    Ok(match value.get_type().map_err(bad)? {
+      ValueType::Undefined => Setting::Keep,
+      ValueType::Null => Setting::Reset,
+      // SAFETY: `value` is a live value of this call's environment.
+      _ => Setting::Set(unsafe { T::from_napi_value(env.raw(), value.raw()) }.map_err(bad)?),
+    })
+  }
+  let paths = |key: &str| {
+    option::<Vec<String>>(env, &options, key)?.try_map(|v| v.iter().map(|p| abs_path(key, p)).collect())
   };
-  let one = |name: &str, v: &Option<String>| v.as_deref().map(|p| abs_path(name, p)).transpose();
-  llm_wiki_core::models::configure(llm_wiki_core::models::ModelConfig {
-    model_roots: many("modelRoots", &options.model_roots)?,
-    embed_model: one("embedModel", &options.embed_model)?,
-    rerank_model: one("rerankModel", &options.rerank_model)?,
-    runtime_lib: one("onnxRuntimePath", &options.onnx_runtime_path)?,
-    runtime_candidates: many("onnxRuntimeCandidates", &options.onnx_runtime_candidates)?,
-    threads: options.threads.unwrap_or(0).min(64) as usize,
-    idle_release: options.idle_release_seconds.map(|s| std::time::Duration::from_secs(s as u64)),
-    disabled: options.dense == Some(false),
-  });
+  let path = |key: &str| option::<String>(env, &options, key)?.try_map(|p| abs_path(key, &p));
+  let change = ConfigChange {
+    model_roots: paths("modelRoots")?,
+    embed_model: path("embedModel")?,
+    rerank_model: path("rerankModel")?,
+    runtime_lib: path("onnxRuntimePath")?,
+    runtime_candidates: paths("onnxRuntimeCandidates")?,
+    threads: match option::<u32>(env, &options, "threads")? {
+      Setting::Set(0) => Setting::Reset,
+      t => t.map(|t| thread_count(Some(t))),
+    },
+    idle_release: option::<u32>(env, &options, "idleReleaseSeconds")?
+      .map(|s| std::time::Duration::from_secs(s as u64)),
+    disabled: option::<bool>(env, &options, "dense")?.map(|dense| !dense),
+  };
+  llm_wiki_core::models::configure(change);
+  Ok(())
+}
+
+/// Add ONNX Runtime library candidates, tried after `configure({onnxRuntimeCandidates})`. Only
+/// adds (duplicates are ignored): it never changes another setting or releases a model. The
+/// package entry point passes the `onnxruntime-node` package's library here when it is installed.
+#[napi(catch_unwind)]
+pub fn add_onnx_runtime_candidates(paths: Vec<String>) -> Result<(), crate::error::Code> {
+  let paths = paths.iter().map(|p| abs_path("paths", p)).collect::<Result<Vec<_>, _>>()?;
+  llm_wiki_core::models::add_runtime_candidates(paths);
   Ok(())
 }
 
@@ -274,11 +327,16 @@ pub fn model_status() -> ModelStatus {
   }
 }
 
-/// Download a model (default: all-MiniLM-L6-v2 int8 ONNX from the Hugging Face hub) into a model
-/// directory, resuming partial files and verifying sha256; a complete verified directory is
-/// reused without network access.
+/// Download a model (default: all-MiniLM-L6-v2 int8 ONNX from the Hugging Face hub, pinned to a
+/// commit with known sha256s) into a model directory, resuming partial files and verifying every
+/// file's sha256; a complete verified directory is reused without network access. A revision
+/// that is not a commit id, a file without a sha256 or a `local` name outside the model
+/// directory rejects with `invalid_argument` before anything is fetched.
 #[napi(catch_unwind, ts_return_type = "Promise<DownloadedModel>")]
-pub fn download_model(options: Option<DownloadModelOptions>) -> AsyncTask<Job<DownloadedModel>> {
+pub fn download_model<'env>(
+  env: &'env Env,
+  options: Option<DownloadModelOptions>,
+) -> Result<PromiseRaw<'env, DownloadedModel>> {
   use llm_wiki_core::models::fetch;
   use llm_wiki_core::models::manifest::{ModelKind, Pooling};
   let o = options.unwrap_or(DownloadModelOptions {
@@ -300,7 +358,8 @@ pub fn download_model(options: Option<DownloadModelOptions>) -> AsyncTask<Job<Do
   let progress = o.on_progress.map(Arc::new);
   let (dir, base_url, repo, revision, files, id, kind, dims, pooling, max_length) =
     (o.dir, o.base_url, o.repo, o.revision, o.files, o.id, o.kind, o.dims, o.pooling, o.max_length);
-  Job::new(move || {
+  let job_cancel = cancel.clone();
+  task::spawn(env, Some(&job_cancel), task::Priority::Background, move || {
     let mut spec = fetch::default_embed_spec();
     if let Some(b) = base_url {
       spec.base_url = b;
@@ -314,7 +373,7 @@ pub fn download_model(options: Option<DownloadModelOptions>) -> AsyncTask<Job<Do
     if let Some(f) = files {
       spec.files = f
         .into_iter()
-        .map(|f| fetch::RemoteFile { remote: f.remote, local: f.local, sha256: f.sha256 })
+        .map(|f| fetch::RemoteFile { remote: f.remote, local: f.local, sha256: f.sha256.unwrap_or_default() })
         .collect();
     }
     if let Some(i) = id {

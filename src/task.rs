@@ -1,58 +1,174 @@
-//! One generic AsyncTask for every export: the work runs on a libuv worker thread, panics are
-//! caught there (a panic crossing the FFI boundary would abort Node), and failures reject the
-//! promise with the engine's `err.code`.
+//! Where async exports run: on the addon's own threads, never on libuv's pool, which the host
+//! needs for its own file I/O (4 threads by default: four long reindexes on it stalled every `fs`
+//! call of the host for seconds). Each job settles its promise from its thread through a
+//! threadsafe function. Panics are caught on the job's thread (a panic crossing the FFI boundary
+//! would abort Node), failures reject with the engine's `err.code`, and the jobs of a Node
+//! environment that is torn down (a terminated worker thread, process exit) are cancelled so
+//! they stop at their next cancellation point.
+//!
+//! Two kinds of job:
+//! * interactive (recall, status, the CLI): the blocking pool of the tokio runtime napi-rs owns;
+//! * background (reindex, model downloads): one thread per job, at lowered CPU priority on Linux
+//!   (nice +10, inherited by the threads the job starts), so long indexing never preempts the
+//!   host's JavaScript thread or its I/O. Priority cannot be raised back without privileges,
+//!   hence a fresh thread per job rather than a pool; it exits with its job.
 
+use std::ffi::c_void;
+use std::time::Duration;
+
+use llm_wiki_core::store::CancelFlag;
 use napi::bindgen_prelude::*;
-use napi::{Env, Task};
+use napi::{sys, Env};
 
 use crate::error::{Failure, Outcome};
 
-type Work<T> = Box<dyn FnOnce() -> Outcome<T> + Send>;
+/// Interactive jobs running at once (threads of the blocking pool); further ones wait in its
+/// queue.
+const MAX_INTERACTIVE_JOBS: usize = 64;
+/// An idle pool thread exits after this long, so an idle addon holds no job threads.
+const IDLE_THREAD_EXIT: Duration = Duration::from_secs(10);
+/// Nice value of background job threads (Linux).
+#[cfg(target_os = "linux")]
+const BACKGROUND_NICE: i32 = 10;
 
-/// A unit of work producing `T` on a worker thread.
-pub struct Job<T: Send + 'static> {
-  work: Option<Work<T>>,
-  failure: Option<Failure>,
-}
-
-impl<T: Send + 'static> Job<T> {
-  pub fn new(work: impl FnOnce() -> Outcome<T> + Send + 'static) -> AsyncTask<Job<T>>
-  where
-    T: ToNapiValue + TypeName,
-  {
-    AsyncTask::new(Job { work: Some(Box::new(work)), failure: None })
+/// One small runtime for the whole process, shared by every Node environment (main thread and
+/// workers). napi-rs shuts it down when the last environment goes, joining its threads for at
+/// most 100 ms: idle threads exit at once, so process exit waits for nothing.
+#[napi_derive::module_init]
+fn init() {
+  let runtime = napi::tokio::runtime::Builder::new_multi_thread()
+    .worker_threads(1) // only awaits job results; the work runs on job threads
+    .max_blocking_threads(MAX_INTERACTIVE_JOBS)
+    .thread_keep_alive(IDLE_THREAD_EXIT)
+    .thread_name("llm-wiki-job")
+    .build();
+  // On failure napi-rs builds its default runtime instead.
+  if let Ok(rt) = runtime {
+    create_custom_tokio_runtime(rt);
   }
 }
 
-impl<T: Send + ToNapiValue + TypeName + 'static> Task for Job<T> {
-  type Output = T;
-  type JsValue = T;
+/// How a job is scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+  /// Someone waits for the answer now: the shared pool, normal priority.
+  Interactive,
+  /// Long work in the background: its own thread, lowered priority.
+  Background,
+}
 
-  fn compute(&mut self) -> napi::Result<T> {
-    let work = self.work.take().expect("job runs once");
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|payload| {
-      let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into());
-      Err(Failure { code: "internal_panic".into(), message: format!("internal error (panic): {msg}") })
-    });
-    outcome.map_err(|f| {
-      let e = napi::Error::from_reason(f.message.clone());
-      self.failure = Some(f);
-      e
-    })
+/// Run `work` on a job thread and return a promise of its result. `cancel` (if any) is also set
+/// when this Node environment is torn down before the job settles.
+pub fn spawn<'env, T>(
+  env: &'env Env,
+  cancel: Option<&CancelFlag>,
+  priority: Priority,
+  work: impl FnOnce() -> Outcome<T> + Send + 'static,
+) -> Result<PromiseRaw<'env, T>>
+where
+  T: ToNapiValue + Send + 'static,
+{
+  let result = match priority {
+    Priority::Interactive => JobResult::Pool(spawn_blocking(move || run_caught(work))),
+    Priority::Background => {
+      let (tx, rx) = napi::tokio::sync::oneshot::channel();
+      std::thread::Builder::new()
+        .name("llm-wiki-background".into())
+        .spawn(move || {
+          lower_priority();
+          let _ = tx.send(run_caught(work));
+        })
+        .map_err(|e| Error::from_reason(format!("cannot start a job thread: {e}")))?;
+      JobResult::Thread(rx)
+    }
+  };
+  let teardown = cancel.map(|c| CancelOnTeardown::register(env, c)).transpose()?;
+  env.spawn_future_with_callback(
+    async move {
+      Ok(match result {
+        JobResult::Pool(handle) => {
+          handle.await.unwrap_or_else(|e| Err(internal(format!("the job did not finish: {e}"))))
+        }
+        JobResult::Thread(rx) => {
+          rx.await.unwrap_or_else(|_| Err(internal("the job thread ended without a result".into())))
+        }
+      })
+    },
+    move |env, outcome: Outcome<T>| {
+      if let Some(t) = teardown {
+        t.unregister(env);
+      }
+      outcome.map_err(|f| f.to_napi(env))
+    },
+  )
+}
+
+enum JobResult<T> {
+  Pool(napi::tokio::task::JoinHandle<Outcome<T>>),
+  Thread(napi::tokio::sync::oneshot::Receiver<Outcome<T>>),
+}
+
+/// Lower the calling thread's CPU priority; threads it starts inherit it.
+fn lower_priority() {
+  #[cfg(target_os = "linux")]
+  // SAFETY: plain syscalls on the calling thread's own id.
+  unsafe {
+    // Failure only leaves the normal priority.
+    let _ = libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, BACKGROUND_NICE);
+  }
+}
+
+fn internal(message: String) -> Failure {
+  Failure { code: "internal_panic".into(), message }
+}
+
+/// Run `work`, turning a panic into an `internal_panic` failure.
+fn run_caught<T>(work: impl FnOnce() -> Outcome<T>) -> Outcome<T> {
+  std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|payload| {
+    let msg = payload
+      .downcast_ref::<&str>()
+      .map(|s| s.to_string())
+      .or_else(|| payload.downcast_ref::<String>().cloned())
+      .unwrap_or_else(|| "unknown panic".into());
+    Err(internal(format!("internal error (panic): {msg}")))
+  })
+}
+
+/// An environment cleanup hook that cancels one job. Registered and removed on the JS thread;
+/// its data (a boxed flag) is freed by whichever happens first: the hook running at teardown, or
+/// its removal when the job's promise settles.
+struct CancelOnTeardown {
+  data: usize,
+}
+
+unsafe extern "C" fn cancel_job(data: *mut c_void) {
+  // SAFETY: `data` is the box `register` leaked; the hook runs at most once and is removed
+  // (with the box freed) otherwise.
+  let flag = unsafe { Box::from_raw(data as *mut CancelFlag) };
+  flag.cancel();
+}
+
+impl CancelOnTeardown {
+  fn register(env: &Env, cancel: &CancelFlag) -> Result<Self> {
+    let data = Box::into_raw(Box::new(cancel.clone()));
+    // SAFETY: called on the JS thread that owns `env`; `data` stays valid until freed below or
+    // by the hook.
+    let status = unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(cancel_job), data.cast()) };
+    if status != sys::Status::napi_ok {
+      drop(unsafe { Box::from_raw(data) });
+      return Err(Error::from_reason("cannot register an environment cleanup hook"));
+    }
+    Ok(CancelOnTeardown { data: data as usize })
   }
 
-  fn resolve(&mut self, _env: Env, output: T) -> napi::Result<T> {
-    Ok(output)
-  }
-
-  fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<T> {
-    match self.failure.take() {
-      Some(f) => Err(f.to_napi(&env)),
-      None => Err(err),
+  /// Remove the hook (the job settled while the environment is alive) and free its data.
+  fn unregister(self, env: &Env) {
+    let data = self.data as *mut CancelFlag;
+    // SAFETY: the settle callback runs on the JS thread of the environment the hook was added to,
+    // before that environment's teardown (which would have run the hook instead).
+    let status = unsafe { sys::napi_remove_env_cleanup_hook(env.raw(), Some(cancel_job), data.cast()) };
+    if status == sys::Status::napi_ok {
+      drop(unsafe { Box::from_raw(data) });
     }
   }
 }

@@ -143,7 +143,8 @@ pub struct WikiReindexInput {
     Option<ThreadsafeFunction<ReindexProgressEvent, (), ReindexProgressEvent, Status, false, true>>,
   /// Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted).
   pub aborted: Option<bool>,
-  /// Worker threads for parsing and indexing (default: available cores, at most 4).
+  /// Worker threads for parsing and indexing (0 or absent: the available cores, at most 4).
+  /// Clamped to 1..=the number of logical CPUs.
   pub threads: Option<u32>,
 }
 
@@ -400,7 +401,9 @@ pub struct RecallWikiOptions {
   /// Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted).
   pub aborted: Option<bool>,
   /// Typed sub-queries: `lex` texts feed the lexical list, `vec` texts the dense list (hybrid and
-  /// later modes). Confidence is always computed against `rawQuery`.
+  /// later modes). Confidence is always computed against `rawQuery`. At most 10 (more rejects
+  /// with `invalid_argument`); each text is checked like `rawQuery` (an empty or over-long one
+  /// resolves with `recall_query_empty` / `recall_query_too_long` and no results).
   pub subqueries: Option<Vec<SubQuery>>,
   /// Time budget of the cross-encoder in quality mode (default 2000 ms); on expiry the fused
   /// ranking is kept with a `reranker_timeout` diagnostic.
@@ -534,27 +537,43 @@ pub struct EngineInfo {
   pub automatic_floor: f64,
 }
 
-/// Engine-wide model and runtime settings (`configure`). Unset fields use environment variables
-/// (`LLM_WIKI_MODELS_DIR`, `LLM_WIKI_EMBED_MODEL`, `LLM_WIKI_RERANK_MODEL`, `ORT_DYLIB_PATH`,
-/// `LLM_WIKI_THREADS`, `LLM_WIKI_DENSE=off`) and then defaults.
-#[napi(object)]
+/// Engine-wide model and runtime settings (`configure`). Only the options given change: an
+/// omitted option keeps its current value and `null` resets it to its default. Defaults come
+/// from environment variables (`LLM_WIKI_MODELS_DIR`, `LLM_WIKI_EMBED_MODEL`,
+/// `LLM_WIKI_RERANK_MODEL`, `ORT_DYLIB_PATH`, `LLM_WIKI_THREADS`, `LLM_WIKI_DENSE=off`) and then
+/// built-in values.
+#[napi(object, object_to_js = false)]
+#[allow(dead_code)] // the TypeScript shape only: `configure` reads the raw object to tell `null` from absent
 pub struct EngineOptions {
   /// Directories searched for the default embedder (`all-MiniLM-L6-v2-int8/`) and for
   /// `runtime/runtime.json`; the user cache `~/.cache/llm-wiki-retrieval/models` is always last.
+  /// Replaces the earlier list; `[]` or `null` clears it.
+  #[napi(ts_type = "Array<string> | null")]
   pub model_roots: Option<Vec<String>>,
-  /// Embedding model directory (overrides the model roots).
+  /// Embedding model directory (overrides the model roots); `null` goes back to the model roots.
+  #[napi(ts_type = "string | null")]
   pub embed_model: Option<String>,
   /// Cross-encoder directory; quality mode rescores with it when set. No default.
+  #[napi(ts_type = "string | null")]
   pub rerank_model: Option<String>,
-  /// ONNX Runtime shared library (`libonnxruntime.so.*`, `.dylib`, `onnxruntime.dll`).
+  /// ONNX Runtime shared library (`libonnxruntime.so.*`, `.dylib`, `onnxruntime.dll`). The first
+  /// library loaded stays loaded for the life of the process.
+  #[napi(ts_type = "string | null")]
   pub onnx_runtime_path: Option<String>,
-  /// Further library candidates (the JS layer adds the `onnxruntime-node` package's library).
+  /// Further library candidates, tried before the ones `addOnnxRuntimeCandidates` added (the
+  /// `onnxruntime-node` package's library). Replaces the earlier list.
+  #[napi(ts_type = "Array<string> | null")]
   pub onnx_runtime_candidates: Option<Vec<String>>,
-  /// Inference threads (default: half the cores, 1..=4).
+  /// Inference threads per model (default: half the cores, 1..=4; `0` or `null` = default).
+  /// Clamped to 1..=the number of logical CPUs.
+  #[napi(ts_type = "number | null")]
   pub threads: Option<u32>,
   /// Release models unused for this many seconds (default 300).
+  #[napi(ts_type = "number | null")]
   pub idle_release_seconds: Option<u32>,
   /// `false` disables dense retrieval: nothing is ever loaded, every mode runs lexical.
+  /// `true` or `null` enables it again (unless `LLM_WIKI_DENSE=off`).
+  #[napi(ts_type = "boolean | null")]
   pub dense: Option<bool>,
 }
 
@@ -579,9 +598,12 @@ pub struct ModelStatus {
 pub struct RemoteModelFile {
   /// Path inside the repository, e.g. `onnx/model_quint8_avx2.onnx`.
   pub remote: String,
-  /// Name in the model directory: `model.onnx` or `tokenizer.json`.
+  /// Name in the model directory (`model.onnx`, `tokenizer.json`): a relative `/`-separated
+  /// path that stays inside it (no `..`, absolute, drive or UNC forms, no symlinked parent
+  /// leading out), else `invalid_argument`.
   pub local: String,
-  /// Expected sha256 (otherwise the hub's `x-linked-etag` checksum is used when sent).
+  /// Required: the file's sha256 (64 hex digits). A checksum sent by the server is not trusted;
+  /// a file without one rejects with `invalid_argument`.
   pub sha256: Option<String>,
 }
 
@@ -601,7 +623,11 @@ pub struct DownloadModelOptions {
   /// Server root (default `https://huggingface.co`, or `HF_ENDPOINT`).
   pub base_url: Option<String>,
   pub repo: Option<String>,
+  /// Commit id (40 hex digits) to fetch from; branch and tag names reject with
+  /// `invalid_argument` (their files can change). Default: the pinned commit of the default model.
   pub revision: Option<String>,
+  /// Files to fetch, each with its sha256. Default: the default model's files with their known
+  /// checksums.
   pub files: Option<Vec<RemoteModelFile>>,
   /// Model id written to the manifest (vectors are tied to it).
   pub id: Option<String>,

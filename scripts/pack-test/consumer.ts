@@ -34,6 +34,10 @@ async function main(): Promise<Record<string, unknown>> {
   const mode = scenario === 'dense' ? 'hybrid' : 'lexical'
   const hit: RecallResponse = await engine.recallWiki(paths, 'zfs snapshot retention', { policy: explicit, mode })
   const neg: RecallResponse = await engine.recallWiki(paths, 'quarterly revenue forecast for the sales team', { policy: automatic })
+  // The published binary has no test hooks: the panic marker is an ordinary query, and the
+  // crash point the reindex above passed (LLM_WIKI_CRASH_AT) did nothing.
+  const marker = process.env.LLM_WIKI_TEST_PANIC
+  const marked: RecallResponse | undefined = marker ? await engine.recallWiki(paths, `${marker} zfs`, { policy: explicit, mode: 'lexical' }) : undefined
   const loaded = Object.keys(require.cache).filter((k) => k.endsWith('.node'))
   const out = {
     engine: engine.engineInfo().version,
@@ -50,10 +54,13 @@ async function main(): Promise<Record<string, unknown>> {
     diagnostics: hit.diagnostics.map((d) => d.code),
     automaticNegative: neg.results.length,
     reindexMs: Math.round(r.elapsedMs),
+    hooks: { crashAt: process.env.LLM_WIKI_CRASH_AT ?? null, panicMarkerResolved: marked !== undefined, exports: Object.keys(engine).filter((k) => /debug|panic|crash/i.test(k)) },
   }
   check(loaded.some((k) => k.includes(path.join('node_modules', 'llm-wiki-retrieval-'))), 'binary loaded from the platform package')
   check(hit.results.length > 0 && hit.results[0]!.id === 'concepts/zfs-snapshots', 'top hit concepts/zfs-snapshots')
   check(neg.results.length === 0, 'automatic recall injects nothing for an unrelated prompt')
+  check(out.hooks.exports.length === 0, 'no test-hook export: ' + out.hooks.exports.join())
+  check(!marker || marked !== undefined, 'a recall carrying the test panic marker resolves')
   if (scenario === 'lexical') {
     check(models.onnxRuntimePath === undefined && models.onnxRuntimeError, 'no runtime library is found')
     check(warnings.includes('vectors_unavailable'), 'reindex warns vectors_unavailable')

@@ -99,8 +99,8 @@ fn lifecycle() {
 
   // Vectors requested without a dense engine: explicit warning. Dense is switched off explicitly
   // so the outcome does not depend on models the environment may provide (LLM_WIKI_MODELS_DIR).
-  llm_wiki_core::models::configure(llm_wiki_core::models::ModelConfig {
-    disabled: true,
+  llm_wiki_core::models::configure(llm_wiki_core::models::ConfigChange {
+    disabled: llm_wiki_core::models::Setting::Set(true),
     ..Default::default()
   });
   let r = reindex_vault(&p, &ReindexOptions { components: vec![Component::Vectors], ..Default::default() });

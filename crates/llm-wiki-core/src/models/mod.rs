@@ -12,7 +12,13 @@
 //!
 //! `LLM_WIKI_DENSE=off` disables dense retrieval entirely. Threads: `configure({threads})` or
 //! `LLM_WIKI_THREADS`, default half the cores (1..=4), so a Node process never gets every core
-//! of the host by surprise.
+//! of the host by surprise; any value is clamped to 1..=the number of logical CPUs.
+//!
+//! Settings change only through [`configure`] with a [`ConfigChange`] naming the settings to
+//! change (the others keep their values), and [`add_runtime_candidates`], which only appends.
+//! A change releases exactly the loaded models it makes stale (another directory or thread
+//! count). Models load outside the cache's lock, so status and configuration calls never wait
+//! for an ONNX load.
 
 pub mod embed;
 pub mod fetch;
@@ -23,8 +29,10 @@ pub mod runtime;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
 
 pub use embed::{Embedder, TextKind, EMBED_BATCH};
 pub use manifest::{ModelDir, ModelManifest};
@@ -37,7 +45,7 @@ use onnx::SessionConfig;
 pub const DEFAULT_EMBED_DIR: &str = "all-MiniLM-L6-v2-int8";
 
 /// Engine-wide model settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelConfig {
   pub model_roots: Vec<PathBuf>,
   pub embed_model: Option<PathBuf>,
@@ -52,15 +60,114 @@ pub struct ModelConfig {
   pub disabled: bool,
 }
 
+/// One setting of a [`ConfigChange`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Setting<T> {
+  /// Leave the current value alone.
+  #[default]
+  Keep,
+  /// Back to the default (environment variables, then built-in defaults).
+  Reset,
+  Set(T),
+}
+
+impl<T: Default> Setting<T> {
+  fn apply(self, slot: &mut T) {
+    match self {
+      Setting::Keep => {}
+      Setting::Reset => *slot = T::default(),
+      Setting::Set(v) => *slot = v,
+    }
+  }
+}
+
+impl<T> Setting<T> {
+  /// The same change with the value converted by `f` (which may fail).
+  pub fn try_map<U, E>(
+    self,
+    f: impl FnOnce(T) -> std::result::Result<U, E>,
+  ) -> std::result::Result<Setting<U>, E> {
+    Ok(match self {
+      Setting::Keep => Setting::Keep,
+      Setting::Reset => Setting::Reset,
+      Setting::Set(v) => Setting::Set(f(v)?),
+    })
+  }
+
+  /// The same change with the value converted by `f`.
+  pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Setting<U> {
+    match self.try_map(|v| Ok::<U, std::convert::Infallible>(f(v))) {
+      Ok(s) => s,
+      Err(never) => match never {},
+    }
+  }
+
+  fn apply_opt(self, slot: &mut Option<T>) {
+    match self {
+      Setting::Keep => {}
+      Setting::Reset => *slot = None,
+      Setting::Set(v) => *slot = Some(v),
+    }
+  }
+}
+
+/// A change of the engine-wide settings: only the settings it names change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigChange {
+  pub model_roots: Setting<Vec<PathBuf>>,
+  pub embed_model: Setting<PathBuf>,
+  pub rerank_model: Setting<PathBuf>,
+  pub runtime_lib: Setting<PathBuf>,
+  pub runtime_candidates: Setting<Vec<PathBuf>>,
+  /// Inference threads (0 means the default, like `Reset`).
+  pub threads: Setting<usize>,
+  pub idle_release: Setting<Duration>,
+  pub disabled: Setting<bool>,
+}
+
+impl ConfigChange {
+  fn apply_to(self, c: &mut ModelConfig) {
+    self.model_roots.apply(&mut c.model_roots);
+    self.embed_model.apply_opt(&mut c.embed_model);
+    self.rerank_model.apply_opt(&mut c.rerank_model);
+    self.runtime_lib.apply_opt(&mut c.runtime_lib);
+    self.runtime_candidates.apply(&mut c.runtime_candidates);
+    self.threads.apply(&mut c.threads);
+    self.idle_release.apply_opt(&mut c.idle_release);
+    self.disabled.apply(&mut c.disabled);
+  }
+}
+
 fn settings() -> &'static RwLock<ModelConfig> {
   static S: OnceLock<RwLock<ModelConfig>> = OnceLock::new();
   S.get_or_init(Default::default)
 }
 
-/// Replace the engine-wide model settings (loaded models that no longer match are released).
-pub fn configure(cfg: ModelConfig) {
-  *settings().write().unwrap_or_else(|p| p.into_inner()) = cfg;
-  cache().lock().unwrap_or_else(|p| p.into_inner()).clear();
+/// Runtime libraries found by the host layer (the `onnxruntime-node` package); tried after the
+/// configured candidates. Kept apart from the settings so that finding them changes nothing else.
+fn detected_candidates() -> &'static RwLock<Vec<PathBuf>> {
+  static D: OnceLock<RwLock<Vec<PathBuf>>> = OnceLock::new();
+  D.get_or_init(Default::default)
+}
+
+/// Change the settings `change` names (the others keep their values), then release the loaded
+/// models that no longer match the effective settings (another directory, thread count, or
+/// dense retrieval switched off). Models that still match stay loaded.
+pub fn configure(change: ConfigChange) {
+  change.apply_to(&mut settings().write());
+  let wanted = wanted_keys(&effective_config());
+  cache().retain(|key| wanted.contains(key));
+}
+
+/// Append ONNX Runtime library candidates (duplicates ignored). Never removes a candidate,
+/// changes another setting or releases a model.
+pub fn add_runtime_candidates(paths: impl IntoIterator<Item = PathBuf>) {
+  let mut list = detected_candidates().write();
+  for p in paths {
+    if !list.contains(&p) {
+      list.push(p);
+    }
+  }
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {
@@ -75,9 +182,25 @@ pub fn user_model_root() -> PathBuf {
   cache.join("llm-wiki-retrieval").join("models")
 }
 
+/// Most threads any caller gets: the number of logical CPUs. More threads than cores only add
+/// contention, and a thread count from JS must never spawn thousands of OS threads.
+pub fn max_threads() -> usize {
+  std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// A requested thread count clamped to 1..=[`max_threads`].
+pub fn clamp_threads(requested: usize) -> usize {
+  requested.clamp(1, max_threads())
+}
+
 /// Effective settings: configured values, then environment variables.
 pub fn effective_config() -> ModelConfig {
-  let mut c = settings().read().unwrap_or_else(|p| p.into_inner()).clone();
+  let mut c = settings().read().clone();
+  for p in detected_candidates().read().iter() {
+    if !c.runtime_candidates.contains(p) {
+      c.runtime_candidates.push(p.clone());
+    }
+  }
   if let Some(r) = env_path("LLM_WIKI_MODELS_DIR") {
     c.model_roots.push(r);
   }
@@ -91,10 +214,7 @@ pub fn effective_config() -> ModelConfig {
   if c.threads == 0 {
     c.threads = std::env::var("LLM_WIKI_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
   }
-  if c.threads == 0 {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    c.threads = (cores / 2).clamp(1, 4);
-  }
+  c.threads = if c.threads == 0 { (max_threads() / 2).clamp(1, 4) } else { clamp_threads(c.threads) };
   if std::env::var("LLM_WIKI_DENSE").is_ok_and(|v| v == "off" || v == "0") {
     c.disabled = true;
   }
@@ -112,6 +232,11 @@ pub fn resolve_embed_dir(c: &ModelConfig) -> Option<PathBuf> {
   c.model_roots.iter().map(|r| r.join(DEFAULT_EMBED_DIR)).find(|d| d.join("manifest.json").is_file())
 }
 
+/// Directory of the cross-encoder to use, if any.
+fn resolve_rerank_dir(c: &ModelConfig) -> Option<PathBuf> {
+  c.rerank_model.clone().filter(|_| !c.disabled)
+}
+
 /// Id of the embedder recall would use (reads its manifest only; loads nothing).
 pub fn embed_model_id(c: &ModelConfig) -> Option<String> {
   resolve_embed_dir(c).and_then(|d| ModelDir::open(&d).ok()).map(|m| m.manifest.id)
@@ -119,7 +244,7 @@ pub fn embed_model_id(c: &ModelConfig) -> Option<String> {
 
 /// Id of the configured cross-encoder, if any (manifest only).
 pub fn rerank_model_id(c: &ModelConfig) -> Option<String> {
-  c.rerank_model.as_ref().filter(|_| !c.disabled).and_then(|d| ModelDir::open(d).ok()).map(|m| m.manifest.id)
+  resolve_rerank_dir(c).and_then(|d| ModelDir::open(&d).ok()).map(|m| m.manifest.id)
 }
 
 fn session_config(c: &ModelConfig) -> Result<SessionConfig> {
@@ -127,21 +252,129 @@ fn session_config(c: &ModelConfig) -> Result<SessionConfig> {
   Ok(SessionConfig { runtime_lib: lib, threads: c.threads })
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+  Embed,
+  Rerank,
+}
+
+/// What a loaded model depends on. The runtime library is not part of it: ONNX Runtime is
+/// loaded once per process, whatever is configured later.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct LoadKey {
+  kind: Kind,
+  dir: PathBuf,
+  threads: usize,
+}
+
+/// The keys of the models the settings `c` would use.
+fn wanted_keys(c: &ModelConfig) -> Vec<LoadKey> {
+  let embed = resolve_embed_dir(c).map(|dir| LoadKey { kind: Kind::Embed, dir, threads: c.threads });
+  let rerank = resolve_rerank_dir(c).map(|dir| LoadKey { kind: Kind::Rerank, dir, threads: c.threads });
+  embed.into_iter().chain(rerank).collect()
+}
+
+#[derive(Clone)]
 enum Loaded {
   Embed(Arc<Embedder>),
   Rerank(Arc<CrossEncoder>),
 }
 
-struct Entry {
-  model: Loaded,
-  last_used: Instant,
+impl Loaded {
+  /// True while a caller still holds the model.
+  fn in_use(&self) -> bool {
+    match self {
+      Loaded::Embed(m) => Arc::strong_count(m) > 1,
+      Loaded::Rerank(m) => Arc::strong_count(m) > 1,
+    }
+  }
 }
 
-fn cache() -> &'static Mutex<HashMap<PathBuf, Entry>> {
-  static C: OnceLock<Mutex<HashMap<PathBuf, Entry>>> = OnceLock::new();
+/// One cache entry: the model once loaded, and a lock that only callers loading the same key
+/// wait on.
+struct Slot<V> {
+  model: OnceLock<V>,
+  loading: Mutex<()>,
+  last_used: Mutex<Instant>,
+}
+
+/// Models by key. The map's lock is held only to look up or change entries, never while a model
+/// loads, so `loaded`, `retain` and lookups of other keys never wait for a load.
+struct Cache<K, V> {
+  slots: Mutex<HashMap<K, Arc<Slot<V>>>>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Cache<K, V> {
+  fn new() -> Self {
+    Cache { slots: Mutex::new(HashMap::new()) }
+  }
+
+  /// The value of `key`, loading it with `load` when absent. Concurrent callers of one key load
+  /// it once; a failed load is retried by the next caller.
+  fn get_or_load(&self, key: K, load: impl FnOnce() -> Result<V>) -> Result<V> {
+    let slot = self
+      .slots
+      .lock()
+      .entry(key)
+      .or_insert_with(|| {
+        Arc::new(Slot {
+          model: OnceLock::new(),
+          loading: Mutex::new(()),
+          last_used: Mutex::new(Instant::now()),
+        })
+      })
+      .clone();
+    let hit = |slot: &Slot<V>| {
+      slot.model.get().map(|m| {
+        *slot.last_used.lock() = Instant::now();
+        m.clone()
+      })
+    };
+    if let Some(m) = hit(&slot) {
+      return Ok(m);
+    }
+    let _loading = slot.loading.lock();
+    if let Some(m) = hit(&slot) {
+      return Ok(m);
+    }
+    let m = load()?;
+    *slot.last_used.lock() = Instant::now();
+    Ok(slot.model.get_or_init(|| m).clone())
+  }
+
+  /// Number of loaded values (entries still loading are not counted).
+  fn loaded(&self) -> usize {
+    self.slots.lock().values().filter(|s| s.model.get().is_some()).count()
+  }
+
+  /// Keep only the entries whose key passes `keep`. A load in progress for a dropped key still
+  /// hands its value to its caller; it is just not cached.
+  fn retain(&self, keep: impl Fn(&K) -> bool) {
+    self.slots.lock().retain(|k, _| keep(k));
+  }
+
+  /// Drop values unused for `idle` that nobody holds (`in_use`), and entries whose load failed.
+  fn release_idle(&self, idle: Duration, in_use: impl Fn(&V) -> bool) -> usize {
+    let mut map = self.slots.lock();
+    let before = map.len();
+    map.retain(|_, slot| {
+      if Arc::strong_count(slot) > 1 {
+        return true; // a caller is loading or reading it right now
+      }
+      match slot.model.get() {
+        Some(m) => in_use(m) || slot.last_used.lock().elapsed() < idle,
+        None => false,
+      }
+    });
+    before - map.len()
+  }
+}
+
+fn cache() -> &'static Cache<LoadKey, Loaded> {
+  static C: OnceLock<Cache<LoadKey, Loaded>> = OnceLock::new();
   C.get_or_init(|| {
     start_reaper();
-    Default::default()
+    Cache::new()
   })
 }
 
@@ -157,21 +390,27 @@ fn start_reaper() {
 /// Drop cached models idle for longer than the configured time (and not in use).
 pub fn release_idle() -> usize {
   let idle = effective_config().idle_release.unwrap_or(Duration::from_secs(300));
-  let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
-  let before = map.len();
-  map.retain(|_, e| {
-    let in_use = match &e.model {
-      Loaded::Embed(m) => Arc::strong_count(m) > 1,
-      Loaded::Rerank(m) => Arc::strong_count(m) > 1,
-    };
-    in_use || e.last_used.elapsed() < idle
-  });
-  before - map.len()
+  cache().release_idle(idle, Loaded::in_use)
 }
 
-/// Number of models currently loaded.
+/// Number of models currently loaded (models still loading are not counted; never waits).
 pub fn loaded_models() -> usize {
-  cache().lock().map(|m| m.len()).unwrap_or(0)
+  cache().loaded()
+}
+
+/// The model of `kind` in `dir` under the settings `c`: from the cache, else loaded (outside the
+/// cache's lock) and cached.
+fn load_cached(kind: Kind, dir: PathBuf, c: &ModelConfig) -> Result<Loaded> {
+  let key = LoadKey { kind, dir: dir.clone(), threads: c.threads };
+  cache().get_or_load(key, || {
+    onnx::quiet_tokenizer_threads();
+    let md = ModelDir::open(&dir)?;
+    let session = session_config(c)?;
+    Ok(match kind {
+      Kind::Embed => Loaded::Embed(Arc::new(Embedder::load(&md, &session)?)),
+      Kind::Rerank => Loaded::Rerank(Arc::new(CrossEncoder::load(&md, &session)?)),
+    })
+  })
 }
 
 /// The embedder (loaded once, then cached). `Err` when none is configured or it cannot load.
@@ -180,36 +419,117 @@ pub fn embedder() -> Result<Arc<Embedder>> {
   let dir = resolve_embed_dir(&c).ok_or_else(|| {
     Error::ModelUnavailable("no embedding model configured or found in the model roots".into())
   })?;
-  let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
-  if let Some(e) = map.get_mut(&dir) {
-    if let Loaded::Embed(m) = &e.model {
-      e.last_used = Instant::now();
-      return Ok(m.clone());
-    }
+  match load_cached(Kind::Embed, dir, &c)? {
+    Loaded::Embed(m) => Ok(m),
+    Loaded::Rerank(_) => unreachable!("cache keys carry the model kind"),
   }
-  onnx::quiet_tokenizer_threads();
-  let md = ModelDir::open(&dir)?;
-  let m = Arc::new(Embedder::load(&md, &session_config(&c)?)?);
-  map.insert(dir, Entry { model: Loaded::Embed(m.clone()), last_used: Instant::now() });
-  Ok(m)
 }
 
 /// The configured cross-encoder, `Ok(None)` when none is configured.
 pub fn cross_encoder() -> Result<Option<Arc<CrossEncoder>>> {
   let c = effective_config();
-  let Some(dir) = c.rerank_model.clone().filter(|_| !c.disabled) else {
+  let Some(dir) = resolve_rerank_dir(&c) else {
     return Ok(None);
   };
-  let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
-  if let Some(e) = map.get_mut(&dir) {
-    if let Loaded::Rerank(m) = &e.model {
-      e.last_used = Instant::now();
-      return Ok(Some(m.clone()));
-    }
+  match load_cached(Kind::Rerank, dir, &c)? {
+    Loaded::Rerank(m) => Ok(Some(m)),
+    Loaded::Embed(_) => unreachable!("cache keys carry the model kind"),
   }
-  onnx::quiet_tokenizer_threads();
-  let md = ModelDir::open(&dir)?;
-  let m = Arc::new(CrossEncoder::load(&md, &session_config(&c)?)?);
-  map.insert(dir, Entry { model: Loaded::Rerank(m.clone()), last_used: Instant::now() });
-  Ok(Some(m))
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use std::sync::atomic::{AtomicUsize, Ordering};
+  use std::sync::mpsc;
+
+  #[test]
+  fn a_change_touches_only_the_settings_it_names() {
+    let mut c = ModelConfig {
+      model_roots: vec![PathBuf::from("/models")],
+      embed_model: Some(PathBuf::from("/e")),
+      threads: 3,
+      disabled: true,
+      ..Default::default()
+    };
+    ConfigChange { threads: Setting::Set(2), ..Default::default() }.apply_to(&mut c);
+    assert_eq!(c.threads, 2);
+    assert_eq!(c.model_roots, vec![PathBuf::from("/models")]);
+    assert_eq!(c.embed_model, Some(PathBuf::from("/e")));
+    assert!(c.disabled);
+    ConfigChange { embed_model: Setting::Reset, disabled: Setting::Reset, ..Default::default() }
+      .apply_to(&mut c);
+    assert_eq!(c.embed_model, None);
+    assert!(!c.disabled);
+    assert_eq!(c.threads, 2);
+    let before = c.clone();
+    ConfigChange::default().apply_to(&mut c);
+    assert_eq!(c, before, "an empty change changes nothing");
+  }
+
+  #[test]
+  fn thread_counts_are_clamped_to_the_cpus() {
+    assert_eq!(clamp_threads(0), 1);
+    assert_eq!(clamp_threads(usize::MAX), max_threads());
+    assert_eq!(clamp_threads(u32::MAX as usize), max_threads());
+    assert_eq!(clamp_threads(1), 1);
+  }
+
+  #[test]
+  fn lookups_and_status_never_wait_for_a_load() {
+    let cache: Arc<Cache<&'static str, u32>> = Arc::new(Cache::new());
+    let (started_tx, started_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let c = cache.clone();
+    let loader = std::thread::spawn(move || {
+      c.get_or_load("slow", || {
+        started_tx.send(()).unwrap();
+        release_rx.recv().unwrap(); // a long ONNX load
+        Ok(7)
+      })
+    });
+    started_rx.recv().unwrap();
+    // While "slow" loads: status, another key and retain all proceed.
+    assert_eq!(cache.loaded(), 0);
+    assert_eq!(cache.get_or_load("fast", || Ok(1)).unwrap(), 1);
+    assert_eq!(cache.loaded(), 1);
+    cache.retain(|_| true);
+    assert_eq!(
+      cache.release_idle(Duration::ZERO, |_| false),
+      1,
+      "the idle loaded value goes; the loading one stays"
+    );
+    release_tx.send(()).unwrap();
+    assert_eq!(loader.join().unwrap().unwrap(), 7);
+    assert_eq!(cache.loaded(), 1);
+  }
+
+  #[test]
+  fn one_load_per_key_and_failures_retry() {
+    let cache: Arc<Cache<u8, u32>> = Arc::new(Cache::new());
+    let loads = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..8)
+      .map(|_| {
+        let (cache, loads) = (cache.clone(), loads.clone());
+        std::thread::spawn(move || {
+          cache
+            .get_or_load(1, || {
+              loads.fetch_add(1, Ordering::SeqCst);
+              std::thread::sleep(Duration::from_millis(20));
+              Ok(42)
+            })
+            .unwrap()
+        })
+      })
+      .collect();
+    for w in workers {
+      assert_eq!(w.join().unwrap(), 42);
+    }
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    assert!(cache.get_or_load(2, || Err(Error::ModelUnavailable("bad".into()))).is_err());
+    assert_eq!(cache.loaded(), 1);
+    assert_eq!(cache.get_or_load(2, || Ok(3)).unwrap(), 3, "a failed load is retried");
+    cache.retain(|k| *k == 2);
+    assert_eq!(cache.loaded(), 1);
+  }
 }

@@ -3,11 +3,15 @@
 
 use unicode_normalization::UnicodeNormalization;
 
+use super::modes::SubQuery;
 use crate::error::{Error, Result};
 
 /// Longest accepted query, in characters after normalization. Longer queries are rejected with
 /// `recall_query_too_long`, never truncated.
 pub const QUERY_MAX_CHARS: usize = 2_000;
+
+/// Most typed sub-queries one recall accepts (each costs a lexical search or an embedding).
+pub const SUBQUERIES_MAX: usize = 10;
 
 /// Words that make a query a question (adaptive mode escalates on them).
 pub const INTERROGATIVE_PREFIXES: &[&str] = &[
@@ -39,6 +43,31 @@ pub fn normalize_query(raw: &str) -> Result<String> {
     return Err(Error::QueryTooLong { chars, max: QUERY_MAX_CHARS });
   }
   Ok(q)
+}
+
+/// Sub-queries normalized like the query itself. More than [`SUBQUERIES_MAX`] is an
+/// `invalid_argument`; an empty or over-long text fails like the query does
+/// (`recall_query_empty`, `recall_query_too_long`) with `position` set to its index.
+pub fn normalize_subqueries(
+  subqueries: &[SubQuery],
+) -> std::result::Result<Vec<SubQuery>, (Option<usize>, Error)> {
+  if subqueries.len() > SUBQUERIES_MAX {
+    return Err((
+      None,
+      Error::invalid(format!("subqueries has {} entries; the maximum is {SUBQUERIES_MAX}", subqueries.len())),
+    ));
+  }
+  subqueries
+    .iter()
+    .enumerate()
+    .map(|(i, s)| {
+      match s {
+        SubQuery::Lex(t) => normalize_query(t).map(SubQuery::Lex),
+        SubQuery::Vec(t) => normalize_query(t).map(SubQuery::Vec),
+      }
+      .map_err(|e| (Some(i), e))
+    })
+    .collect()
 }
 
 /// Canonical form for identity comparison: lowercase, `-`/`_` as spaces, single spaces.
@@ -75,6 +104,21 @@ mod tests {
     assert_eq!(normalize_query(&"a".repeat(2001)).unwrap_err().code(), "recall_query_too_long");
     // Counted after normalization: 2,001 spaces collapse away.
     assert!(normalize_query(&format!("{}x", " ".repeat(2001))).is_ok());
+  }
+
+  #[test]
+  fn subqueries_follow_the_query_rules() {
+    let ok = normalize_subqueries(&[SubQuery::Lex("  a \t b ".into()), SubQuery::Vec("ｃ".into())]).unwrap();
+    assert_eq!(ok, vec![SubQuery::Lex("a b".into()), SubQuery::Vec("c".into())]);
+    let long = [SubQuery::Lex("x".into()), SubQuery::Vec("a".repeat(2001))];
+    let (at, e) = normalize_subqueries(&long).unwrap_err();
+    assert_eq!((at, e.code()), (Some(1), "recall_query_too_long"));
+    let (at, e) = normalize_subqueries(&[SubQuery::Lex(" ".into())]).unwrap_err();
+    assert_eq!((at, e.code()), (Some(0), "recall_query_empty"));
+    let many = vec![SubQuery::Lex("x".into()); SUBQUERIES_MAX + 1];
+    let (at, e) = normalize_subqueries(&many).unwrap_err();
+    assert_eq!((at, e.code()), (None, "invalid_argument"));
+    assert_eq!(normalize_subqueries(&many[..SUBQUERIES_MAX]).unwrap().len(), SUBQUERIES_MAX);
   }
 
   #[test]

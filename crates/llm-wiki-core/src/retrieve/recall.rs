@@ -10,7 +10,7 @@ use super::engine::{reader_for, readiness_waiting_for_swap};
 use super::fusion::{fuse_layers, LayerItem, VaultKind};
 use super::lexical::query_terms;
 use super::modes::{run_mode, ModeContext, RetrievalMode, SubQuery, VaultHit};
-use super::query::normalize_query;
+use super::query::{normalize_query, normalize_subqueries};
 use crate::error::{Error, Result};
 use crate::store::layout::StoreLayout;
 use crate::store::CancelFlag;
@@ -183,17 +183,24 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   opts.policy.validate()?;
   let mut trace = Vec::new();
   let mut diagnostics = Vec::new();
+  let rejected = |e: Error, what: String| RecallResponse {
+    results: vec![],
+    diagnostics: vec![RecallDiagnostic::new(e.code(), format!("{what}{e}"))],
+    trace: vec![format!("query:rejected:{}", e.code())],
+    mode: opts.mode,
+  };
   let query = match normalize_query(raw_query) {
     Ok(q) => q,
-    Err(e @ (Error::QueryEmpty | Error::QueryTooLong { .. })) => {
-      return Ok(RecallResponse {
-        results: vec![],
-        diagnostics: vec![RecallDiagnostic::new(e.code(), e.to_string())],
-        trace: vec![format!("query:rejected:{}", e.code())],
-        mode: opts.mode,
-      })
-    }
+    Err(e @ (Error::QueryEmpty | Error::QueryTooLong { .. })) => return Ok(rejected(e, String::new())),
     Err(e) => return Err(e),
+  };
+  // Sub-queries pass the same checks as the query (and a count limit).
+  let subqueries = match normalize_subqueries(&opts.subqueries) {
+    Ok(s) => s,
+    Err((Some(i), e @ (Error::QueryEmpty | Error::QueryTooLong { .. }))) => {
+      return Ok(rejected(e, format!("subqueries[{i}]: ")))
+    }
+    Err((_, e)) => return Err(e),
   };
   let automatic = !opts.policy.include_personal;
   let terms = query_terms(&query);
@@ -229,7 +236,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       snap: &snap,
       query: &query,
       terms: &terms,
-      subqueries: &opts.subqueries,
+      subqueries: &subqueries,
       limit: opts.policy.max_per_vault,
       intent,
       rerank_timeout: opts.rerank_timeout,

@@ -56,7 +56,9 @@ pub fn read_journal(layout: &StoreLayout) -> JsonFile<SwapJournal> {
 }
 
 /// Test hook: `LLM_WIKI_CRASH_AT=<point>` kills the process (SIGKILL on Unix) at that point, so
-/// tests can prove recovery from a kill at every phase. Inert unless the variable is set.
+/// tests can prove recovery from a kill at every phase. Compiled in only with the `test-hooks`
+/// feature (test builds); everywhere else the variable is never read.
+#[cfg(feature = "test-hooks")]
 pub fn crash_point(point: &str) {
   if std::env::var("LLM_WIKI_CRASH_AT").is_ok_and(|v| v == point) {
     eprintln!("LLM_WIKI_CRASH_AT={point}: killing the process");
@@ -67,6 +69,11 @@ pub fn crash_point(point: &str) {
     std::process::abort();
   }
 }
+
+/// Without the `test-hooks` feature a crash point does nothing.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn crash_point(_point: &str) {}
 
 fn rename(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
   std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))?;
