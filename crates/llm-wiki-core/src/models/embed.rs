@@ -38,6 +38,11 @@ impl Embedder {
     self.model.dir.manifest.dims
   }
 
+  /// Texts per inference run: [`EMBED_BATCH`], or less when the manifest says so.
+  pub fn batch_size(&self) -> usize {
+    self.model.dir.manifest.max_batch.unwrap_or(EMBED_BATCH).clamp(1, EMBED_BATCH)
+  }
+
   /// Embed texts in batches; `on_batch(done)` after each batch; cancellation between batches.
   pub fn embed(
     &self,
@@ -52,7 +57,7 @@ impl Embedder {
       TextKind::Document => &m.document_prefix,
     };
     let mut out = Vec::with_capacity(texts.len());
-    for batch in texts.chunks(EMBED_BATCH) {
+    for batch in texts.chunks(self.batch_size()) {
       cancel.check()?;
       let inputs: Vec<String> = batch.iter().map(|t| format!("{prefix}{t}")).collect();
       let tokens = self.model.tokenize(inputs)?;
