@@ -216,9 +216,9 @@ fn assert_batch_independent(dir_name: &str) {
   let alone: Vec<Vec<f32>> = texts.iter().map(|t| embed(std::slice::from_ref(t)).remove(0)).collect();
   let n = texts.len();
   let mut layouts: Vec<Vec<usize>> = vec![
-    (0..n).collect(),                            // all together (more than one inference batch)
-    (0..n).rev().collect(),                      // other positions and neighbours
-    (0..n).map(|i| (i * 7) % n).collect(),       // a shuffle
+    (0..n).collect(),                      // all together (more than one inference batch)
+    (0..n).rev().collect(),                // other positions and neighbours
+    (0..n).map(|i| (i * 7) % n).collect(), // a shuffle
   ];
   for i in 0..n {
     layouts.push(vec![i, 5]); // next to the longest text (lots of padding for short ones)
@@ -266,7 +266,8 @@ fn embed_model_ids_name_their_model_bytes() {
 }
 
 fn write_page(wiki: &Path, id: &str, body: &str) {
-  fs::write(wiki.join(format!("{id}.md")), format!("---\ntype: concept\ntitle: {id}\n---\n{body}\n")).unwrap();
+  fs::write(wiki.join(format!("{id}.md")), format!("---\ntype: concept\ntitle: {id}\n---\n{body}\n"))
+    .unwrap();
 }
 
 fn stored_vectors(paths: &llm_wiki_core::vault::VaultPaths) -> (String, HashMap<u64, Vec<f32>>) {
@@ -295,10 +296,16 @@ fn incremental_and_cold_reindex_store_identical_vectors() {
     fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
     p
   };
-  let opts = || ReindexOptions { components: vec![Component::Lexical, Component::Vectors], ..Default::default() };
+  let opts =
+    || ReindexOptions { components: vec![Component::Lexical, Component::Vectors], ..Default::default() };
   let reindex = |p: &VaultPaths| {
     let r = reindex_vault(p, &opts());
-    assert!(r.ok && r.warnings.iter().all(|w| w.code != "vectors_unavailable"), "{:?} {:?}", r.errors, r.warnings);
+    assert!(
+      r.ok && r.warnings.iter().all(|w| w.code != "vectors_unavailable"),
+      "{:?} {:?}",
+      r.errors,
+      r.warnings
+    );
   };
   let final_pages: Vec<(String, String)> =
     texts.iter().enumerate().map(|(i, t)| (format!("p{i}"), format!("{t}\n\nNote {i}."))).collect();
