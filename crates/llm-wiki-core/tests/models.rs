@@ -348,3 +348,31 @@ fn incremental_and_cold_reindex_store_identical_vectors() {
     assert!(d <= 1e-6, "chunk {key:016x}: incremental and cold vectors differ by {d:e}");
   }
 }
+
+/// `maxBatch` in a manifest caps the texts per inference run (for models whose vectors depend on
+/// their batch, such as dynamic per-tensor int8); without it the engine batches EMBED_BATCH.
+#[test]
+fn manifest_max_batch_limits_inference_batches() {
+  use llm_wiki_core::models::{DEFAULT_EMBED_DIR, EMBED_BATCH};
+  let root = model_root_or_skip!();
+  let src = root.join(DEFAULT_EMBED_DIR);
+  let t = tempfile::tempdir().unwrap();
+  for f in ["model.onnx", "tokenizer.json"] {
+    fs::copy(src.join(f), t.path().join(f)).unwrap();
+  }
+  let mut manifest: serde_json::Value =
+    serde_json::from_slice(&fs::read(src.join("manifest.json")).unwrap()).unwrap();
+  manifest["maxBatch"] = 1.into();
+  fs::write(t.path().join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+  let texts = mixed_texts();
+  let runs = |dir: &Path| {
+    let e = Embedder::load(&ModelDir::open(dir).unwrap(), &session(&root)).unwrap();
+    let mut done = Vec::new();
+    e.embed(&texts, TextKind::Document, &CancelFlag::new(), &mut |n| done.push(n)).unwrap();
+    (e.batch_size(), done)
+  };
+  assert_eq!(runs(t.path()), (1, (1..=texts.len()).collect::<Vec<_>>()));
+  let (size, done) = runs(&src);
+  assert_eq!(size, EMBED_BATCH);
+  assert_eq!(done.len(), texts.len().div_ceil(EMBED_BATCH));
+}
