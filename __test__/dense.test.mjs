@@ -61,7 +61,10 @@ describe('vectors in the store', () => {
     assert.equal(s.hasVectorIndex, true)
     assert.equal(s.needsEmbedding, 0)
     assert.equal(s.embeddedChunks, s.totalChunks)
-    assert.equal(s.models.embed, 'sentence-transformers/all-MiniLM-L6-v2:int8')
+    // The id names the model bytes (`…:int8@<sha256 prefix>`), so a recipe change re-embeds.
+    const manifest = JSON.parse(fs.readFileSync(path.join(int8, 'manifest.json'), 'utf8'))
+    assert.match(manifest.id, /^sentence-transformers\/all-MiniLM-L6-v2:int8@[0-9a-f]{12}$/)
+    assert.equal(s.models.embed, manifest.id)
     // A no-op reindex embeds nothing.
     const again = (await addon.reindexWiki(paths, { components: ['lexical', 'vectors'] })).results[0].result
     assert.equal(again.vectors.generated, 0)
@@ -217,7 +220,7 @@ describe('fallbacks (design error table)', () => {
     const s = await addon.readIndexStatus(paths)
     assert.equal(s.state, 'stale')
     assert.deepEqual(s.repairComponents, ['vectors'])
-    assert.equal(s.models.embed, 'sentence-transformers/all-MiniLM-L6-v2:fp32')
+    assert.equal(s.models.embed, JSON.parse(fs.readFileSync(path.join(fp32, 'manifest.json'), 'utf8')).id)
     const r = await addon.recallWiki(paths, 'backup copies', { policy: EXPLICIT, mode: 'hybrid' })
     assert.equal(r.mode, 'lexical')
     assert.ok(r.diagnostics.some((d) => d.code === 'qmd_vectors_stale'))

@@ -1,9 +1,12 @@
 //! Embedder and cross-encoder against golden values computed independently (a float64 numpy
-//! BERT forward pass in scripts/fetch_models.py, never through ONNX). Needs the model root
-//! produced by `scripts/fetch_models.py` (`.models/` at the repository root, or
-//! `LLM_WIKI_MODELS_DIR`).
+//! BERT forward pass in scripts/fetch_models.py, never through ONNX), batch independence of the
+//! vectors, and incremental vs cold reindex agreement. Needs the model root produced by
+//! `scripts/fetch_models.py` (`.models/` at the repository root, or `LLM_WIKI_MODELS_DIR`); every
+//! test skips with a message when it is absent.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
 
 use llm_wiki_core::models::manifest::ModelDir;
 use llm_wiki_core::models::onnx::SessionConfig;
@@ -11,16 +14,25 @@ use llm_wiki_core::models::runtime;
 use llm_wiki_core::models::{CrossEncoder, Embedder, TextKind};
 use llm_wiki_core::store::CancelFlag;
 
-fn model_root() -> PathBuf {
+/// The model root, or `None` (with a message on stderr) when the models were never built.
+fn model_root() -> Option<PathBuf> {
   let root = std::env::var_os("LLM_WIKI_MODELS_DIR")
     .map(PathBuf::from)
     .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.models"));
-  assert!(
-    root.join("runtime/runtime.json").is_file(),
-    "model root {} missing: run scripts/fetch_models.py",
-    root.display()
-  );
-  root
+  if root.join("runtime/runtime.json").is_file() {
+    return Some(root);
+  }
+  eprintln!("skipped: model root {} missing (run python3 scripts/fetch_models.py)", root.display());
+  None
+}
+
+macro_rules! model_root_or_skip {
+  () => {
+    match model_root() {
+      Some(r) => r,
+      None => return,
+    }
+  };
 }
 
 fn session(root: &std::path::Path) -> SessionConfig {
@@ -61,7 +73,7 @@ fn golden(root: &std::path::Path) -> Golden {
 
 #[test]
 fn fp32_embeddings_match_reference_forward_pass() {
-  let root = model_root();
+  let root = model_root_or_skip!();
   let dir = ModelDir::open(&root.join("all-MiniLM-L6-v2-fp32")).unwrap();
   dir.verify().unwrap();
   let e = Embedder::load(&dir, &session(&root)).unwrap();
@@ -85,7 +97,7 @@ fn fp32_embeddings_match_reference_forward_pass() {
 
 #[test]
 fn int8_embeddings_stay_close_to_reference() {
-  let root = model_root();
+  let root = model_root_or_skip!();
   let dir = ModelDir::open(&root.join("all-MiniLM-L6-v2-int8")).unwrap();
   let e = Embedder::load(&dir, &session(&root)).unwrap();
   for case in &golden(&root).cases {
@@ -93,7 +105,7 @@ fn int8_embeddings_stay_close_to_reference() {
       .embed(std::slice::from_ref(&case.text), TextKind::Document, &CancelFlag::new(), &mut |_| {})
       .unwrap()[0];
     let c = cosine(v, &case.embedding);
-    assert!(c > 0.975, "{:?}: cosine {c}", case.text);
+    assert!(c >= 0.98, "{:?}: cosine {c}", case.text);
     let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     assert!((norm - 1.0).abs() < 1e-4);
   }
@@ -116,7 +128,7 @@ fn int8_embeddings_stay_close_to_reference() {
 
 #[test]
 fn cross_encoder_logits_match_reference() {
-  let root = model_root();
+  let root = model_root_or_skip!();
   let dir = ModelDir::open(&root.join("test-cross-encoder-int8")).unwrap();
   let ce = CrossEncoder::load(&dir, &session(&root)).unwrap();
   let g: GoldenPairs =
@@ -138,7 +150,7 @@ fn cross_encoder_logits_match_reference() {
 
 #[test]
 fn corrupt_model_is_a_typed_error() {
-  let root = model_root();
+  let root = model_root_or_skip!();
   let t = tempfile::tempdir().unwrap();
   let src = root.join("all-MiniLM-L6-v2-int8");
   for f in ["manifest.json", "tokenizer.json"] {
@@ -162,4 +174,207 @@ fn missing_runtime_is_a_typed_error() {
   if std::env::var_os("ORT_DYLIB_PATH").is_none() {
     assert_eq!(err.unwrap_err().code(), "onnx_runtime_unavailable");
   }
+}
+
+fn cosine_distance(a: &[f32], b: &[f32]) -> f64 {
+  let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+  let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+  let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+  1.0 - dot / (na * nb)
+}
+
+/// Texts of very different lengths (so batches pad a lot), including the empty string and one
+/// longer than the 256-token limit.
+fn mixed_texts() -> Vec<String> {
+  let long = "Retrieval augmented notes keep evidence next to claims, and every claim links to its \
+              sources so that a reader can check it. "
+    .repeat(20);
+  vec![
+    String::new(),
+    "a".into(),
+    "The cat sits on the mat.".into(),
+    "卡片盒笔记法是一种笔记方法。".into(),
+    "## Backups\n\nKeep three copies of your data on two kinds of storage, one of them off site, \
+     and test a restore every quarter."
+      .into(),
+    long.clone(),
+    "Résumé: naïve café — emojis 🚀 and URLs https://example.com/a_b?c=d".into(),
+    format!("{} {}", "Mitochondria produce ATP through oxidative phosphorylation.", &long[..400]),
+    "Feed the sourdough starter twice a day at room temperature.".into(),
+    "QMD combines BM25, vectors, reciprocal-rank fusion and local reranking.".into(),
+  ]
+}
+
+/// The same text embeds to the same vector whatever it is batched with: alone, next to short or
+/// long neighbours (different padding), at another position, across batch boundaries.
+fn assert_batch_independent(dir_name: &str) {
+  let root = model_root_or_skip!();
+  let dir = ModelDir::open(&root.join(dir_name)).unwrap();
+  let e = Embedder::load(&dir, &session(&root)).unwrap();
+  let texts = mixed_texts();
+  let embed = |batch: &[String]| e.embed(batch, TextKind::Document, &CancelFlag::new(), &mut |_| {}).unwrap();
+  let alone: Vec<Vec<f32>> = texts.iter().map(|t| embed(std::slice::from_ref(t)).remove(0)).collect();
+  let n = texts.len();
+  let mut layouts: Vec<Vec<usize>> = vec![
+    (0..n).collect(),                      // all together (more than one inference batch)
+    (0..n).rev().collect(),                // other positions and neighbours
+    (0..n).map(|i| (i * 7) % n).collect(), // a shuffle
+  ];
+  for i in 0..n {
+    layouts.push(vec![i, 5]); // next to the longest text (lots of padding for short ones)
+    layouts.push(vec![0, i, 1]); // between the two shortest
+  }
+  let (mut worst, mut identical, mut total) = (0f64, 0usize, 0usize);
+  for layout in &layouts {
+    let batch: Vec<String> = layout.iter().map(|&i| texts[i].clone()).collect();
+    for (v, &i) in embed(&batch).iter().zip(layout) {
+      let d = cosine_distance(v, &alone[i]);
+      assert!(d <= 1e-6, "{dir_name}: {:?} moved by {d:e} (cosine distance) in batch {layout:?}", &texts[i]);
+      worst = worst.max(d);
+      identical += usize::from(*v == alone[i]);
+      total += 1;
+    }
+  }
+  eprintln!("{dir_name}: {identical}/{total} bit-identical, worst cosine distance {worst:e}");
+}
+
+#[test]
+fn int8_vectors_do_not_depend_on_batch_neighbours() {
+  assert_batch_independent(llm_wiki_core::models::DEFAULT_EMBED_DIR);
+}
+
+#[test]
+fn fp32_vectors_do_not_depend_on_batch_neighbours() {
+  assert_batch_independent("all-MiniLM-L6-v2-fp32");
+}
+
+/// Indexes record the model id their vectors came from; a recipe that changes the vectors must
+/// change the id, so the id carries the model file's checksum.
+#[test]
+fn embed_model_ids_name_their_model_bytes() {
+  let root = model_root_or_skip!();
+  for name in [llm_wiki_core::models::DEFAULT_EMBED_DIR, "all-MiniLM-L6-v2-fp32"] {
+    let dir = ModelDir::open(&root.join(name)).unwrap();
+    let sha = &dir.manifest.files["model.onnx"].sha256;
+    assert!(
+      dir.manifest.id.ends_with(&format!("@{}", &sha[..12])),
+      "{name}: id {} does not end with @{}",
+      dir.manifest.id,
+      &sha[..12]
+    );
+  }
+}
+
+fn write_page(wiki: &Path, id: &str, body: &str) {
+  fs::write(wiki.join(format!("{id}.md")), format!("---\ntype: concept\ntitle: {id}\n---\n{body}\n"))
+    .unwrap();
+}
+
+fn stored_vectors(paths: &llm_wiki_core::vault::VaultPaths) -> (String, HashMap<u64, Vec<f32>>) {
+  use llm_wiki_core::store::generation::Generation;
+  use llm_wiki_core::store::vectors::VectorIndex;
+  let g = Generation::open(llm_wiki_core::store::StoreLayout::new(paths.retrieval()).current()).unwrap();
+  let vm = g.manifest.vectors.clone().expect("the generation has vectors");
+  let live = g.manifest.chunk_keys();
+  let idx = VectorIndex::open(&g.dir.vectors_dir(), &vm, &live).unwrap();
+  (vm.model, idx.vectors(&live))
+}
+
+/// A vault indexed incrementally (pages added and edited over three reindexes, so chunks are
+/// embedded in different batches) stores the same vectors as a cold index of the final vault.
+#[test]
+fn incremental_and_cold_reindex_store_identical_vectors() {
+  use llm_wiki_core::models::{configure, ModelConfig};
+  use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
+  use llm_wiki_core::vault::VaultPaths;
+  let root = model_root_or_skip!();
+  configure(ModelConfig { model_roots: vec![root.clone()], threads: 2, ..Default::default() });
+  let texts = mixed_texts();
+  let vault = |t: &tempfile::TempDir| {
+    let p = VaultPaths::new_layout(t.path());
+    fs::create_dir_all(&p.wiki).unwrap();
+    fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
+    p
+  };
+  let opts =
+    || ReindexOptions { components: vec![Component::Lexical, Component::Vectors], ..Default::default() };
+  let reindex = |p: &VaultPaths| {
+    let r = reindex_vault(p, &opts());
+    assert!(
+      r.ok && r.warnings.iter().all(|w| w.code != "vectors_unavailable"),
+      "{:?} {:?}",
+      r.errors,
+      r.warnings
+    );
+  };
+  let final_pages: Vec<(String, String)> =
+    texts.iter().enumerate().map(|(i, t)| (format!("p{i}"), format!("{t}\n\nNote {i}."))).collect();
+
+  let (ta, tb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+  let (inc, cold) = (vault(&ta), vault(&tb));
+  // Incremental: half the pages, then the rest, then an edit of the first page.
+  for (id, body) in &final_pages[..5] {
+    write_page(&inc.wiki, id, if id == "p0" { "An early draft." } else { body });
+  }
+  reindex(&inc);
+  for (id, body) in &final_pages[5..] {
+    write_page(&inc.wiki, id, body);
+  }
+  reindex(&inc);
+  write_page(&inc.wiki, "p0", &final_pages[0].1);
+  let f = inc.wiki.join("p0.md");
+  let later = fs::metadata(&f).unwrap().modified().unwrap() + std::time::Duration::from_secs(5);
+  fs::File::options().write(true).open(&f).unwrap().set_modified(later).unwrap();
+  reindex(&inc);
+  // Cold: everything at once.
+  for (id, body) in &final_pages {
+    write_page(&cold.wiki, id, body);
+  }
+  reindex(&cold);
+
+  let (model_inc, inc_vectors) = stored_vectors(&inc);
+  let (model_cold, cold_vectors) = stored_vectors(&cold);
+  assert_eq!(model_inc, model_cold);
+  assert!(cold_vectors.len() >= final_pages.len(), "{} chunks", cold_vectors.len());
+  let mut keys: Vec<&u64> = cold_vectors.keys().collect();
+  keys.sort();
+  assert_eq!(keys, {
+    let mut k: Vec<&u64> = inc_vectors.keys().collect();
+    k.sort();
+    k
+  });
+  for key in keys {
+    let d = cosine_distance(&inc_vectors[key], &cold_vectors[key]);
+    assert!(d <= 1e-6, "chunk {key:016x}: incremental and cold vectors differ by {d:e}");
+  }
+}
+
+/// `maxBatch` in a manifest caps the texts per inference run (for models whose vectors depend on
+/// their batch, such as dynamic per-tensor int8); without it the engine batches EMBED_BATCH.
+#[test]
+fn manifest_max_batch_limits_inference_batches() {
+  use llm_wiki_core::models::{DEFAULT_EMBED_DIR, EMBED_BATCH};
+  let root = model_root_or_skip!();
+  let src = root.join(DEFAULT_EMBED_DIR);
+  let t = tempfile::tempdir().unwrap();
+  for f in ["model.onnx", "tokenizer.json"] {
+    fs::copy(src.join(f), t.path().join(f)).unwrap();
+  }
+  let mut manifest: serde_json::Value =
+    serde_json::from_slice(&fs::read(src.join("manifest.json")).unwrap()).unwrap();
+  manifest["maxBatch"] = 1.into();
+  fs::write(t.path().join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+  let texts = mixed_texts();
+  let runs = |dir: &Path| {
+    let e = Embedder::load(&ModelDir::open(dir).unwrap(), &session(&root)).unwrap();
+    let mut done = Vec::new();
+    e.embed(&texts, TextKind::Document, &CancelFlag::new(), &mut |n| done.push(n)).unwrap();
+    (e.batch_size(), done)
+  };
+  assert_eq!(runs(t.path()), (1, (1..=texts.len()).collect::<Vec<_>>()));
+  let (size, done) = runs(&src);
+  // x86 batches; other CPUs embed one text per run (see Embedder::batch_size).
+  let expected = if cfg!(target_arch = "x86_64") { EMBED_BATCH } else { 1 };
+  assert_eq!(size, expected);
+  assert_eq!(done.len(), texts.len().div_ceil(expected));
 }

@@ -9,6 +9,10 @@ use crate::store::CancelFlag;
 /// Texts per inference batch (measured fastest on 2 cores, and light on memory).
 pub const EMBED_BATCH: usize = 8;
 
+/// Whether a text embedded inside a padded batch gets bit-for-bit the vector it gets alone: measured
+/// on x86 (AVX-512 VNNI and AVX2) for the default models; on an emulated ARM Cortex-A72 it did not.
+const BATCHES_ARE_EXACT: bool = cfg!(any(target_arch = "x86_64", target_arch = "x86"));
+
 /// Whether a text is a query or a document (different prefixes for asymmetric models).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TextKind {
@@ -38,6 +42,15 @@ impl Embedder {
     self.model.dir.manifest.dims
   }
 
+  /// Texts per inference run: [`EMBED_BATCH`], or less when the manifest says so. On CPUs other
+  /// than x86 one text per run: there, ONNX Runtime's float kernels were measured to give a text
+  /// padded inside a batch a slightly different vector than the same text alone (see
+  /// docs/BENCHMARKS.md, "Embedding quantization"), and a text must always get the same vector.
+  pub fn batch_size(&self) -> usize {
+    let limit = if BATCHES_ARE_EXACT { EMBED_BATCH } else { 1 };
+    self.model.dir.manifest.max_batch.unwrap_or(limit).clamp(1, limit)
+  }
+
   /// Embed texts in batches; `on_batch(done)` after each batch; cancellation between batches.
   pub fn embed(
     &self,
@@ -52,7 +65,7 @@ impl Embedder {
       TextKind::Document => &m.document_prefix,
     };
     let mut out = Vec::with_capacity(texts.len());
-    for batch in texts.chunks(EMBED_BATCH) {
+    for batch in texts.chunks(self.batch_size()) {
       cancel.check()?;
       let inputs: Vec<String> = batch.iter().map(|t| format!("{prefix}{t}")).collect();
       let tokens = self.model.tokenize(inputs)?;

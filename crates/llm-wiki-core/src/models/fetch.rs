@@ -309,6 +309,7 @@ pub fn download_model(
     query_prefix: String::new(),
     document_prefix: String::new(),
     normalize: spec.normalize,
+    max_batch: None,
     files,
     source: format!("{}/{}@{}", spec.base_url, spec.repo, spec.revision),
     license: spec.license.clone(),

@@ -58,6 +58,12 @@ pub struct ModelManifest {
   /// L2-normalize pooled vectors (cosine = dot product).
   #[serde(default = "yes")]
   pub normalize: bool,
+  /// Largest inference batch (default [`crate::models::EMBED_BATCH`]). `1` for a model whose
+  /// vectors depend on the other texts of a batch, e.g. dynamic per-tensor int8 quantization
+  /// (one activation scale for the whole padded batch): run alone, a text always gets the same
+  /// vector, so an incremental reindex and a cold one agree.
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub max_batch: Option<usize>,
   /// `model.onnx`, `tokenizer.json` (and possibly others) with sha256 + size.
   pub files: BTreeMap<String, FileInfo>,
   #[serde(default)]
@@ -178,6 +184,7 @@ mod tests {
       query_prefix: String::new(),
       document_prefix: String::new(),
       normalize: true,
+      max_batch: None,
       files,
       source: String::new(),
       license: String::new(),
