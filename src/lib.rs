@@ -350,14 +350,26 @@ pub fn download_model<'env>(
     dims: None,
     pooling: None,
     max_length: None,
+    max_batch: None,
     on_progress: None,
     signal: None,
     aborted: None,
   });
   let cancel = cancel_flag(o.signal.as_ref(), o.aborted.unwrap_or(false));
   let progress = o.on_progress.map(Arc::new);
-  let (dir, base_url, repo, revision, files, id, kind, dims, pooling, max_length) =
-    (o.dir, o.base_url, o.repo, o.revision, o.files, o.id, o.kind, o.dims, o.pooling, o.max_length);
+  let (dir, base_url, repo, revision, files, id, kind, dims, pooling, max_length, max_batch) = (
+    o.dir,
+    o.base_url,
+    o.repo,
+    o.revision,
+    o.files,
+    o.id,
+    o.kind,
+    o.dims,
+    o.pooling,
+    o.max_length,
+    o.max_batch,
+  );
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Background, move || {
     let mut spec = fetch::default_embed_spec();
@@ -370,6 +382,7 @@ pub fn download_model<'env>(
     if let Some(r) = revision {
       spec.revision = r;
     }
+    let custom_files = files.is_some();
     if let Some(f) = files {
       spec.files = f
         .into_iter()
@@ -399,6 +412,12 @@ pub fn download_model<'env>(
     }
     if let Some(m) = max_length {
       spec.max_length = m as usize;
+    }
+    // An explicit file list describes another model: its batching is what the caller says.
+    if let Some(b) = max_batch {
+      spec.max_batch = Some((b as usize).max(1));
+    } else if custom_files {
+      spec.max_batch = None;
     }
     let dir = match dir {
       Some(d) => {

@@ -637,6 +637,10 @@ pub struct DownloadModelOptions {
   #[napi(ts_type = "'mean' | 'cls' | 'none'")]
   pub pooling: Option<String>,
   pub max_length: Option<u32>,
+  /// Largest inference batch written to the manifest (`maxBatch`). Set it to 1 for models
+  /// quantized with per-batch (dynamic) activation scales so a text's vector never depends on its
+  /// batch neighbours. Default: 1 for the default model, unlimited for others.
+  pub max_batch: Option<u32>,
   pub on_progress:
     Option<ThreadsafeFunction<DownloadProgressEvent, (), DownloadProgressEvent, Status, false, true>>,
   pub signal: Option<AbortSignal>,

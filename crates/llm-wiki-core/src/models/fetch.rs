@@ -41,6 +41,9 @@ pub struct DownloadSpec {
   pub max_length: usize,
   pub normalize: bool,
   pub license: String,
+  /// Largest inference batch (manifest `maxBatch`); `Some(1)` for models quantized with
+  /// per-batch activation scales, whose vectors would otherwise depend on their batch neighbours.
+  pub max_batch: Option<usize>,
 }
 
 /// Progress of a download.
@@ -89,13 +92,17 @@ pub fn default_embed_spec() -> DownloadSpec {
         sha256: TOKENIZER_SHA256.into(),
       },
     ],
-    id: format!("sentence-transformers/all-MiniLM-L6-v2:{variant}"),
+    // The id names the exact bytes (vectors of another file are not comparable).
+    id: format!("sentence-transformers/all-MiniLM-L6-v2:{variant}@{}", &sha256[..12]),
     kind: ModelKind::Embed,
     dims: 384,
     pooling: Pooling::Mean,
     max_length: 256,
     normalize: true,
     license: "Apache-2.0".into(),
+    // The hub's int8 files use dynamic per-tensor activation scales (one per batch): embedding one
+    // text per run keeps a chunk's vector independent of what it is batched with.
+    max_batch: Some(1),
   }
 }
 
@@ -309,7 +316,7 @@ pub fn download_model(
     query_prefix: String::new(),
     document_prefix: String::new(),
     normalize: spec.normalize,
-    max_batch: None,
+    max_batch: spec.max_batch,
     files,
     source: format!("{}/{}@{}", spec.base_url, spec.repo, spec.revision),
     license: spec.license.clone(),
@@ -410,6 +417,10 @@ mod tests {
       Some(TOKENIZER_SHA256)
     );
     s.validate().unwrap();
+    // The id names the model file's bytes, so vectors of another file are never mixed with these.
+    let model = s.files.iter().find(|f| f.local == "model.onnx").unwrap();
+    assert!(s.id.ends_with(&format!("@{}", &model.sha256[..12])), "{}", s.id);
+    assert_eq!(s.max_batch, Some(1));
   }
 
   #[test]
@@ -498,6 +509,9 @@ mod tests {
       download_model(&spec(&base, &model), t.path(), &CancelFlag::new(), &mut |p| events.push(p)).unwrap();
     assert_eq!(std::fs::read(t.path().join("model.onnx")).unwrap(), model);
     assert_eq!(dir.manifest.files["model.onnx"].sha256, crate::store::manifest::sha256_hex(&model));
+    // The default spec's batching rule reaches the manifest (the hub's int8 files have per-batch
+    // activation scales: one text per run keeps vectors independent of batch neighbours).
+    assert_eq!(dir.manifest.max_batch, Some(1));
     dir.verify().unwrap();
     let last = events.iter().rfind(|e| e.file == "model.onnx").unwrap();
     assert_eq!((last.downloaded, last.total), (model.len() as u64, Some(model.len() as u64)));
