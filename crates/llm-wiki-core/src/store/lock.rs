@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::layout::StoreLayout;
 use crate::error::{Error, Result};
-use crate::fsutil::{now_iso, write_json};
+use crate::fsutil::now_iso;
 
 /// Content of `index.lock/owner.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -84,8 +84,12 @@ pub fn acquire(layout: &StoreLayout) -> Result<StoreLock> {
   }
   let lock = StoreLock { file: Some(file), key, marker: layout.lock_marker_dir() };
   let owner = LockOwner { pid: std::process::id(), hostname: host_name(), acquired_at: now_iso() };
-  // The marker is informational: failing to write it does not fail the lock.
-  let _ = write_json(&lock.marker.join("owner.json"), &owner);
+  // The marker is informational: it is written without fsync (it costs a no-op reindex nothing
+  // measurable), and failing to write it does not fail the lock.
+  if let Ok(json) = serde_json::to_vec(&owner) {
+    let _ = std::fs::create_dir_all(&lock.marker)
+      .and_then(|_| std::fs::write(lock.marker.join("owner.json"), json));
+  }
   Ok(lock)
 }
 
@@ -145,7 +149,7 @@ mod tests {
     // Someone rewrites or removes the marker (a crash leftover, a human, a pid namespace in which
     // the holder looks dead): the lock is still held.
     let dead = LockOwner { pid: 0x7fff_fffe, hostname: host_name(), acquired_at: now_iso() };
-    write_json(&l.lock_marker_dir().join("owner.json"), &dead).unwrap();
+    crate::fsutil::write_json(&l.lock_marker_dir().join("owner.json"), &dead).unwrap();
     assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy");
     std::fs::remove_dir_all(l.lock_marker_dir()).unwrap();
     assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy");
