@@ -19,6 +19,7 @@ import {
   page,
   readJson,
   recallIds,
+  reindexAfterHolderDied,
   reindexOne,
   repoRoot,
   rmDir,
@@ -107,7 +108,7 @@ async function assertRecallAnswersFrom(v, generation) {
 }
 
 async function recoverAndCheck(v) {
-  const r = await reindexOne(v.paths)
+  const r = await reindexAfterHolderDied(v.paths)
   assert.equal(r.ok, true, JSON.stringify(r.errors))
   assert.deepEqual(r.errors, [])
   assert.equal(r.status.state, 'ready', JSON.stringify(r.status.issues))
@@ -258,7 +259,7 @@ test('a warm reader of this process follows a store another process published, e
   assertKilled(await crashChild(v, 'after-swap', { force: true }), 'after-swap')
   // No reindex in between: the next recall reads CURRENT and opens the new store.
   await assertNoPageLost(v)
-  const r = await reindexOne(v.paths)
+  const r = await reindexAfterHolderDied(v.paths)
   assert.equal(r.ok, true, JSON.stringify(r.errors))
   assert.equal(r.status.state, 'ready')
   assert.equal(r.status.totalDocuments, FINAL)

@@ -160,6 +160,21 @@ export async function reindexOne(paths, input = {}) {
   return r.results[0].result
 }
 
+/**
+ * `reindexOne` right after the lock holder was killed. The OS frees a dead process's lock; on
+ * Windows it does so asynchronously ("the time it takes ... depends upon available system
+ * resources", LockFileEx), so there, and only there, a busy answer is retried for up to 5 s.
+ */
+export async function reindexAfterHolderDied(paths, input = {}) {
+  const deadline = Date.now() + (process.platform === 'win32' ? 5000 : 0)
+  for (;;) {
+    const r = await reindexOne(paths, input)
+    const busy = r.errors.length === 1 && r.errors[0].code === 'qmd_index_busy'
+    if (!busy || Date.now() >= deadline) return r
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
 /** Ids of an explicit (project-only unless WIKI_HOME says otherwise) lexical recall. */
 export async function recallIds(paths, query, policy = EXPLICIT) {
   const r = await addon.recallWiki(paths, query, { policy, mode: 'lexical' })

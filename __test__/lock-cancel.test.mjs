@@ -15,6 +15,7 @@ import {
   processAlive,
   readJson,
   recallIds,
+  reindexAfterHolderDied,
   reindexOne,
   rmDir,
   runCli,
@@ -78,7 +79,7 @@ describe('lock held by another process', () => {
     // The killed holder's marker is left behind; the OS released its lock.
     assert.equal(readJson(path.join(v.lockDir, 'owner.json')).pid, holder.pid)
 
-    const r2 = await reindexOne(v.paths)
+    const r2 = await reindexAfterHolderDied(v.paths)
     assert.equal(r2.ok, true, JSON.stringify(r2.errors))
     assert.equal(r2.status.state, 'ready')
     assert.equal(r2.status.totalDocuments, 6)
