@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
-use llm_wiki_core::store::{reindex_vault, Component, Progress, ReindexOptions};
+use llm_wiki_core::store::{reindex_vault, Component, Progress, ReindexOptions, StoreLayout};
 use llm_wiki_core::vault::VaultPaths;
 
 fn vault(pages: usize) -> (tempfile::TempDir, VaultPaths) {
@@ -119,10 +119,35 @@ fn a_second_reindex_of_a_vault_being_indexed_is_busy_at_once() {
   assert!(reindex_vault(&p, &lexical()).ok);
 }
 
+/// The lexical index directory of the live store.
+fn lexical_dir(p: &VaultPaths) -> std::path::PathBuf {
+  StoreLayout::new(p.retrieval()).current().expect("a published store").lexical_dir()
+}
+
+/// Segment files in a tantivy directory that its `meta.json` does not list: the output of a merge
+/// that is still running or was abandoned.
+fn unlisted_segment_files(lexical: &std::path::Path) -> Vec<String> {
+  let meta: serde_json::Value =
+    serde_json::from_slice(&fs::read(lexical.join("meta.json")).unwrap()).unwrap();
+  let listed: Vec<String> = meta["segments"]
+    .as_array()
+    .unwrap()
+    .iter()
+    .map(|s| s["segment_id"].as_str().unwrap().replace('-', ""))
+    .collect();
+  fs::read_dir(lexical)
+    .unwrap()
+    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    .filter(|n| n.len() > 32 && n.as_bytes()[32] == b'.' && n[..32].bytes().all(|b| b.is_ascii_hexdigit()))
+    .filter(|n| !listed.iter().any(|id| n.starts_with(id.as_str())))
+    .collect()
+}
+
 #[test]
 fn nothing_writes_into_the_store_after_reindex_returned() {
-  // Many small commits make tantivy merge segments in the background; the vault directory is
-  // removed the moment the last reindex returns.
+  // Every commit adds small segments; from the fourth on, tantivy merges them (with the big ones
+  // of the cold build) in the background. When a reindex returns, those merges are done and
+  // applied: the directory holds only listed segments, and removing the vault cannot race them.
   for round in 0..4 {
     let (t, p) = vault(1500);
     for k in 0..8 {
@@ -131,6 +156,9 @@ fn nothing_writes_into_the_store_after_reindex_returned() {
       let r = reindex_vault(&p, &ReindexOptions { scope: llm_wiki_core::store::Scope::All, ..lexical() });
       assert!(r.ok, "{:?}", r.errors);
     }
+    let lexical_dir = lexical_dir(&p);
+    let unlisted = unlisted_segment_files(&lexical_dir);
+    assert!(unlisted.is_empty(), "round {round}: a merge is still writing (or was abandoned): {unlisted:?}");
     let root = t.path().to_path_buf();
     fs::remove_dir_all(&root)
       .unwrap_or_else(|e| panic!("round {round}: removing {} failed: {e}", root.display()));
