@@ -1,8 +1,10 @@
 // Crash recovery: a child CLI reindex kills itself (SIGKILL, LLM_WIKI_CRASH_AT) at every crash
-// point of the incremental and the full-rebuild (staging + journaled swap) paths. The status
-// right after the crash is asserted exactly, then an in-process reindex must recover with no
-// page lost and no leftover (lock, journal, staging, previous). The crash points exist only in
-// builds with the test-hooks cargo feature (`npm test`); elsewhere these tests are skipped.
+// point of the incremental, the full-rebuild (new store directory published by replacing CURRENT)
+// and the vector paths. Right after the crash the status is asserted exactly and recall answers
+// from a whole generation (never "recovering", never an empty store); then an in-process reindex
+// must recover with no page lost and no leftover (lock marker, unpublished store directory).
+// The crash points exist only in builds with the test-hooks cargo feature (`npm test`);
+// elsewhere these tests are skipped.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -20,9 +22,12 @@ import {
   page,
   readJson,
   recallIds,
+  reindexAfterHolderDied,
   reindexOne,
+  repoRoot,
   rmDir,
   runCli,
+  storeDirs,
   topicPages,
   uniqueWord,
   writePages,
@@ -69,23 +74,19 @@ async function assertNoPageLost(v) {
   assert.deepEqual(await recallIds(v.paths, uniqueWord(7)), [], 'the deleted page')
 }
 
-/** No lock, journal, staging or previous directory is left behind. */
+/** No lock marker and exactly one store directory, the one CURRENT names (no format-1 leftovers). */
 function assertClean(v) {
   const names = fs.readdirSync(v.store).sort()
   assert.ok(!names.includes('index.lock'), `lock left: ${names}`)
-  assert.ok(!names.includes('swap.json'), `journal left: ${names}`)
-  assert.ok(!names.includes('previous'), `previous left: ${names}`)
-  assert.deepEqual(
-    names.filter((n) => n.startsWith('staging-')),
-    [],
-  )
-  assert.ok(names.includes('current'))
+  for (const legacy of ['swap.json', 'previous', 'current']) assert.ok(!names.includes(legacy), `${legacy} left: ${names}`)
+  assert.deepEqual(storeDirs(v.store), [path.basename(v.current)], `store directories: ${names}`)
+  assert.ok(fs.existsSync(path.join(v.current, 'state.json')))
 }
 
-async function crashChild(v, point, { force = false } = {}) {
-  const args = ['index', v.root, '--component', 'lexical']
+async function crashChild(v, point, { force = false, component = 'lexical', env = {} } = {}) {
+  const args = ['index', v.root, '--component', component]
   if (force) args.push('--force')
-  return runCli(args, { env: { LLM_WIKI_CRASH_AT: point, WIKI_HOME: wikiHome } })
+  return runCli(args, { env: { ...env, LLM_WIKI_CRASH_AT: point, WIKI_HOME: wikiHome } })
 }
 
 function assertKilled(child, point) {
@@ -102,20 +103,17 @@ function assertLockOwnedBy(v, pid) {
   assert.ok(!Number.isNaN(Date.parse(owner.acquiredAt)))
 }
 
-async function assertRecallSkipsRecoveringVault(v) {
-  const explicit = await recallWiki(v.paths, uniqueWord(3), { policy: EXPLICIT, mode: 'lexical' })
-  assert.deepEqual(explicit.results, [])
-  assert.deepEqual(
-    explicit.diagnostics.map((d) => d.code),
-    ['qmd_swap_interrupted'],
-  )
-  const automatic = await recallWiki(v.paths, uniqueWord(3), { policy: AUTOMATIC, mode: 'lexical' })
-  assert.deepEqual(automatic.results, [])
-  assert.deepEqual(automatic.diagnostics, [], 'automatic recall skips the vault silently')
+/** Recall right after a crash answers from the generation the status reports, whole. */
+async function assertRecallAnswersFrom(v, generation) {
+  const present = generation === 'old' ? uniqueWord(3) : 'zxaddedonevor'
+  const absent = generation === 'old' ? 'zxaddedonevor' : uniqueWord(7)
+  const expected = generation === 'old' ? 'concepts/topic-3' : 'concepts/added-one'
+  assert.deepEqual(await recallIds(v.paths, present), [expected], `${generation} generation answers`)
+  assert.deepEqual(await recallIds(v.paths, absent), [], 'nothing of the other generation')
 }
 
 async function recoverAndCheck(v) {
-  const r = await reindexOne(v.paths)
+  const r = await reindexAfterHolderDied(v.paths)
   assert.equal(r.ok, true, JSON.stringify(r.errors))
   assert.deepEqual(r.errors, [])
   assert.equal(r.status.state, 'ready', JSON.stringify(r.status.issues))
@@ -170,14 +168,11 @@ describe('incremental path (existing index, changed pages)', () => {
 
 describe('full rebuild path (--force over an existing index)', () => {
   const cases = [
-    // point, state, swapPhase, documents the status reports
-    ['before-swap', 'stale', undefined, INITIAL],
-    ['swap-prepared', 'recovering', 'prepared', INITIAL],
-    ['swap-previous-moved', 'recovering', 'previous-moved', 0],
-    ['swap-current-promoted', 'recovering', 'current-promoted', FINAL],
-    ['swap-validated', 'recovering', 'validated', FINAL],
+    // point, state, documents the status reports, generation recall answers from, store dirs left
+    ['before-swap', 'stale', INITIAL, 'old', 2],
+    ['after-swap', 'ready', FINAL, 'new', 2],
   ]
-  for (const [point, state, phase, docs] of cases) {
+  for (const [point, state, docs, generation, dirs] of cases) {
     test(`killed at ${point}`, async () => {
       const v = await indexedVault()
       mutate(v)
@@ -187,70 +182,51 @@ describe('full rebuild path (--force over an existing index)', () => {
 
       const s = await readIndexStatus(v.paths)
       assert.equal(s.state, state, JSON.stringify(s.issues))
-      assert.equal(s.swapPhase, phase)
+      assert.equal(s.swapPhase, undefined)
       assert.equal(s.totalDocuments, docs)
-      if (state === 'recovering') {
-        assert.deepEqual(
-          s.issues.map((i) => i.code),
-          ['qmd_swap_interrupted'],
-        )
-        assert.ok(fs.existsSync(v.swapFile))
-        await assertRecallSkipsRecoveringVault(v)
-      } else {
-        assert.ok(s.issues.some((i) => i.code === 'qmd_index_stale'), JSON.stringify(s.issues))
-        assert.ok(
-          fs.readdirSync(v.store).some((n) => n.startsWith('staging-')),
-          'the unfinished staging directory is left behind',
-        )
-      }
+      if (state === 'stale') assert.ok(s.issues.some((i) => i.code === 'qmd_index_stale'), JSON.stringify(s.issues))
+      else assert.deepEqual(s.issues, [])
+      assert.equal(storeDirs(v.store).length, dirs, 'the other store directory is left behind')
+      await assertRecallAnswersFrom(v, generation)
+      // Automatic recall is as usable as explicit recall (no vault is skipped).
+      const automatic = await recallWiki(v.paths, uniqueWord(5), { policy: AUTOMATIC, mode: 'lexical' })
+      assert.deepEqual(automatic.diagnostics, [])
 
-      const r = await recoverAndCheck(v)
-      if (state === 'recovering') {
-        assert.ok(r.warnings.some((w) => w.code === 'qmd_swap_interrupted'), JSON.stringify(r.warnings))
-      }
+      await recoverAndCheck(v)
     })
   }
 })
 
 describe('full rebuild path (first index)', () => {
-  const cases = [
-    ['before-swap', 'missing', undefined, 0],
-    ['swap-prepared', 'recovering', 'prepared', 0],
-    ['swap-current-promoted', 'recovering', 'current-promoted', FINAL],
-    ['swap-validated', 'recovering', 'validated', FINAL],
-  ]
   async function finalVault() {
     const v = makeVault(path.join(base, 'v'), { pages: topicPages(INITIAL) })
     mutate(v)
     return v
   }
-  for (const [point, state, phase, docs] of cases) {
-    test(`killed at ${point}`, async () => {
-      const v = await finalVault()
-      const child = await crashChild(v, point)
-      assertKilled(child, point)
-      assertLockOwnedBy(v, child.pid)
 
-      const s = await readIndexStatus(v.paths)
-      assert.equal(s.state, state, JSON.stringify(s.issues))
-      assert.equal(s.swapPhase, phase)
-      assert.equal(s.totalDocuments, docs)
-      if (state === 'recovering') await assertRecallSkipsRecoveringVault(v)
-      if (state === 'missing') {
-        const explicit = await recallWiki(v.paths, 'zxaddedonevor', { policy: EXPLICIT, mode: 'lexical' })
-        assert.deepEqual(explicit.results, [])
-        assert.deepEqual(explicit.diagnostics.map((d) => d.code), ['qmd_index_missing'])
-      }
-      await recoverAndCheck(v)
-    })
-  }
-
-  test('swap-previous-moved is not reached without a previous index (the run completes)', async () => {
+  test('killed at before-swap: no store is published (missing), the unfinished one is removed later', async () => {
     const v = await finalVault()
-    const child = await crashChild(v, 'swap-previous-moved')
-    assert.equal(child.signal, null, child.stderr)
-    assert.equal(child.code, 0, child.stderr)
-    assert.equal((await readIndexStatus(v.paths)).state, 'ready')
+    const child = await crashChild(v, 'before-swap')
+    assertKilled(child, 'before-swap')
+    assertLockOwnedBy(v, child.pid)
+    const s = await readIndexStatus(v.paths)
+    assert.equal(s.state, 'missing', JSON.stringify(s.issues))
+    assert.equal(s.totalDocuments, 0)
+    assert.equal(storeDirs(v.store).length, 1)
+    const explicit = await recallWiki(v.paths, 'zxaddedonevor', { policy: EXPLICIT, mode: 'lexical' })
+    assert.deepEqual(explicit.results, [])
+    assert.deepEqual(explicit.diagnostics.map((d) => d.code), ['qmd_index_missing'])
+    await recoverAndCheck(v)
+  })
+
+  test('killed at after-swap: the published store is ready', async () => {
+    const v = await finalVault()
+    const child = await crashChild(v, 'after-swap')
+    assertKilled(child, 'after-swap')
+    const s = await readIndexStatus(v.paths)
+    assert.equal(s.state, 'ready', JSON.stringify(s.issues))
+    assert.equal(s.totalDocuments, FINAL)
+    await assertRecallAnswersFrom(v, 'new')
     await recoverAndCheck(v)
   })
 })
@@ -258,7 +234,7 @@ describe('full rebuild path (first index)', () => {
 test('a crash point of the other path is inert (incremental run with a full-rebuild point)', async () => {
   const v = await indexedVault()
   mutate(v)
-  const child = await crashChild(v, 'swap-prepared')
+  const child = await crashChild(v, 'before-swap')
   assert.equal(child.code, 0, child.stderr)
   assert.equal(child.signal, null)
   const s = await readIndexStatus(v.paths)
@@ -267,30 +243,60 @@ test('a crash point of the other path is inert (incremental run with a full-rebu
   await assertNoPageLost(v)
 })
 
-test('two crashes in a row (prepared, then previous-moved) still lose nothing', async () => {
+test('two crashes in a row (before, then after the swap) still lose nothing', async () => {
   const v = await indexedVault()
   mutate(v)
-  assertKilled(await crashChild(v, 'swap-prepared', { force: true }), 'swap-prepared')
-  // The second run recovers the first crash itself, then crashes again mid-swap.
-  assertKilled(await crashChild(v, 'swap-previous-moved', { force: true }), 'swap-previous-moved')
+  assertKilled(await crashChild(v, 'before-swap', { force: true }), 'before-swap')
+  // The second run collects the first one's unfinished directory, then crashes after its swap.
+  assertKilled(await crashChild(v, 'after-swap', { force: true }), 'after-swap')
+  assert.equal(storeDirs(v.store).length, 2, 'the old store and the published one')
   const s = await readIndexStatus(v.paths)
-  assert.equal(s.state, 'recovering')
-  assert.equal(s.swapPhase, 'previous-moved')
+  assert.equal(s.state, 'ready')
+  assert.equal(s.totalDocuments, FINAL)
   await recoverAndCheck(v)
 })
 
+test('a warm reader of this process follows a store another process published, even if it then crashed', async () => {
+  const v = await indexedVault()
+  // Warm the in-process reader on the original store.
+  assert.deepEqual(await recallIds(v.paths, uniqueWord(3)), ['concepts/topic-3'])
+  mutate(v)
+  assertKilled(await crashChild(v, 'after-swap', { force: true }), 'after-swap')
+  // No reindex in between: the next recall reads CURRENT and opens the new store.
+  await assertNoPageLost(v)
+  const r = await reindexAfterHolderDied(v.paths)
+  assert.equal(r.ok, true, JSON.stringify(r.errors))
+  assert.equal(r.status.state, 'ready')
+  assert.equal(r.status.totalDocuments, FINAL)
+  assertClean(v)
+})
+
+const modelRoot = process.env.LLM_WIKI_MODELS_DIR || path.join(repoRoot, '.models')
+const haveModels = fs.existsSync(path.join(modelRoot, 'runtime', 'runtime.json'))
+
 test(
-  'a warm reader of this process sees the store kept by recovering a crashed rebuild',
+  'vector phase killed before a batch commit: the committed batches stay, the next run finishes without leftovers',
+  { skip: !haveModels && `no models at ${modelRoot}` },
   async () => {
-    const v = await indexedVault()
-    // Warm the in-process reader on the original generation 1.
-    assert.deepEqual(await recallIds(v.paths, uniqueWord(3)), ['concepts/topic-3'])
-    mutate(v)
-    assertKilled(await crashChild(v, 'swap-current-promoted', { force: true }), 'swap-current-promoted')
-    const r = await reindexOne(v.paths)
-    assert.equal(r.ok, true, JSON.stringify(r.errors))
-    assert.equal(r.status.state, 'ready')
-    assert.equal(r.status.totalDocuments, FINAL)
-    await assertNoPageLost(v)
+    // 700 one-chunk pages: two commit batches of 512.
+    const pages = {}
+    for (let i = 0; i < 700; i++) pages[`notes/n-${i}.md`] = page({ title: `Note ${i}`, body: `Short note ${i} about ${uniqueWord(i, 'v')}.` })
+    const v = makeVault(path.join(base, 'v'), { pages })
+    assert.equal((await reindexOne(v.paths)).ok, true)
+    const env = { LLM_WIKI_MODELS_DIR: modelRoot, LLM_WIKI_THREADS: '1' }
+    const child = await crashChild(v, 'vectors-before-commit', { component: 'vectors', env })
+    assertKilled(child, 'vectors-before-commit')
+    let s = await readIndexStatus(v.paths)
+    assert.equal(s.state, 'ready', JSON.stringify(s.issues))
+    assert.equal(s.embeddedChunks, 0, 'the first batch was killed before its commit')
+    const done = await runCli(['index', v.root, '--component', 'vectors', '--json'], { env: { ...env, WIKI_HOME: wikiHome }, timeoutMs: 300_000 })
+    assert.equal(done.code, 0, done.stderr)
+    s = await readIndexStatus(v.paths)
+    assert.equal(s.embeddedChunks, s.totalChunks)
+    assert.equal(s.needsEmbedding, 0)
+    assert.equal(s.hasVectorIndex, true)
+    // The killed batch's segment file is gone; one segment holds every vector.
+    assert.equal(fs.readdirSync(path.join(v.current, 'vectors')).length, 1)
+    assertClean(v)
   },
 )

@@ -123,11 +123,29 @@ export function vaultInfo(root) {
     config: path.join(dotWiki, 'config.json'),
     wiki: path.join(dotWiki, 'wiki'),
     store,
-    current: path.join(store, 'current'),
+    /** The live store directory: the one `CURRENT` names (a path that does not exist without one). */
+    get current() {
+      return currentStoreDir(store)
+    },
+    pointer: path.join(store, 'CURRENT'),
+    /** The lock marker directory (`index.lock/owner.json`), present while a writer holds the lock. */
     lockDir: path.join(store, 'index.lock'),
-    swapFile: path.join(store, 'swap.json'),
     lastError: path.join(store, 'last-error.json'),
   }
+}
+
+/** The store directory `<store>/CURRENT` names, or a path that does not exist when there is none. */
+export function currentStoreDir(store) {
+  try {
+    return path.join(store, fs.readFileSync(path.join(store, 'CURRENT'), 'utf8').trim())
+  } catch {
+    return path.join(store, 'no-current-store')
+  }
+}
+
+/** Names of the `store-<uuid>` directories of a store. */
+export function storeDirs(store) {
+  return fs.existsSync(store) ? fs.readdirSync(store).filter((n) => /^store-[0-9a-f-]{36}$/.test(n)).sort() : []
 }
 
 /** Create a vault at `root` with `config` (object or raw string) and `pages` ({rel: text}). */
@@ -166,6 +184,21 @@ export async function reindexOne(paths, input = {}) {
   const r = await addon.reindexWiki(paths, { components: ['lexical'], ...input })
   if (r.results.length !== 1) throw new Error(`expected one vault result, got ${r.results.length}`)
   return r.results[0].result
+}
+
+/**
+ * `reindexOne` right after the lock holder was killed. The OS frees a dead process's lock; on
+ * Windows it does so asynchronously ("the time it takes ... depends upon available system
+ * resources", LockFileEx), so there, and only there, a busy answer is retried for up to 5 s.
+ */
+export async function reindexAfterHolderDied(paths, input = {}) {
+  const deadline = Date.now() + (process.platform === 'win32' ? 5000 : 0)
+  for (;;) {
+    const r = await reindexOne(paths, input)
+    const busy = r.errors.length === 1 && r.errors[0].code === 'qmd_index_busy'
+    if (!busy || Date.now() >= deadline) return r
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
 }
 
 /** Ids of an explicit (project-only unless WIKI_HOME says otherwise) lexical recall. */
@@ -229,6 +262,41 @@ export function runCli(args, opts = {}) {
 /** Run a Node ESM/CJS snippet with `node -e` in a child process. */
 export function runNodeScript(source, opts = {}) {
   return runChild(process.execPath, ['-e', source], opts)
+}
+
+/**
+ * A CLI child stopped at a crash point (`LLM_WIKI_PAUSE_AT`) until it is resumed (stdin closed)
+ * or killed: a real writer holding the store's lock in another process. Resolves once it is
+ * paused, with `{pid, kill(): Promise<result>, resume(): Promise<result>}`.
+ */
+export function spawnPausedCli(args, point, { env = {} } = {}) {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env, LLM_WIKI_PAUSE_AT: point },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => (stdout += d))
+  const exited = new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })))
+  const handle = {
+    pid: child.pid,
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+      return exited
+    },
+    async resume() {
+      child.stdin.end()
+      return exited
+    },
+  }
+  return new Promise((resolve, reject) => {
+    child.stderr.on('data', (d) => {
+      stderr += d
+      if (stderr.includes(`LLM_WIKI_PAUSE_AT=${point}`)) resolve(handle)
+    })
+    exited.then((r) => reject(new Error(`the CLI exited before pausing at ${point}: ${r.code} ${r.signal}\n${r.stderr}`)))
+  })
 }
 
 /** A long-lived child process (for lock ownership); returns `{pid, kill(): Promise<void>}`. */

@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, test } from 'node:test'
 import {
   UUID_V4,
   addon,
+  currentStoreDir,
   editPage,
   makeTmp,
   makeVault,
@@ -244,7 +245,7 @@ describe('document counts', () => {
     const r = await reindexOne({ root })
     assert.equal(r.ok, true, JSON.stringify(r.errors))
     assert.equal(r.status.totalDocuments, 1)
-    assert.ok(fs.existsSync(path.join(root, 'meta', 'retrieval', 'current', 'state.json')))
+    assert.ok(fs.existsSync(path.join(currentStoreDir(path.join(root, 'meta', 'retrieval')), 'state.json')))
     assert.match(readJson(path.join(root, '.wiki', 'config.json')).vault_id, UUID_V4)
     const rec = await addon.recallWiki({ root }, 'zxlegacyvor', {
       policy: { includePersonal: false, minScore: 0.25, maxPerVault: 10, maxResults: 5 },

@@ -1,5 +1,5 @@
 // readIndexStatus: missing → ready → stale → ready transitions, pending page counts, the
-// precedence of recovering / error / missing / stale, and that a status read writes nothing.
+// precedence of error / missing / stale, and that a status read writes nothing.
 import assert from 'node:assert/strict'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
@@ -7,6 +7,7 @@ import path from 'node:path'
 import { afterEach, beforeEach, describe, test } from 'node:test'
 
 import {
+  EXPLICIT,
   addon,
   editPage,
   makeTmp,
@@ -122,49 +123,55 @@ describe('lifecycle', () => {
 })
 
 describe('precedence', () => {
-  test('a valid swap journal means recovering (with its phase), even over other problems', async () => {
+  test('a malformed CURRENT means error; reindex publishes a new store and collects the old one', async () => {
     const v = await indexedVault(2)
-    for (const phase of ['prepared', 'previous-moved', 'current-promoted', 'validated']) {
-      fs.writeFileSync(
-        v.swapFile,
-        JSON.stringify({
-          version: 1,
-          operationId: crypto.randomUUID(),
-          stagingName: `staging-${crypto.randomUUID()}`,
-          phase,
-          startedAt: new Date().toISOString(),
-        }),
-      )
+    const old = v.current
+    for (const bad of ['', 'store-nope\n', '../elsewhere\n']) {
+      fs.writeFileSync(v.pointer, bad)
       const s = await readIndexStatus(v.paths)
-      assert.equal(s.state, 'recovering', phase)
-      assert.equal(s.swapPhase, phase)
-      assert.deepEqual(
-        s.issues.map((i) => i.code),
-        ['qmd_swap_interrupted'],
-      )
-      assert.deepEqual(s.repairComponents, [])
-      assert.equal(s.totalDocuments, 3, 'counts of the current state file')
+      assert.equal(s.state, 'error', JSON.stringify(bad))
+      assert.ok(s.issues.some((i) => i.code === 'qmd_index_error'), JSON.stringify(s.issues))
+      assert.deepEqual(s.repairComponents, ['lexical'])
     }
-    // The next reindex recovers: journal gone, index ready, nothing lost.
     const r = await reindexOne(v.paths)
     assert.equal(r.ok, true, JSON.stringify(r.errors))
-    assert.ok(r.warnings.some((w) => w.code === 'qmd_swap_interrupted'))
-    assert.equal(fs.existsSync(v.swapFile), false)
+    assert.equal(r.fullRebuild, true)
+    assert.equal(r.status.state, 'ready')
+    assert.equal(r.status.totalDocuments, 3)
+    assert.notEqual(v.current, old)
+    assert.equal(fs.existsSync(old), false, 'the unreachable store directory was collected')
+  })
+
+  test('CURRENT naming a store directory that is gone means error; reindex rebuilds', async () => {
+    const v = await indexedVault(2)
+    fs.rmSync(v.current, { recursive: true })
+    const s = await readIndexStatus(v.paths)
+    assert.equal(s.state, 'error')
+    assert.ok(s.issues.some((i) => i.code === 'qmd_index_error'), JSON.stringify(s.issues))
+    const r = await reindexOne(v.paths)
+    assert.equal(r.ok, true, JSON.stringify(r.errors))
     assert.equal(r.status.state, 'ready')
     assert.equal(r.status.totalDocuments, 3)
   })
 
-  test('a malformed swap journal means error with qmd_swap_interrupted; reindex repairs it', async () => {
-    const v = await indexedVault(2)
-    fs.writeFileSync(v.swapFile, '{"version": 1, "phase": ')
+  test('a format-1 store (current/, swap.json) is stale; reindex replaces it and removes the old layout', async () => {
+    const v = makeVault(path.join(base, 'v'), { pages: topicPages(2) })
+    fs.mkdirSync(path.join(v.store, 'current', 'lexical'), { recursive: true })
+    fs.writeFileSync(path.join(v.store, 'current', 'state.json'), JSON.stringify({ version: 1, formatVersion: 1 }))
+    fs.mkdirSync(path.join(v.store, `staging-${crypto.randomUUID()}`))
+    fs.writeFileSync(path.join(v.store, 'swap.json'), '{}')
     const s = await readIndexStatus(v.paths)
-    assert.equal(s.state, 'error')
-    assert.ok(s.issues.some((i) => i.code === 'qmd_swap_interrupted'), JSON.stringify(s.issues))
+    assert.equal(s.state, 'stale', JSON.stringify(s.issues))
     assert.deepEqual(s.repairComponents, ['lexical'])
+    assert.equal(s.swapPhase, undefined)
+    const rec = await addon.recallWiki(v.paths, 'anything', { policy: EXPLICIT, mode: 'lexical' })
+    assert.deepEqual(rec.diagnostics.map((d) => d.code), ['qmd_index_stale'])
     const r = await reindexOne(v.paths)
     assert.equal(r.ok, true, JSON.stringify(r.errors))
-    assert.ok(r.warnings.some((w) => w.code === 'qmd_swap_interrupted'))
-    assert.equal((await readIndexStatus(v.paths)).state, 'ready')
+    assert.equal(r.status.state, 'ready')
+    const names = fs.readdirSync(v.store)
+    for (const legacy of ['current', 'swap.json']) assert.ok(!names.includes(legacy), `${legacy} left: ${names}`)
+    assert.ok(!names.some((n) => n.startsWith('staging-')), `${names}`)
   })
 
   test('a malformed state file means error with qmd_index_error', async () => {

@@ -20,8 +20,8 @@ pub enum Error {
   /// `vault_id` in config.json exists but is not a v4 UUID string.
   #[error("vault config {path} has an invalid vault_id: {message}")]
   ConfigInvalidVaultId { path: PathBuf, message: String },
-  /// Another process holds the vault's index lock.
-  #[error("retrieval index is locked by another process ({0})")]
+  /// Another reindex (in this or another process) holds the vault's index lock.
+  #[error("retrieval index is being written by another reindex ({0})")]
   IndexBusy(PathBuf),
   /// The index on disk cannot be used (corrupt, unreadable, inconsistent).
   #[error("retrieval index error: {0}")]

@@ -273,8 +273,9 @@ fn write_page(wiki: &Path, id: &str, body: &str) {
 fn stored_vectors(paths: &llm_wiki_core::vault::VaultPaths) -> (String, HashMap<u64, Vec<f32>>) {
   use llm_wiki_core::store::generation::Generation;
   use llm_wiki_core::store::vectors::VectorIndex;
-  let g = Generation::open(llm_wiki_core::store::StoreLayout::new(paths.retrieval()).current()).unwrap();
-  let vm = g.manifest.vectors.clone().expect("the generation has vectors");
+  let store = llm_wiki_core::store::StoreLayout::new(paths.retrieval()).current().expect("a published store");
+  let g = Generation::open(store).unwrap();
+  let vm = g.commit.vectors.clone().expect("the generation has vectors");
   let live = g.manifest.chunk_keys();
   let idx = VectorIndex::open(&g.dir.vectors_dir(), &vm, &live).unwrap();
   (vm.model, idx.vectors(&live))
@@ -284,11 +285,15 @@ fn stored_vectors(paths: &llm_wiki_core::vault::VaultPaths) -> (String, HashMap<
 /// embedded in different batches) stores the same vectors as a cold index of the final vault.
 #[test]
 fn incremental_and_cold_reindex_store_identical_vectors() {
-  use llm_wiki_core::models::{configure, ModelConfig};
+  use llm_wiki_core::models::{configure, ConfigChange, Setting};
   use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
   use llm_wiki_core::vault::VaultPaths;
   let root = model_root_or_skip!();
-  configure(ModelConfig { model_roots: vec![root.clone()], threads: 2, ..Default::default() });
+  configure(ConfigChange {
+    model_roots: Setting::Set(vec![root.clone()]),
+    threads: Setting::Set(2),
+    ..Default::default()
+  });
   let texts = mixed_texts();
   let vault = |t: &tempfile::TempDir| {
     let p = VaultPaths::new_layout(t.path());

@@ -568,7 +568,7 @@ pub struct DiskUsage {
   pub total_bytes: u64,
   pub lexical_bytes: u64,
   pub vectors_bytes: u64,
-  /// Manifests, state, journal.
+  /// Manifests, state, pointer, lock.
   pub other_bytes: u64,
 }
 
@@ -660,10 +660,9 @@ fn note_warnings(report: &mut IndexReport, r: &ReindexResult) {
 
 fn disk_usage(paths: &VaultPaths) -> DiskUsage {
   let layout = StoreLayout::new(paths.retrieval());
-  let cur = layout.current();
   let total = dir_size(&layout.dir);
-  let lexical = dir_size(&cur.lexical_dir());
-  let vectors = dir_size(&cur.vectors_dir());
+  let (lexical, vectors) =
+    layout.current().map_or((0, 0), |cur| (dir_size(&cur.lexical_dir()), dir_size(&cur.vectors_dir())));
   DiskUsage {
     total_bytes: total,
     lexical_bytes: lexical,
@@ -678,7 +677,9 @@ fn release_reader(paths: &VaultPaths) {
 }
 
 fn current_manifest(paths: &VaultPaths) -> Result<Arc<Manifest>> {
-  Ok(Generation::open(StoreLayout::new(paths.retrieval()).current())?.manifest)
+  let current =
+    StoreLayout::new(paths.retrieval()).current().ok_or_else(|| Error::Index("no published store".into()))?;
+  Ok(Generation::open(current)?.manifest)
 }
 
 /// A vault with its index and the embedder kept loaded for the whole run (a held reference

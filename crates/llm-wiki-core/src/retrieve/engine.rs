@@ -1,10 +1,16 @@
-//! The warm engine: one open reader per vault store, cached across recalls. Each recall reloads
-//! the tantivy reader (cheap: it re-reads `meta.json`) and takes a searcher snapshot; the
-//! generation recorded in that snapshot selects the manifest, so a recall running while a reindex
-//! commits sees either the old or the new generation, never a mix. A swap in this process bumps
-//! the store's epoch and the cached reader is reopened.
+//! The warm engine: one open reader per vault store, cached across recalls.
+//!
+//! Every recall reads `CURRENT` (one small file) and uses the cached reader only while it names
+//! the same store directory; a full rebuild (in this process or another) publishes a new
+//! directory, so the next recall opens that one. Store directories are never renamed, so a reader
+//! never finds a half-swapped path; when the directory it just read from `CURRENT` was removed by a
+//! newer rebuild in the meantime, the open fails, `CURRENT` has changed, and the recall simply
+//! follows it. Within a directory, each recall reloads the tantivy reader (cheap: it re-reads
+//! `meta.json`) and takes a searcher snapshot; the commit recorded in that snapshot selects the
+//! page manifest and the vector segments, so a recall running while a reindex commits sees either
+//! the old or the new generation, never a mix.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -12,30 +18,49 @@ use tantivy::Searcher;
 
 use crate::error::{Error, Result};
 use crate::fsutil::JsonFile;
-use crate::store::layout::StoreLayout;
-use crate::store::lexical::{page_key, LexicalIndex};
+use crate::store::layout::{is_real_dir, Pointer, StoreDir, StoreLayout};
+use crate::store::lexical::{page_key, CommitInfo, LexicalIndex};
 use crate::store::manifest::Manifest;
 use crate::store::state::StateFile;
 use crate::store::vectors::{chunk_key, VectorIndex};
-use crate::store::{epoch, journal};
 use crate::vault::VaultPaths;
 
-/// An open store of one vault.
+/// An open store directory of one vault.
 pub struct VaultReader {
   pub layout: StoreLayout,
+  pub store: StoreDir,
   pub lexical: LexicalIndex,
-  epoch: u64,
   current: Mutex<Option<Arc<GenData>>>,
 }
 
 /// `page_key` fast-field value → page id, for one manifest generation.
 pub type PageKeys = HashMap<u64, String>;
 
-/// Per-generation data derived from the manifest, built lazily and shared by recalls.
-pub struct GenData {
+/// Data derived from one page manifest, built lazily and shared by every commit that uses it
+/// (vector batches commit without a new manifest).
+pub struct PageData {
   pub manifest: Arc<Manifest>,
   pub keys: Arc<PageKeys>,
+  chunk_keys: OnceLock<HashSet<u64>>,
   chunk_pages: OnceLock<HashMap<u64, Vec<(String, String)>>>,
+}
+
+impl PageData {
+  fn new(manifest: Manifest) -> Self {
+    let keys: PageKeys = manifest.entries.keys().map(|id| (page_key(id), id.clone())).collect();
+    PageData {
+      manifest: Arc::new(manifest),
+      keys: Arc::new(keys),
+      chunk_keys: OnceLock::new(),
+      chunk_pages: OnceLock::new(),
+    }
+  }
+}
+
+/// Per-commit data: the page data of its manifest and its vectors, shared by recalls.
+pub struct GenData {
+  pub commit: CommitInfo,
+  pub pages: Arc<PageData>,
   vectors: OnceLock<std::result::Result<Option<Arc<VectorIndex>>, String>>,
   vectors_dir: PathBuf,
 }
@@ -43,9 +68,9 @@ pub struct GenData {
 impl GenData {
   /// Chunk key → (page id, chunk id) of every live chunk.
   pub fn chunk_pages(&self) -> &HashMap<u64, Vec<(String, String)>> {
-    self.chunk_pages.get_or_init(|| {
+    self.pages.chunk_pages.get_or_init(|| {
       let mut m: HashMap<u64, Vec<(String, String)>> = HashMap::new();
-      for (id, e) in &self.manifest.entries {
+      for (id, e) in &self.pages.manifest.entries {
         for c in e.chunks.iter() {
           m.entry(chunk_key(c)).or_default().push((id.clone(), c.to_string()));
         }
@@ -54,16 +79,17 @@ impl GenData {
     })
   }
 
-  /// The generation's vectors (`Ok(None)` when it has none); opened on first use only, so
-  /// lexical recall never touches them.
+  /// The commit's vectors (`Ok(None)` when it has none); opened on first use only, so lexical
+  /// recall never touches them.
   pub fn vectors(&self) -> Result<Option<Arc<VectorIndex>>> {
     self
       .vectors
-      .get_or_init(|| match &self.manifest.vectors {
+      .get_or_init(|| match &self.commit.vectors {
         None => Ok(None),
-        Some(vm) => VectorIndex::open(&self.vectors_dir, vm, &self.manifest.chunk_keys())
-          .map(|v| Some(Arc::new(v)))
-          .map_err(|e| e.to_string()),
+        Some(vm) => {
+          let live = self.pages.chunk_keys.get_or_init(|| self.pages.manifest.chunk_keys());
+          VectorIndex::open(&self.vectors_dir, vm, live).map(|v| Some(Arc::new(v))).map_err(|e| e.to_string())
+        }
       })
       .clone()
       .map_err(Error::Index)
@@ -81,35 +107,29 @@ pub struct Snapshot {
 }
 
 impl VaultReader {
-  fn open(layout: StoreLayout) -> Result<Self> {
-    let epoch = epoch(&layout.dir);
-    let lexical = LexicalIndex::open(&layout.current().lexical_dir())?;
-    Ok(VaultReader { layout, lexical, epoch, current: Mutex::new(None) })
+  fn open(layout: StoreLayout, store: StoreDir) -> Result<Self> {
+    let lexical = LexicalIndex::open(&store.lexical_dir())?;
+    Ok(VaultReader { layout, store, lexical, current: Mutex::new(None) })
   }
 
   /// Take a snapshot, reloading to the latest commit when the index changed.
   pub fn snapshot(self: &Arc<Self>) -> Result<Snapshot> {
-    // A failed reload (e.g. mid-swap in another process) keeps the previous snapshot.
+    // A failed reload (e.g. the directory was just replaced) keeps the previous snapshot.
     let _ = self.lexical.reader.reload();
     for _ in 0..3 {
       let searcher = self.lexical.reader.searcher();
-      let generation = self.lexical.generation_of(&searcher)?;
+      let commit = self
+        .lexical
+        .commit_of(&searcher)?
+        .ok_or_else(|| Error::Index(format!("{} has no committed generation", self.store.dir.display())))?;
       let mut cached = self.current.lock().unwrap_or_else(|p| p.into_inner());
-      let data = match cached.as_ref().filter(|d| d.manifest.generation == generation) {
-        Some(d) => d.clone(),
-        None => match Manifest::load(&self.layout.current().manifest_file(generation), None) {
-          Ok(m) => {
-            let keys: PageKeys = m.entries.keys().map(|id| (page_key(id), id.clone())).collect();
-            let d = Arc::new(GenData {
-              manifest: Arc::new(m),
-              keys: Arc::new(keys),
-              chunk_pages: OnceLock::new(),
-              vectors: OnceLock::new(),
-              vectors_dir: self.layout.current().vectors_dir(),
-            });
-            *cached = Some(d.clone());
-            d
-          }
+      let same_pages = cached.as_ref().filter(|d| d.commit.manifest_generation == commit.manifest_generation);
+      let data = match same_pages.map(|d| (d.commit == commit, d.clone())) {
+        Some((true, d)) => d,
+        // A vector batch: same pages, new segment list.
+        Some((false, d)) => self.remember(&mut cached, commit, d.pages.clone()),
+        _ => match Manifest::load(&self.store.manifest_file(commit.manifest_generation), None) {
+          Ok(m) => self.remember(&mut cached, commit, Arc::new(PageData::new(m))),
           // The manifest of a superseded generation may have been collected: reload and retry.
           Err(_) => {
             drop(cached);
@@ -120,14 +140,26 @@ impl VaultReader {
       };
       return Ok(Snapshot {
         searcher,
-        generation,
-        manifest: data.manifest.clone(),
-        keys: data.keys.clone(),
+        generation: data.commit.generation,
+        manifest: data.pages.manifest.clone(),
+        keys: data.pages.keys.clone(),
         data,
         reader: self.clone(),
       });
     }
-    Err(Error::Index(format!("no manifest for the committed generation in {}", self.layout.dir.display())))
+    Err(Error::Index(format!("no manifest for the committed generation in {}", self.store.dir.display())))
+  }
+
+  fn remember(
+    &self,
+    cached: &mut Option<Arc<GenData>>,
+    commit: CommitInfo,
+    pages: Arc<PageData>,
+  ) -> Arc<GenData> {
+    let d =
+      Arc::new(GenData { commit, pages, vectors: OnceLock::new(), vectors_dir: self.store.vectors_dir() });
+    *cached = Some(d.clone());
+    d
   }
 }
 
@@ -143,61 +175,80 @@ pub struct NotReady {
   pub message: String,
 }
 
-/// Cheap readiness check from small files only: no journal, a state file of this format.
-pub fn readiness(layout: &StoreLayout) -> std::result::Result<(), NotReady> {
-  if !matches!(journal::read_journal(layout), JsonFile::Missing) {
-    return Err(NotReady {
-      code: "qmd_swap_interrupted",
-      message: "index swap in progress or interrupted".into(),
-    });
-  }
-  match StateFile::read(&layout.current()) {
-    JsonFile::Missing => Err(NotReady {
+impl NotReady {
+  fn missing() -> Self {
+    NotReady {
       code: "qmd_index_missing",
       message: "vault has no retrieval index yet; run wiki_reindex".into(),
-    }),
-    JsonFile::Invalid(m) => Err(NotReady { code: "qmd_index_error", message: m }),
-    JsonFile::Valid(s) if !s.is_current_format() => Err(NotReady {
+    }
+  }
+  fn stale() -> Self {
+    NotReady {
       code: "qmd_index_stale",
       message: "index was built by an incompatible engine version; run wiki_reindex".into(),
-    }),
-    JsonFile::Valid(_) => Ok(()),
+    }
   }
 }
 
-/// Longest a recall waits for a live swap (a rebuild promoting its new generation) to finish.
-pub const SWAP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Readiness of the store `CURRENT` names, from small files only: a state file of this format.
+pub fn readiness(layout: &StoreLayout) -> std::result::Result<StoreDir, NotReady> {
+  let store = match layout.pointer() {
+    // A format-1 store (`current/`) cannot be read by this engine.
+    Pointer::Missing if is_real_dir(&layout.dir.join("current")) => return Err(NotReady::stale()),
+    Pointer::Missing => return Err(NotReady::missing()),
+    Pointer::Invalid(m) => return Err(NotReady { code: "qmd_index_error", message: m }),
+    Pointer::Valid(d) => d,
+  };
+  match StateFile::read(&store) {
+    JsonFile::Missing => Err(NotReady {
+      code: "qmd_index_error",
+      message: format!("{} names {} but it holds no index", layout.pointer_file().display(), store.name()),
+    }),
+    JsonFile::Invalid(m) => Err(NotReady { code: "qmd_index_error", message: m }),
+    JsonFile::Valid(s) if !s.is_current_format() => Err(NotReady::stale()),
+    JsonFile::Valid(_) => Ok(store),
+  }
+}
 
-/// When a swap journal exists because a live process is swapping right now (not a crash), wait
-/// for it to finish (the rename phase takes milliseconds) instead of reporting the vault as not
-/// ready. Returns the readiness afterwards.
-pub fn readiness_waiting_for_swap(layout: &StoreLayout) -> std::result::Result<(), NotReady> {
-  let started = std::time::Instant::now();
+/// Why [`open_snapshot`] could not serve a recall.
+pub enum Unavailable {
+  /// The store is not ready (missing, stale, malformed).
+  NotReady(NotReady),
+  /// The store is ready but cannot be opened.
+  Failed(Error),
+}
+
+/// Times a recall follows `CURRENT` when the store it named was replaced while being opened.
+const FOLLOW_SWAPS: usize = 5;
+
+/// A snapshot of the live store of a vault. When a rebuild replaces the store directory while
+/// this runs (its files vanish under it), `CURRENT` has moved on and the snapshot is taken from
+/// the new directory instead: a recall never reports a store that is merely being swapped.
+pub fn open_snapshot(paths: &VaultPaths) -> std::result::Result<Snapshot, Unavailable> {
+  let layout = StoreLayout::new(paths.retrieval());
+  let mut attempts = 0;
   loop {
-    match readiness(layout) {
-      Err(nr)
-        if nr.code == "qmd_swap_interrupted"
-          && crate::store::lock::held_by_live_owner(&layout.lock_dir())
-          && started.elapsed() < SWAP_WAIT =>
-      {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-      }
+    // A removed store directory is always an old one: `CURRENT` has named a newer one before the
+    // removal (names are never reused), so a changed pointer tells a swap from a broken store.
+    let before = layout.pointer();
+    let outcome = readiness(&layout)
+      .map_err(Unavailable::NotReady)
+      .and_then(|store| reader_for(&layout, &store).and_then(|r| r.snapshot()).map_err(Unavailable::Failed));
+    match outcome {
+      Err(_) if attempts < FOLLOW_SWAPS && layout.pointer() != before => attempts += 1,
       other => return other,
     }
   }
 }
 
-/// The cached reader of a vault's store, (re)opened when missing or when this process swapped it.
-pub fn reader_for(paths: &VaultPaths) -> Result<Arc<VaultReader>> {
-  let layout = StoreLayout::new(paths.retrieval());
+/// The cached reader of a store directory, (re)opened when the vault's live directory changed.
+pub fn reader_for(layout: &StoreLayout, store: &StoreDir) -> Result<Arc<VaultReader>> {
   let key = layout.dir.clone();
   let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
-  if let Some(r) = map.get(&key) {
-    if r.epoch == epoch(&key) {
-      return Ok(r.clone());
-    }
+  if let Some(r) = map.get(&key).filter(|r| r.store == *store) {
+    return Ok(r.clone());
   }
-  let r = Arc::new(VaultReader::open(layout)?);
+  let r = Arc::new(VaultReader::open(layout.clone(), store.clone())?);
   map.insert(key, r.clone());
   Ok(r)
 }

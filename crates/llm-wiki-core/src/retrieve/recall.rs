@@ -6,13 +6,12 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::confidence::{bounded_multiplier, final_score, AUTOMATIC_FLOOR, EXPLICIT_FLOOR};
-use super::engine::{reader_for, readiness_waiting_for_swap};
+use super::engine::{open_snapshot, Unavailable};
 use super::fusion::{fuse_layers, LayerItem, VaultKind};
 use super::lexical::query_terms;
 use super::modes::{run_mode, ModeContext, RetrievalMode, SubQuery, VaultHit};
 use super::query::{normalize_query, normalize_subqueries};
 use crate::error::{Error, Result};
-use crate::store::layout::StoreLayout;
 use crate::store::CancelFlag;
 use crate::vault::config::{intent_of, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
@@ -210,17 +209,17 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   for (paths, kind) in recall_vaults(active, &opts.policy) {
     opts.cancel.check()?;
     let started = Instant::now();
-    let layout = StoreLayout::new(paths.retrieval());
-    if let Err(nr) = readiness_waiting_for_swap(&layout) {
-      trace.push(format!("vault:{}:skipped:{}", kind.as_str(), nr.code));
-      if !automatic {
-        diagnostics.push(RecallDiagnostic::new(nr.code, format!("{} vault: {}", kind.as_str(), nr.message)));
-      }
-      continue;
-    }
-    let snap = match reader_for(&paths).and_then(|r| r.snapshot()) {
+    let mut snap = match open_snapshot(&paths) {
       Ok(s) => s,
-      Err(e) => {
+      Err(Unavailable::NotReady(nr)) => {
+        trace.push(format!("vault:{}:skipped:{}", kind.as_str(), nr.code));
+        if !automatic {
+          diagnostics
+            .push(RecallDiagnostic::new(nr.code, format!("{} vault: {}", kind.as_str(), nr.message)));
+        }
+        continue;
+      }
+      Err(Unavailable::Failed(e)) => {
         trace.push(format!("vault:{}:unavailable:{}", kind.as_str(), e.code()));
         if !automatic {
           diagnostics.push(RecallDiagnostic::new(
@@ -232,18 +231,35 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       }
     };
     let intent = read_config(&paths).ok().as_ref().and_then(intent_of);
-    let ctx = ModeContext {
-      snap: &snap,
-      query: &query,
-      terms: &terms,
-      subqueries: &subqueries,
-      limit: opts.policy.max_per_vault,
-      intent,
-      rerank_timeout: opts.rerank_timeout,
-      sentence_rescore: opts.sentence_rescore,
-      cancel: &opts.cancel,
+    let mut followed_swap = false;
+    let outcome = loop {
+      let ctx = ModeContext {
+        snap: &snap,
+        query: &query,
+        terms: &terms,
+        subqueries: &subqueries,
+        limit: opts.policy.max_per_vault,
+        intent: intent.clone(),
+        rerank_timeout: opts.rerank_timeout,
+        sentence_rescore: opts.sentence_rescore,
+        cancel: &opts.cancel,
+      };
+      let mut vault_trace = Vec::new();
+      let outcome = run_mode(&ctx, opts.mode, &mut vault_trace)?;
+      // Vectors are opened on first use: when a newer commit (or a rebuild's new store) removed
+      // the snapshot's segment files in between, they cannot open; the newer state answers.
+      if !followed_swap && outcome.diagnostics.iter().any(|(c, _)| *c == "qmd_index_error") {
+        if let Ok(newer) = open_snapshot(&paths) {
+          if newer.generation != snap.generation || newer.reader.store != snap.reader.store {
+            followed_swap = true;
+            snap = newer;
+            continue;
+          }
+        }
+      }
+      trace.extend(vault_trace);
+      break outcome;
     };
-    let outcome = run_mode(&ctx, opts.mode, &mut trace)?;
     for (code, message) in outcome.diagnostics {
       // Automatic recall stays quiet; explicit recall explains degraded modes.
       if !automatic {

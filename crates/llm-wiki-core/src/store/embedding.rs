@@ -1,24 +1,40 @@
 //! The vector phase of a reindex: embed the live chunks that have no vector for the current
-//! embedding model, commit them in batches (each batch is a new segment + a new generation, so a
-//! cancelled or failed run keeps what it finished), and compact when superseded rows dominate.
+//! embedding model, committing them in batches so a cancelled or failed run keeps what it
+//! finished.
+//!
+//! Costs are bounded per batch: chunk texts are streamed page by page (one batch of texts in
+//! memory, never every missing chunk's), and a batch commit writes one segment file plus one
+//! tantivy commit whose commit document lists the segments — the page manifest is not
+//! rewritten and no segment is reopened or rescanned. Segments are merged as they accumulate
+//! (each kept more than twice the size of the next newer one, so there are O(log n) of them),
+//! the segments a run wrote end up merged into one, and a compaction drops superseded and dead
+//! rows when they dominate.
 
-use std::collections::HashSet;
+use std::collections::btree_map;
+use std::collections::{HashSet, VecDeque};
+use std::path::Path;
 
 use super::generation::Generation;
-use super::journal::crash_point;
-use super::layout::{GenDir, StoreLayout};
-use super::manifest::Manifest;
-use super::reindex::{gc_manifests, write_state, ReindexResult};
-use super::vectors::{chunk_key, write_segment, SegmentRef, VectorIndex, VectorManifest};
+use super::layout::{StoreDir, StoreLayout};
+use super::lexical::CommitInfo;
+use super::manifest::{Manifest, ManifestEntry};
+use super::reindex::ReindexResult;
+use super::state::{StateFile, StateModels, StateVectors};
+use super::swap::crash_point;
+use super::vectors::{chunk_key, merge_segments, write_segment, SegmentRef, VectorIndex, VectorManifest};
 use super::{Component, IndexIssue, Progress, ReindexOptions};
-use crate::chunk::chunk_page;
+use crate::chunk::{chunk_page, ChunkConfig};
 use crate::error::{Error, Result};
-use crate::fsutil::now_ms;
+use crate::fsutil::sync_dir;
 use crate::models::{self, TextKind};
-use crate::vault::Page;
+use crate::vault::{Page, VaultPaths};
 
 /// Chunks embedded per committed batch.
 pub const VECTOR_COMMIT_BATCH: usize = 512;
+
+/// A newer segment is merged into the one before it once that one is no more than this many
+/// times larger.
+const MERGE_RATIO: u32 = 2;
 
 fn emit(opts: &ReindexOptions, message: &str, current: u64, total: u64) {
   if let Some(p) = &opts.progress {
@@ -32,94 +48,275 @@ fn emit(opts: &ReindexOptions, message: &str, current: u64, total: u64) {
   }
 }
 
-/// Copy the current generation's vector segments into a staging directory (a forced lexical
-/// rebuild keeps vectors: they are keyed by chunk content).
-pub fn carry_vectors(layout: &StoreLayout, staging: &GenDir, vault_id: &str) -> Option<VectorManifest> {
-  let current = Generation::open(layout.current()).ok()?;
-  if current.manifest.vault_id != vault_id {
+/// Give a new store directory the vector segments of the store it replaces (a forced lexical
+/// rebuild keeps vectors: they are keyed by chunk content). Segments are immutable, so they are
+/// hard-linked where the filesystem allows and copied otherwise.
+pub fn carry_vectors(from: &Generation, to: &StoreDir, vault_id: &str) -> Option<VectorManifest> {
+  if from.manifest.vault_id != vault_id {
     return None;
   }
-  let vm = current.manifest.vectors.clone()?;
-  std::fs::create_dir_all(staging.vectors_dir()).ok()?;
+  let vm = from.commit.vectors.clone()?;
+  std::fs::create_dir_all(to.vectors_dir()).ok()?;
   for s in &vm.segments {
-    std::fs::copy(current.dir.vectors_dir().join(&s.file), staging.vectors_dir().join(&s.file)).ok()?;
+    let (src, dst) = (from.dir.vectors_dir().join(&s.file), to.vectors_dir().join(&s.file));
+    if std::fs::hard_link(&src, &dst).is_err() {
+      let copied = std::fs::File::create(&dst).and_then(|mut out| {
+        std::io::copy(&mut std::fs::File::open(&src)?, &mut out).and_then(|_| out.sync_all())
+      });
+      copied.ok()?;
+    }
   }
+  sync_dir(&to.vectors_dir());
   Some(vm)
 }
 
-/// Texts of the chunks in `wanted`, re-read from their (unchanged) pages.
-fn chunk_texts(gen: &Generation, wanted: &HashSet<u64>, wiki: &std::path::Path) -> Vec<(u64, String)> {
-  let mut out = Vec::new();
-  let mut seen = HashSet::new();
-  for (id, entry) in &gen.manifest.entries {
-    if !entry.chunks.keys().any(|k| wanted.contains(&k)) {
-      continue;
+/// The texts of the chunks that need a vector, read page by page as batches are asked for: memory
+/// holds one batch and one page, whatever the vault's size. Pages are re-chunked with the
+/// reindex's chunking (chunk ids depend on it) from the vault's own `wiki` directory; a page
+/// edited since the lexical phase is left for the next reindex.
+pub struct ChunkTexts<'a> {
+  pages: btree_map::Iter<'a, String, ManifestEntry>,
+  wanted: &'a HashSet<u64>,
+  wiki: &'a Path,
+  chunking: &'a ChunkConfig,
+  ready: VecDeque<(u64, String)>,
+  seen: HashSet<u64>,
+  pages_read: usize,
+}
+
+impl<'a> ChunkTexts<'a> {
+  pub fn new(
+    manifest: &'a Manifest,
+    wanted: &'a HashSet<u64>,
+    wiki: &'a Path,
+    chunking: &'a ChunkConfig,
+  ) -> Self {
+    ChunkTexts {
+      pages: manifest.entries.iter(),
+      wanted,
+      wiki,
+      chunking,
+      ready: VecDeque::new(),
+      seen: HashSet::new(),
+      pages_read: 0,
     }
-    let path = wiki.join(&entry.rel_path);
-    let Ok(bytes) = std::fs::read(&path) else { continue };
-    // A page edited since the lexical phase is picked up by the next reindex.
+  }
+
+  /// Pages read so far.
+  pub fn pages_read(&self) -> usize {
+    self.pages_read
+  }
+
+  /// Up to `max` (chunk key, embedding text) pairs; empty when every wanted chunk was produced.
+  pub fn next_batch(&mut self, max: usize) -> Vec<(u64, String)> {
+    while self.ready.len() < max {
+      let Some((id, entry)) = self.pages.next() else { break };
+      if entry.chunks.keys().any(|k| self.wanted.contains(&k)) {
+        self.read_page(id, entry);
+      }
+    }
+    let n = self.ready.len().min(max);
+    self.ready.drain(..n).collect()
+  }
+
+  fn read_page(&mut self, id: &str, entry: &ManifestEntry) {
+    self.pages_read += 1;
+    let path = self.wiki.join(&entry.rel_path);
+    let Ok(bytes) = std::fs::read(&path) else { return };
     if super::manifest::sha256_hex(&bytes) != entry.content_hash {
-      continue;
+      return;
     }
-    let Ok(page) = Page::parse(id, path, &String::from_utf8_lossy(&bytes)) else {
-      continue;
-    };
-    for c in chunk_page(&page.meta.title, &page.body, page.body_start_line, &Default::default()).chunks {
+    let Ok(page) = Page::parse(id, path, &String::from_utf8_lossy(&bytes)) else { return };
+    for c in chunk_page(&page.meta.title, &page.body, page.body_start_line, self.chunking).chunks {
       let key = chunk_key(&c.id);
-      if wanted.contains(&key) && seen.insert(key) {
-        out.push((key, c.embedding_text()));
+      if self.wanted.contains(&key) && self.seen.insert(key) {
+        self.ready.push_back((key, c.embedding_text()));
       }
     }
   }
-  out
 }
 
-/// Publish `vectors` as a new generation of `gen` (commit document only; index unchanged).
-fn commit_vectors(gen: &Generation, vectors: VectorManifest, store_id: &str) -> Result<u64> {
-  let next = gen_next(gen)?;
-  let manifest =
-    Manifest { generation: next, built_at_ms: now_ms(), vectors: Some(vectors), ..(*gen.manifest).clone() };
-  manifest.save(&gen.dir.manifest_file(next))?;
-  let mut writer = gen.lexical.writer(1)?;
-  gen.lexical.set_generation(&writer, next)?;
-  crash_point("vectors-before-commit");
-  if let Err(e) = writer.prepare_commit().and_then(|p| p.commit()) {
-    let _ = writer.rollback();
-    let _ = std::fs::remove_file(gen.dir.manifest_file(next));
-    return Err(e.into());
+/// Commits of vector batches into one store directory, with the state they need kept across
+/// batches: one tantivy writer, the current segment list, the previous commit's files (a reader
+/// may still use them) and the vector count.
+struct VectorWriter<'g> {
+  gen: &'g Generation,
+  writer: Option<tantivy::IndexWriter>,
+  /// The last commit (its segments are the current list).
+  commit: CommitInfo,
+  /// Segment files of the commit before `commit`.
+  previous_files: HashSet<String>,
+  model: String,
+  dims: usize,
+  store_id: String,
+  /// Live chunks with a vector.
+  embedded: u32,
+  /// Newest segments written by this run (merged into one at the end).
+  written: usize,
+  live: &'g HashSet<u64>,
+}
+
+impl<'g> VectorWriter<'g> {
+  fn new(gen: &'g Generation, live: &'g HashSet<u64>, model: (&str, usize), embedded: u32) -> Result<Self> {
+    let writer = Some(gen.lexical.writer(1)?);
+    let previous_files = files_of(&gen.commit);
+    // Files of interrupted runs (written, never committed) go before new ones are written.
+    gc_segments(&gen.dir.vectors_dir(), &previous_files);
+    Ok(VectorWriter {
+      gen,
+      writer,
+      commit: gen.commit.clone(),
+      previous_files,
+      model: model.0.to_string(),
+      dims: model.1,
+      store_id: gen.store_id(),
+      embedded,
+      written: 0,
+      live,
+    })
   }
-  write_state(&gen.dir, &manifest, store_id)?;
-  gc_manifests(&gen.dir, next);
-  Ok(next)
-}
 
-fn gen_next(gen: &Generation) -> Result<u64> {
-  let searcher = gen.lexical.reader.searcher();
-  Ok(gen.lexical.generation_of(&searcher)?.max(gen.generation) + 1)
-}
-
-/// Remove segment files no manifest of the last two generations references.
-fn gc_segments(dir: &GenDir) {
-  let mut referenced = HashSet::new();
-  for g in dir.manifest_generations() {
-    if let Ok(m) = Manifest::load(&dir.manifest_file(g), None) {
-      for s in m.vectors.iter().flat_map(|v| v.segments.iter()) {
-        referenced.insert(s.file.clone());
-      }
+  fn segments(&self) -> Vec<SegmentRef> {
+    match &self.commit.vectors {
+      Some(vm) if vm.model == self.model && vm.dims == self.dims => vm.segments.clone(),
+      _ => Vec::new(),
     }
   }
-  for e in std::fs::read_dir(dir.vectors_dir()).into_iter().flatten().flatten() {
+
+  fn dir(&self) -> std::path::PathBuf {
+    self.gen.dir.vectors_dir()
+  }
+
+  /// Publish `segments` as the next commit: commit document, tantivy commit, state file, then
+  /// removal of the segment files neither this commit nor the previous one lists.
+  fn publish(&mut self, segments: Vec<SegmentRef>) -> Result<u64> {
+    let next = self.commit.generation + 1;
+    let vectors = VectorManifest { model: self.model.clone(), dims: self.dims, segments };
+    let has_vectors = !vectors.segments.is_empty();
+    let commit = CommitInfo {
+      generation: next,
+      manifest_generation: self.commit.manifest_generation,
+      vectors: Some(vectors),
+    };
+    let writer = self.writer.as_mut().expect("open until finish");
+    self.gen.lexical.set_commit(writer, &commit)?;
+    crash_point("vectors-before-commit");
+    if let Err(e) = writer.prepare_commit().and_then(|p| p.commit()) {
+      let _ = writer.rollback();
+      return Err(e.into());
+    }
+    let models = StateModels { embed: self.model.clone() };
+    let counts = StateVectors {
+      embedded: self.embedded,
+      missing: self.live.len() as u32 - self.embedded,
+      has_index: has_vectors,
+    };
+    StateFile::describe(&self.gen.manifest, next, &self.store_id, models, counts).write(&self.gen.dir)?;
+    self.previous_files = files_of(&self.commit);
+    self.commit = commit;
+    // A reader may have taken the previous commit a moment ago: its files stay until the next.
+    let keep: HashSet<String> = files_of(&self.commit).union(&self.previous_files).cloned().collect();
+    gc_segments(&self.dir(), &keep);
+    Ok(next)
+  }
+
+  /// Merge the newest `n` segments of `segments` into one (dropping dead and superseded rows).
+  fn merge_tail(&self, segments: &mut Vec<SegmentRef>, n: usize, tag: &str) -> Result<()> {
+    let at = segments.len() - n;
+    let name = format!("seg-{}-{tag}.vec", self.commit.generation + 1);
+    let live = self.live;
+    let merged = merge_segments(&self.dir(), &segments[at..], self.dims, &name, &|id| live.contains(&id))?;
+    segments.truncate(at);
+    segments.push(merged);
+    Ok(())
+  }
+
+  /// Keep each segment more than [`MERGE_RATIO`] times the size of the next newer one.
+  fn merge_by_size(&mut self, segments: &mut Vec<SegmentRef>) -> Result<()> {
+    let mut k = 0;
+    while let [.., older, newer] = segments.as_slice() {
+      if older.rows > MERGE_RATIO * newer.rows.max(1) {
+        break;
+      }
+      self.merge_tail(segments, 2, &format!("m{k}"))?;
+      k += 1;
+      // A merge with an older segment keeps one segment of this run at the tail.
+      self.written = self.written.saturating_sub(1).max(1);
+    }
+    Ok(())
+  }
+
+  /// Add a segment of freshly embedded rows and commit.
+  fn add(&mut self, rows: &[(u64, Vec<f32>)]) -> Result<u64> {
+    let mut segments = self.segments();
+    let name = format!("seg-{}.vec", self.commit.generation + 1);
+    segments.push(write_segment(&self.dir(), &name, self.dims, rows)?);
+    self.written += 1;
+    self.embedded += rows.len() as u32;
+    self.merge_by_size(&mut segments)?;
+    self.publish(segments)
+  }
+
+  /// Rewrite every segment into one without dead or superseded rows, and commit.
+  fn compact(&mut self) -> Result<u64> {
+    let mut segments = self.segments();
+    let n = segments.len();
+    self.merge_tail(&mut segments, n, "compact")?;
+    self.publish(segments)
+  }
+
+  /// Merge what this run wrote into one segment, then close the writer once its merges are done.
+  /// Returns the generation of the last commit.
+  fn finish(mut self) -> Result<u64> {
+    if self.written > 1 {
+      let mut segments = self.segments();
+      let n = self.written.min(segments.len());
+      self.merge_tail(&mut segments, n, "run")?;
+      self.written = 1;
+      self.merge_by_size(&mut segments)?;
+      self.publish(segments)?;
+    }
+    if let Some(w) = self.writer.take() {
+      w.wait_merging_threads()?;
+    }
+    // Only the live segments stay on disk; a recall that still opens an older commit's vectors
+    // finds them gone and retakes its snapshot (see `recall.rs`).
+    gc_segments(&self.dir(), &files_of(&self.commit));
+    Ok(self.commit.generation)
+  }
+}
+
+impl Drop for VectorWriter<'_> {
+  /// A failed or cancelled run: its committed batches stay; nothing keeps running.
+  fn drop(&mut self) {
+    if let Some(mut w) = self.writer.take() {
+      let _ = w.rollback();
+      let _ = w.wait_merging_threads();
+    }
+  }
+}
+
+fn files_of(commit: &CommitInfo) -> HashSet<String> {
+  commit.vectors.iter().flat_map(|v| v.segments.iter().map(|s| s.file.clone())).collect()
+}
+
+/// Remove segment files (and temp files of interrupted writes) not in `keep`. A file another
+/// process still has mapped may resist removal on Windows; a later collection retries it.
+fn gc_segments(dir: &Path, keep: &HashSet<String>) {
+  for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
     let name = e.file_name().to_string_lossy().into_owned();
-    if name.ends_with(".vec") && !referenced.contains(&name) {
+    let ours = name.ends_with(".vec") || (name.starts_with(".seg-") && name.contains(".vec.tmp-"));
+    if ours && !keep.contains(&name) {
       let _ = std::fs::remove_file(e.path());
     }
   }
 }
 
-/// Embed what is missing in `current/`. Unavailable models are a warning (lexical keeps working).
-/// `current` is the generation the lexical phase left open when it committed nothing (saves
-/// reopening it); otherwise the committed one is opened here.
+/// Embed what is missing in the live store. Unavailable models are a warning (lexical keeps
+/// working). `current` is the generation the lexical phase left open when it committed nothing
+/// (saves reopening it); otherwise the live one is opened here.
 pub fn vector_phase(
+  paths: &VaultPaths,
   layout: &StoreLayout,
   opts: &ReindexOptions,
   current: Option<Generation>,
@@ -141,28 +338,29 @@ pub fn vector_phase(
     None => return unavailable(res, &Error::ModelUnavailable("no embedding model configured".into())),
   };
   let (model_id, dims) = (model.id.as_str(), model.dims);
-  let mut gen = match current {
+  let gen = match current {
     Some(g) => g,
-    None => Generation::open(layout.current())?,
+    None => {
+      let dir = layout.current().ok_or_else(|| Error::Index("the store has no live directory".into()))?;
+      Generation::open(dir)?
+    }
   };
-  let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_default();
-  let wiki = layout.dir.parent().and_then(|meta| meta.parent()).map(|d| d.join("wiki"));
   let live = gen.manifest.chunk_keys();
   let force = opts.force && opts.components.contains(&Component::Vectors);
-  let compatible: Option<VectorManifest> =
-    gen.manifest.vectors.clone().filter(|v| v.model == model_id && v.dims == dims && !force);
-  let (mut segments, present, stored) = match &compatible {
+  let compatible: Option<&VectorManifest> =
+    gen.commit.vectors.as_ref().filter(|v| v.model == model_id && v.dims == dims && !force);
+  let (present, stored) = match compatible {
     Some(vm) => {
       let idx = VectorIndex::open(&gen.dir.vectors_dir(), vm, &live)?;
-      (vm.segments.clone(), idx.present().clone(), idx.stored_rows())
+      (idx.present().clone(), idx.stored_rows())
     }
-    None => (Vec::new(), HashSet::new(), 0),
+    None => (HashSet::new(), 0),
   };
   let missing: HashSet<u64> = live.difference(&present).copied().collect();
   res.vectors.skipped = present.len() as u32;
-  let compact = compatible.as_ref().filter(|_| stored > 256 && stored > 2 * present.len());
-  let model_changed = compatible.is_none() && gen.manifest.vectors.is_some();
-  if missing.is_empty() && compact.is_none() && !model_changed {
+  let compact = compatible.is_some() && stored > 256 && stored > 2 * present.len();
+  let model_changed = compatible.is_none() && gen.commit.vectors.is_some();
+  if missing.is_empty() && !compact && !model_changed {
     return Ok(());
   }
   let embedder = match models::embedder() {
@@ -170,65 +368,123 @@ pub fn vector_phase(
     Err(e @ (Error::ModelUnavailable(_) | Error::RuntimeUnavailable(_))) => return unavailable(res, &e),
     Err(e) => return Err(e),
   };
-  // Compact when most stored rows are dead or superseded (one pass, before adding new rows).
-  if let Some(vm) = compact {
-    let idx = VectorIndex::open(&gen.dir.vectors_dir(), vm, &live)?;
-    let vecs = idx.vectors(&present);
-    let mut rows: Vec<(u64, Vec<f32>)> = vecs.into_iter().collect();
-    rows.sort_by_key(|(k, _)| *k);
-    let seg = write_segment(
-      &gen.dir.vectors_dir(),
-      &format!("seg-{}-compact.vec", gen_next(&gen)?),
-      embedder.dims(),
-      &rows,
-    )?;
-    segments = vec![seg];
-    let vm =
-      VectorManifest { model: embedder.id().to_string(), dims: embedder.dims(), segments: segments.clone() };
-    commit_vectors(&gen, vm, &store_id)?;
-    gen = Generation::open(layout.current())?;
+  let model = (embedder.id(), embedder.dims());
+  // A compatible list is continued; anything else (no vectors, another model, forced) starts empty.
+  let mut vw = VectorWriter::new(&gen, &live, model, present.len() as u32)?;
+  if model_changed {
+    vw.commit.vectors = None;
+  }
+  if compact {
+    // Most stored rows are dead or superseded: one rewrite before adding new rows.
+    vw.compact()?;
   }
   if missing.is_empty() {
     if model_changed {
-      // Model changed and nothing is live: publish an empty vector set for the new model.
-      let vm =
-        VectorManifest { model: embedder.id().to_string(), dims: embedder.dims(), segments: Vec::new() };
-      commit_vectors(&gen, vm, &store_id)?;
+      // Nothing is live: publish an empty vector list for the new model.
+      vw.publish(Vec::new())?;
     }
+    res.generation = vw.finish()?;
     return Ok(());
   }
-  let Some(wiki) = wiki else {
-    return Err(Error::Index("cannot locate the wiki directory of this store".into()));
-  };
-  let texts = chunk_texts(&gen, &missing, &wiki);
-  let total = texts.len() as u64;
+  let mut texts = ChunkTexts::new(&gen.manifest, &missing, &paths.wiki, &opts.chunking);
+  let total = missing.len() as u64;
   emit(opts, "embedding chunks", 0, total);
   let mut done = 0u64;
-  for batch in texts.chunks(VECTOR_COMMIT_BATCH) {
+  loop {
     opts.cancel.check()?;
+    let mut batch = texts.next_batch(VECTOR_COMMIT_BATCH);
+    if batch.is_empty() {
+      break;
+    }
     // Inference pads each batch to its longest text: embedding similar lengths together wastes
     // less compute on padding. Rows are keyed by chunk, so their order in a segment is free.
-    let mut batch = batch.to_vec();
     batch.sort_by_key(|(_, t)| t.len());
-    let strings: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
+    let (keys, strings): (Vec<u64>, Vec<String>) = batch.into_iter().unzip();
     let base = done;
     let vecs = embedder.embed(&strings, TextKind::Document, &opts.cancel, &mut |n| {
       emit(opts, "embedding chunks", base + n as u64, total)
     })?;
-    let rows: Vec<(u64, Vec<f32>)> = batch.iter().map(|(k, _)| *k).zip(vecs).collect();
-    let next = gen_next(&gen)?;
-    let seg: SegmentRef =
-      write_segment(&gen.dir.vectors_dir(), &format!("seg-{next}.vec"), embedder.dims(), &rows)?;
-    segments.push(seg);
-    let vm =
-      VectorManifest { model: embedder.id().to_string(), dims: embedder.dims(), segments: segments.clone() };
-    commit_vectors(&gen, vm, &store_id)?;
-    super::bump_epoch(&layout.dir);
-    res.generation = next;
-    done += batch.len() as u64;
-    res.vectors.generated += batch.len() as u32;
-    gen = Generation::open(layout.current())?;
+    let rows: Vec<(u64, Vec<f32>)> = keys.into_iter().zip(vecs).collect();
+    vw.add(&rows)?;
+    done += rows.len() as u64;
+    res.vectors.generated += rows.len() as u32;
   }
-  gc_segments(&gen.dir);
+  res.generation = vw.finish()?;
   Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::store::manifest::{sha256_hex, ChunkIds};
+  use crate::vault::{PageMeta, Role};
+
+  /// A manifest of `n` pages with `sections` sections each, written under `wiki`.
+  fn pages(wiki: &Path, n: usize, sections: usize, chunking: &ChunkConfig) -> Manifest {
+    let mut m = Manifest::empty("v");
+    for i in 0..n {
+      let id = format!("p{i:03}");
+      let body: String = (0..sections).map(|s| format!("# H{s}\n\nPage {i} section {s} text.\n\n")).collect();
+      let text = format!("---\ntype: concept\ntitle: P{i}\n---\n{body}");
+      std::fs::write(wiki.join(format!("{id}.md")), &text).unwrap();
+      let page = Page::parse(&id, wiki.join(format!("{id}.md")), &text).unwrap();
+      let chunks = chunk_page(&page.meta.title, &page.body, page.body_start_line, chunking);
+      m.entries.insert(
+        id.clone(),
+        ManifestEntry {
+          rel_path: format!("{id}.md"),
+          size: text.len() as u64,
+          mtime_ns: 0,
+          content_hash: sha256_hex(text.as_bytes()),
+          role: Role::Canonical,
+          meta: PageMeta { title: format!("P{i}"), page_type: "concept".into(), ..Default::default() },
+          sections: chunks.sections.len() as u32,
+          chunks: ChunkIds::from_ids(chunks.chunks.iter().map(|c| c.id.as_str())),
+        },
+      );
+    }
+    m
+  }
+
+  #[test]
+  fn chunk_texts_are_read_page_by_page_as_batches_are_asked_for() {
+    let t = tempfile::tempdir().unwrap();
+    let cfg = ChunkConfig::default();
+    let m = pages(t.path(), 50, 3, &cfg);
+    let wanted = m.chunk_keys();
+    assert_eq!(wanted.len(), 150);
+    let mut texts = ChunkTexts::new(&m, &wanted, t.path(), &cfg);
+    let first = texts.next_batch(4);
+    assert_eq!(first.len(), 4);
+    // Two pages of three chunks fill a batch of four: the other 48 pages are not read yet.
+    assert_eq!(texts.pages_read(), 2);
+    let mut all: HashSet<u64> = first.iter().map(|(k, _)| *k).collect();
+    loop {
+      let b = texts.next_batch(4);
+      if b.is_empty() {
+        break;
+      }
+      assert!(b.len() <= 4);
+      all.extend(b.iter().map(|(k, _)| *k));
+    }
+    assert_eq!(all, wanted, "every wanted chunk exactly once");
+    assert_eq!(texts.pages_read(), 50);
+  }
+
+  #[test]
+  fn chunk_texts_skip_pages_without_wanted_chunks_and_use_the_given_chunking() {
+    let t = tempfile::tempdir().unwrap();
+    let small = ChunkConfig { max_tokens: 4, overlap_tokens: 1 };
+    let m = pages(t.path(), 10, 2, &small);
+    // Only the chunks of one page are missing.
+    let wanted: HashSet<u64> = m.entries["p007"].chunks.keys().collect();
+    let mut texts = ChunkTexts::new(&m, &wanted, t.path(), &small);
+    let got: HashSet<u64> = texts.next_batch(100).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(got, wanted);
+    assert_eq!(texts.pages_read(), 1);
+    // With the default chunking the same pages yield other chunk ids: nothing would match.
+    let mut default =
+      ChunkTexts::new(&m, &wanted, t.path(), &ChunkConfig { max_tokens: 200, overlap_tokens: 32 });
+    assert!(default.next_batch(100).is_empty());
+  }
 }

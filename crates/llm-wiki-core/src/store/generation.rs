@@ -1,22 +1,22 @@
-//! Opening and validating a generation directory (`current/`, `staging-*/`, `previous/`):
-//! the lexical index's commit document names the generation, whose manifest must exist and
-//! account for exactly the chunk documents the index holds.
+//! Opening and validating a store directory: the lexical index's commit document names the
+//! generation and its page manifest, which must exist and account for exactly the chunk
+//! documents the index holds.
 
 use std::sync::Arc;
 
-use super::layout::GenDir;
-use super::lexical::LexicalIndex;
+use super::layout::StoreDir;
+use super::lexical::{CommitInfo, LexicalIndex};
 use super::manifest::Manifest;
 use super::state::StateFile;
 use crate::error::{Error, Result};
 use crate::fsutil::JsonFile;
 
-/// An opened, consistent generation directory.
+/// An opened, consistent store directory at its last commit.
 pub struct Generation {
-  pub dir: GenDir,
+  pub dir: StoreDir,
   pub lexical: LexicalIndex,
-  /// Generation of the last lexical commit.
-  pub generation: u64,
+  /// What the last commit records.
+  pub commit: CommitInfo,
   pub manifest: Arc<Manifest>,
   /// The state file, when it parses.
   pub state: Option<StateFile>,
@@ -24,18 +24,17 @@ pub struct Generation {
 
 impl Generation {
   /// Open `dir` and check that index, manifest and counts agree.
-  pub fn open(dir: GenDir) -> Result<Self> {
+  pub fn open(dir: StoreDir) -> Result<Self> {
     let lexical = LexicalIndex::open(&dir.lexical_dir())?;
     let searcher = lexical.reader.searcher();
-    let generation = lexical.generation_of(&searcher)?;
-    if generation == 0 {
+    let Some(commit) = lexical.commit_of(&searcher)?.filter(|c| c.generation > 0) else {
       return Err(Error::Index(format!("{} has no committed generation", dir.dir.display())));
-    }
-    let manifest = Manifest::load(&dir.manifest_file(generation), None)?;
-    if manifest.generation != generation {
+    };
+    let manifest = Manifest::load(&dir.manifest_file(commit.manifest_generation), None)?;
+    if manifest.generation != commit.manifest_generation {
       return Err(Error::Index(format!(
-        "manifest generation {} != index generation {generation}",
-        manifest.generation
+        "manifest generation {} != the commit's manifest generation {}",
+        manifest.generation, commit.manifest_generation
       )));
     }
     let docs = searcher.num_docs();
@@ -49,18 +48,30 @@ impl Generation {
       JsonFile::Valid(s) => Some(s),
       _ => None,
     };
-    Ok(Generation { dir, lexical, generation, manifest: Arc::new(manifest), state })
+    Ok(Generation { dir, lexical, commit, manifest: Arc::new(manifest), state })
+  }
+
+  /// Generation of the last commit.
+  pub fn generation(&self) -> u64 {
+    self.commit.generation
+  }
+
+  /// Store id recorded in the state file (a fresh one when the state file is unreadable).
+  pub fn store_id(&self) -> String {
+    self.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
   }
 }
 
-/// Validation used by swaps and recovery.
-pub fn validate(dir: &GenDir) -> Result<()> {
+/// Validation of a freshly built store directory before it is published.
+pub fn validate(dir: &StoreDir) -> Result<()> {
   let g = Generation::open(dir.clone())?;
   match &g.state {
-    Some(s) if s.generation <= g.generation => Ok(()),
-    Some(s) => {
-      Err(Error::Index(format!("state generation {} is ahead of the index ({})", s.generation, g.generation)))
-    }
+    Some(s) if s.generation <= g.generation() => Ok(()),
+    Some(s) => Err(Error::Index(format!(
+      "state generation {} is ahead of the index ({})",
+      s.generation,
+      g.generation()
+    ))),
     None => Err(Error::Index(format!("{} has no valid state.json", dir.dir.display()))),
   }
 }

@@ -1,47 +1,58 @@
-//! On-disk layout of a vault's index store, `<meta>/retrieval/`:
+//! On-disk layout of a vault's index store, `<meta>/retrieval/` (format 2):
 //!
 //! ```text
 //! <meta>/retrieval/
-//!   index.lock/owner.json     cross-process lock {pid, hostname, acquiredAt}
-//!   swap.json                 write-ahead journal of a staging → current swap (only while one runs)
+//!   writer.lock               empty file; the OS advisory lock of the one writer (see `lock.rs`)
+//!   index.lock/owner.json     {pid, hostname, acquiredAt} of the writer: a marker for humans only
+//!   CURRENT                   name of the live store directory, replaced atomically (one line)
 //!   last-error.json           {code, message, manifestHash?, at} of the last failed reindex
-//!   current/                  the live store
+//!   store-<uuid>/             a store directory: live when CURRENT names it, else being built
 //!     state.json              StateFile: versions, vault id, generation, counts (written after commit)
 //!     manifest.<gen>.json     page id → {path, size, mtime, sha256, role, metadata, chunks}
-//!     lexical/                tantivy index; a `commit` document holds the generation it belongs to
+//!     lexical/                tantivy index; its `commit` document names the generation, the page
+//!                             manifest it uses and the vector segments
 //!     vectors/                chunk vectors (segments, see `vectors.rs`)
-//!   staging-<uuid>/           a full rebuild in progress (same shape as current/)
-//!   previous/                 the old current/ during a swap
 //! ```
 //!
-//! The tantivy commit is the single commit point of an incremental update: the manifest and vector
-//! files of generation N are written before the commit that makes N visible, so a reader that
-//! opens the index sees generation N-1 or N as a whole, never a mix.
+//! A store directory is never renamed while it may be read: readers open files by path, so a full
+//! rebuild builds a new `store-<uuid>/` and publishes it by replacing `CURRENT` (the commit point
+//! of a rebuild); the old directory is removed afterwards, or by a later writer when it cannot be
+//! removed yet (Windows cannot delete a file another process has mapped). Within a store
+//! directory, the tantivy commit is the single commit point of an incremental update: the
+//! manifest and vector files a commit names are written before it, so a reader sees generation
+//! N-1 or N whole.
 
 use std::path::{Path, PathBuf};
 
+use crate::error::{Error, Result};
+use crate::fsutil::atomic_write;
+
 /// Version of the on-disk format; a different version makes the index stale (full rebuild).
-pub const INDEX_FORMAT_VERSION: u32 = 1;
+pub const INDEX_FORMAT_VERSION: u32 = 2;
 /// Version of this engine.
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Engine name reported in status (`qmdVersion` keeps its name for compatibility).
 pub const ENGINE_NAME: &str = "llm-wiki-retrieval";
 
-/// Paths inside one store directory (`<meta>/retrieval`).
+/// Paths inside one store root (`<meta>/retrieval`).
 #[derive(Debug, Clone)]
 pub struct StoreLayout {
   pub dir: PathBuf,
 }
 
-/// Paths inside one generation directory (`current/`, `staging-<uuid>/`, `previous/`).
-#[derive(Debug, Clone)]
-pub struct GenDir {
+/// Paths inside one store directory (`store-<uuid>/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreDir {
   pub dir: PathBuf,
 }
 
-impl GenDir {
+impl StoreDir {
   pub fn new(dir: PathBuf) -> Self {
-    GenDir { dir }
+    StoreDir { dir }
+  }
+  /// The directory's name (`store-<uuid>`).
+  pub fn name(&self) -> String {
+    self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
   }
   pub fn state_file(&self) -> PathBuf {
     self.dir.join("state.json")
@@ -71,49 +82,144 @@ impl GenDir {
   }
 }
 
+/// What `CURRENT` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pointer {
+  /// No `CURRENT`: no store was ever published (or only a format-1 store exists).
+  Missing,
+  /// `CURRENT` cannot be read or does not hold a store directory name.
+  Invalid(String),
+  /// The live store directory.
+  Valid(StoreDir),
+}
+
 impl StoreLayout {
   pub fn new(dir: impl Into<PathBuf>) -> Self {
     StoreLayout { dir: dir.into() }
   }
-  pub fn current(&self) -> GenDir {
-    GenDir::new(self.dir.join("current"))
+  pub fn pointer_file(&self) -> PathBuf {
+    self.dir.join("CURRENT")
   }
-  pub fn previous(&self) -> GenDir {
-    GenDir::new(self.dir.join("previous"))
+  /// The lock file (never deleted: a lock on a deleted file would not exclude a new one).
+  pub fn lock_file(&self) -> PathBuf {
+    self.dir.join("writer.lock")
   }
-  pub fn staging(&self, name: &str) -> GenDir {
-    GenDir::new(self.dir.join(name))
-  }
-  pub fn lock_dir(&self) -> PathBuf {
+  /// Directory of the human-readable lock marker.
+  pub fn lock_marker_dir(&self) -> PathBuf {
     self.dir.join("index.lock")
-  }
-  pub fn swap_file(&self) -> PathBuf {
-    self.dir.join("swap.json")
   }
   pub fn last_error_file(&self) -> PathBuf {
     self.dir.join("last-error.json")
   }
-  /// Names of `staging-<uuid>` directories (exact pattern only, never symlinks).
-  pub fn staging_dirs(&self) -> Vec<String> {
+  pub fn store_dir(&self, name: &str) -> StoreDir {
+    StoreDir::new(self.dir.join(name))
+  }
+
+  /// Read `CURRENT`. Its content is a directory name, never a path.
+  pub fn pointer(&self) -> Pointer {
+    let path = self.pointer_file();
+    match std::fs::read_to_string(&path) {
+      Err(e) if e.kind() == std::io::ErrorKind::NotFound => Pointer::Missing,
+      Err(e) => Pointer::Invalid(format!("cannot read {}: {e}", path.display())),
+      Ok(text) => match text.strip_suffix('\n').unwrap_or(&text) {
+        name if is_store_name(name) => Pointer::Valid(self.store_dir(name)),
+        _ => Pointer::Invalid(format!("{} does not name a store directory", path.display())),
+      },
+    }
+  }
+
+  /// The live store directory, if `CURRENT` names one.
+  pub fn current(&self) -> Option<StoreDir> {
+    match self.pointer() {
+      Pointer::Valid(d) => Some(d),
+      _ => None,
+    }
+  }
+
+  /// Publish `name` as the live store directory: an atomic replace of `CURRENT` (temp file,
+  /// fsync, rename, fsync of the directory).
+  pub fn set_current(&self, name: &str) -> Result<()> {
+    if !is_store_name(name) {
+      return Err(Error::invalid(format!("'{name}' is not a store directory name")));
+    }
+    atomic_write(&self.pointer_file(), format!("{name}\n").as_bytes())
+  }
+
+  /// Names of `store-<uuid>` directories (exact pattern only, never symlinks).
+  pub fn store_dirs(&self) -> Vec<String> {
+    self.dir_names(is_store_name)
+  }
+
+  /// Directories and files of the format-1 layout (`current/`, `previous/`, `staging-*/`,
+  /// `swap.json`) present in the store root.
+  pub fn legacy_entries(&self) -> Vec<PathBuf> {
     std::fs::read_dir(&self.dir)
+      .into_iter()
+      .flatten()
+      .flatten()
+      .map(|e| e.file_name().to_string_lossy().into_owned())
+      .filter(|n| matches!(n.as_str(), "current" | "previous" | "swap.json") || is_legacy_staging_name(n))
+      .map(|n| self.dir.join(n))
+      .collect()
+  }
+
+  fn dir_names(&self, pattern: fn(&str) -> bool) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(&self.dir)
       .into_iter()
       .flatten()
       .flatten()
       .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
       .map(|e| e.file_name().to_string_lossy().into_owned())
-      .filter(|n| is_staging_name(n))
-      .collect()
+      .filter(|n| pattern(n))
+      .collect();
+    names.sort();
+    names
   }
 }
 
-/// `staging-` followed by a 36-character lowercase hex UUID.
-pub fn is_staging_name(name: &str) -> bool {
+/// `<prefix>` followed by a 36-character lowercase hex UUID.
+fn has_uuid_suffix(name: &str, prefix: &str) -> bool {
   name
-    .strip_prefix("staging-")
+    .strip_prefix(prefix)
     .is_some_and(|rest| rest.len() == 36 && rest.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
+}
+
+/// `store-` followed by a UUID.
+pub fn is_store_name(name: &str) -> bool {
+  has_uuid_suffix(name, "store-")
+}
+
+/// A format-1 staging directory name.
+fn is_legacy_staging_name(name: &str) -> bool {
+  has_uuid_suffix(name, "staging-")
+}
+
+/// A fresh store directory name.
+pub fn new_store_name() -> String {
+  format!("store-{}", uuid::Uuid::new_v4())
 }
 
 /// True when `p` exists as a directory that is not a symlink.
 pub fn is_real_dir(p: &Path) -> bool {
   std::fs::symlink_metadata(p).map(|m| m.is_dir()).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn pointer_round_trip_and_validation() {
+    let t = tempfile::tempdir().unwrap();
+    let layout = StoreLayout::new(t.path());
+    assert_eq!(layout.pointer(), Pointer::Missing);
+    let name = new_store_name();
+    layout.set_current(&name).unwrap();
+    assert_eq!(layout.pointer(), Pointer::Valid(layout.store_dir(&name)));
+    assert!(layout.set_current("../elsewhere").is_err());
+    for bad in ["../store-x", "store-", "/abs", ""] {
+      std::fs::write(layout.pointer_file(), bad).unwrap();
+      assert!(matches!(layout.pointer(), Pointer::Invalid(_)), "{bad}");
+    }
+  }
 }

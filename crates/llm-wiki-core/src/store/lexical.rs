@@ -3,7 +3,8 @@
 //!   their best section;
 //! * `chunk`: an embedding-sized passage, stored for previews and searchable only through its own
 //!   `chunk_body` field, used to pick the passage shown for a page;
-//! * `commit`: one document whose `generation` tells a searcher which manifest it belongs to.
+//! * `commit`: one document recording what the commit publishes ([`CommitInfo`]): its generation,
+//!   the page manifest it uses and its vector segments.
 //!
 //! Scoring uses one combined field (`all`): body, headings, the title and aliases written twice,
 //! tags, description and id tokens. Summing separate per-field BM25 scores over-rewards short
@@ -25,6 +26,7 @@ use tantivy::schema::{
 };
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
+use super::vectors::VectorManifest;
 use crate::analysis::{wiki_analyzer, WIKI_ANALYZER};
 use crate::chunk::ChunkedPage;
 use crate::error::{Error, Result};
@@ -51,6 +53,8 @@ pub struct Fields {
   pub source: Field,
   pub heading_path: Field,
   pub generation: Field,
+  pub manifest_generation: Field,
+  pub vectors: Field,
   pub chunk_body: Field,
   /// The scoring field (`MATCH_FIELDS[0]`).
   pub all: Field,
@@ -75,6 +79,8 @@ fn schema() -> (Schema, Fields) {
   let source = b.add_text_field("source", STORED);
   let heading_path = b.add_text_field("heading_path", STORED);
   let generation = b.add_u64_field("generation", NumericOptions::default().set_stored());
+  let manifest_generation = b.add_u64_field("manifest_generation", NumericOptions::default().set_stored());
+  let vectors = b.add_text_field("vectors", STORED);
   let chunk_body = b.add_text_field("chunk_body", indexing(IndexRecordOption::WithFreqs));
   let all = b.add_text_field(MATCH_FIELDS[0], indexing(IndexRecordOption::WithFreqs));
   let mut matchable = vec![all];
@@ -93,6 +99,8 @@ fn schema() -> (Schema, Fields) {
     source,
     heading_path,
     generation,
+    manifest_generation,
+    vectors,
     chunk_body,
     all,
     matchable,
@@ -131,7 +139,19 @@ impl tantivy::query::Bm25StatisticsProvider for KindStats<'_> {
   }
 }
 
-/// An open tantivy index of one generation directory.
+/// What a commit publishes, recorded in its `commit` document. Vector batches change only the
+/// segment list, so they commit without writing a page manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitInfo {
+  /// Generation of this commit (one more than the previous commit of the store).
+  pub generation: u64,
+  /// Generation whose `manifest.<N>.json` describes the pages of this commit.
+  pub manifest_generation: u64,
+  /// Vector segments of this commit (absent until a vectors run).
+  pub vectors: Option<VectorManifest>,
+}
+
+/// An open tantivy index of one store directory.
 pub struct LexicalIndex {
   pub index: Index,
   pub fields: Fields,
@@ -253,25 +273,43 @@ impl LexicalIndex {
     w.delete_term(Term::from_field_text(self.fields.page_id, page_id));
   }
 
-  /// Replace the commit document so the next commit carries `generation`.
-  pub fn set_generation(&self, w: &IndexWriter, generation: u64) -> Result<()> {
+  /// Replace the commit document so the next commit records `commit`.
+  pub fn set_commit(&self, w: &IndexWriter, commit: &CommitInfo) -> Result<()> {
     w.delete_term(Term::from_field_text(self.fields.kind, "commit"));
     let mut d = TantivyDocument::default();
     d.add_text(self.fields.kind, "commit");
-    d.add_u64(self.fields.generation, generation);
+    d.add_u64(self.fields.generation, commit.generation);
+    d.add_u64(self.fields.manifest_generation, commit.manifest_generation);
+    if let Some(v) = &commit.vectors {
+      let json = serde_json::to_string(v).map_err(|e| Error::Index(format!("serialize vector list: {e}")))?;
+      d.add_text(self.fields.vectors, json);
+    }
     w.add_document(d)?;
     Ok(())
   }
 
-  /// Generation stored in a searcher's snapshot (0 when the index was never committed).
-  pub fn generation_of(&self, searcher: &Searcher) -> Result<u64> {
+  /// What the commit in a searcher's snapshot records (`None` when the index was never committed).
+  pub fn commit_of(&self, searcher: &Searcher) -> Result<Option<CommitInfo>> {
     let q = TermQuery::new(Term::from_field_text(self.fields.kind, "commit"), IndexRecordOption::Basic);
     let top = searcher.search(&q, &TopDocs::with_limit(1).order_by_score())?;
     let Some((_, addr)) = top.first() else {
-      return Ok(0);
+      return Ok(None);
     };
     let doc: TantivyDocument = searcher.doc(*addr)?;
-    Ok(doc.get_first(self.fields.generation).and_then(|v| v.as_u64()).unwrap_or(0))
+    let f = &self.fields;
+    let num = |field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0);
+    let vectors = match doc.get_first(f.vectors).and_then(|v| v.as_str()) {
+      None => None,
+      Some(json) => Some(
+        serde_json::from_str(json)
+          .map_err(|e| Error::Index(format!("malformed vector list in the commit: {e}")))?,
+      ),
+    };
+    Ok(Some(CommitInfo {
+      generation: num(f.generation),
+      manifest_generation: num(f.manifest_generation),
+      vectors,
+    }))
   }
 
   /// Number of documents of a kind (`section` or `chunk`), at least 1.

@@ -1,17 +1,23 @@
-//! Serialization of writers. In-process: one mutex per vault root, so reindex calls of one
-//! process queue up. Cross-process: the directory `index.lock/` created atomically with a
-//! non-recursive mkdir, holding `owner.json = {pid, hostname, acquiredAt}`. A lock is broken only
-//! when its owner file is valid, names this host, and that pid no longer exists; otherwise the
-//! caller gets `qmd_index_busy`. There is no age-based expiry (a slow reindex is not a dead one).
+//! The one-writer lock of a store: an exclusive OS advisory lock on `writer.lock` (`flock` on
+//! Unix, `LockFileEx` on Windows, through `std::fs::File::try_lock`), taken without waiting. The
+//! OS releases it when the holder's file handle closes, including when the process dies, so
+//! there is no stale lock to detect or break. A process-wide set of held lock files makes a
+//! second attempt from this process busy too, whatever the platform's lock granularity.
+//!
+//! `index.lock/owner.json = {pid, hostname, acquiredAt}` is written after the OS lock is held and
+//! removed before it is released: it tells a human who is writing. It is never read to decide
+//! anything (a crash leaves it behind; the next holder overwrites it).
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use super::layout::StoreLayout;
 use crate::error::{Error, Result};
-use crate::fsutil::{now_iso, read_json, JsonFile};
+use crate::fsutil::now_iso;
 
 /// Content of `index.lock/owner.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -22,16 +28,29 @@ pub struct LockOwner {
   pub acquired_at: String,
 }
 
-/// Holds the cross-process lock until dropped.
+/// Holds the store's writer lock until dropped.
 #[derive(Debug)]
 pub struct StoreLock {
-  dir: PathBuf,
+  /// The locked file; closing it releases the OS lock.
+  file: Option<File>,
+  /// Canonical path of the lock file (key of the in-process set).
+  key: PathBuf,
+  marker: PathBuf,
 }
 
 impl Drop for StoreLock {
   fn drop(&mut self) {
-    let _ = std::fs::remove_dir_all(&self.dir);
+    // The marker goes while the lock is still held, so it never removes a later holder's.
+    let _ = std::fs::remove_dir_all(&self.marker);
+    drop(self.file.take());
+    held().lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
   }
+}
+
+/// Lock files held by this process.
+fn held() -> &'static Mutex<HashSet<PathBuf>> {
+  static HELD: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+  HELD.get_or_init(Default::default)
 }
 
 /// This machine's host name (empty when unknown).
@@ -39,118 +58,170 @@ pub fn host_name() -> String {
   hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
-/// True when a process with this pid exists on this machine.
-#[cfg(unix)]
-pub fn process_exists(pid: u32) -> bool {
-  if pid == 0 || pid > i32::MAX as u32 {
-    return false;
+/// Take the writer lock of a store without waiting: `Err(IndexBusy)` when another process or
+/// another call of this process holds it.
+pub fn acquire(layout: &StoreLayout) -> Result<StoreLock> {
+  std::fs::create_dir_all(&layout.dir).map_err(|e| Error::io("create directory", &layout.dir, e))?;
+  let path = layout.lock_file();
+  let busy = || Error::IndexBusy(layout.dir.clone());
+  let file = OpenOptions::new()
+    .read(true)
+    .write(true)
+    .create(true)
+    .truncate(false)
+    .open(&path)
+    .map_err(|e| Error::io("open lock file", &path, e))?;
+  let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+  if !held().lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+    return Err(busy());
   }
-  // kill(pid, 0) checks existence without sending a signal; EPERM means it exists.
-  let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-  r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// Without a portable liveness check, assume the owner is alive (never break a live lock).
-#[cfg(not(unix))]
-pub fn process_exists(_pid: u32) -> bool {
-  true
-}
-
-/// Try to take the lock directory `lock_dir`.
-pub fn acquire(lock_dir: &Path) -> Result<StoreLock> {
-  if let Some(parent) = lock_dir.parent() {
-    std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+  if let Err(e) = file.try_lock() {
+    held().lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+    return Err(match e {
+      TryLockError::WouldBlock => busy(),
+      TryLockError::Error(e) => Error::io("lock", &path, e),
+    });
   }
-  for _ in 0..2 {
-    match std::fs::create_dir(lock_dir) {
-      Ok(()) => {
-        let owner = LockOwner { pid: std::process::id(), hostname: host_name(), acquired_at: now_iso() };
-        let lock = StoreLock { dir: lock_dir.to_path_buf() };
-        let text = serde_json::to_string(&owner).map_err(|e| Error::Index(e.to_string()))?;
-        std::fs::write(lock_dir.join("owner.json"), text).map_err(|e| Error::io("write", lock_dir, e))?;
-        return Ok(lock);
-      }
-      Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-        if owner_is_dead(lock_dir) {
-          let _ = std::fs::remove_dir_all(lock_dir);
-          continue;
-        }
-        return Err(Error::IndexBusy(lock_dir.to_path_buf()));
-      }
-      Err(e) => return Err(Error::io("create lock", lock_dir, e)),
-    }
+  let lock = StoreLock { file: Some(file), key, marker: layout.lock_marker_dir() };
+  let owner = LockOwner { pid: std::process::id(), hostname: host_name(), acquired_at: now_iso() };
+  // The marker is informational: it is written without fsync (it costs a no-op reindex nothing
+  // measurable), and failing to write it does not fail the lock.
+  if let Ok(json) = serde_json::to_vec(&owner) {
+    let _ = std::fs::create_dir_all(&lock.marker)
+      .and_then(|_| std::fs::write(lock.marker.join("owner.json"), json));
   }
-  Err(Error::IndexBusy(lock_dir.to_path_buf()))
-}
-
-/// True when the lock is held by a process that is (or may be) running: a valid owner on another
-/// host counts as alive, since its liveness cannot be checked from here.
-pub fn held_by_live_owner(lock_dir: &Path) -> bool {
-  match read_json::<LockOwner>(&lock_dir.join("owner.json")) {
-    JsonFile::Valid(o) => o.hostname != host_name() || process_exists(o.pid),
-    _ => false,
-  }
-}
-
-fn owner_is_dead(lock_dir: &Path) -> bool {
-  match read_json::<LockOwner>(&lock_dir.join("owner.json")) {
-    JsonFile::Valid(o) => o.hostname == host_name() && !process_exists(o.pid),
-    _ => false,
-  }
-}
-
-/// Per-root in-process mutex: callers in one process run one at a time per vault.
-pub fn vault_mutex(root: &Path) -> Arc<Mutex<()>> {
-  static MAP: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
-  let key = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-  let mut map = MAP.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-  map.entry(key).or_default().clone()
+  Ok(lock)
 }
 
 #[cfg(test)]
 mod tests {
   use super::*;
+  use std::io::{BufRead, BufReader};
+  use std::process::{Command, Stdio};
+
+  fn layout() -> (tempfile::TempDir, StoreLayout) {
+    let t = tempfile::tempdir().unwrap();
+    let l = StoreLayout::new(t.path().join("retrieval"));
+    (t, l)
+  }
+
+  fn owner(l: &StoreLayout) -> LockOwner {
+    serde_json::from_slice(&std::fs::read(l.lock_marker_dir().join("owner.json")).unwrap()).unwrap()
+  }
 
   #[test]
   fn busy_then_released() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("index.lock");
-    let l = acquire(&dir).unwrap();
-    assert_eq!(acquire(&dir).unwrap_err().code(), "qmd_index_busy");
-    drop(l);
-    assert!(acquire(&dir).is_ok());
+    let (_t, l) = layout();
+    let a = acquire(&l).unwrap();
+    assert_eq!(owner(&l).pid, std::process::id());
+    assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy");
+    drop(a);
+    assert!(!l.lock_marker_dir().exists(), "the marker goes with the lock");
+    assert!(acquire(&l).is_ok());
   }
 
   #[test]
-  fn stale_owner_on_this_host_is_recovered() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("index.lock");
-    std::fs::create_dir(&dir).unwrap();
-    // pid 0x7ffffffe is never a live process in practice.
-    let owner = LockOwner { pid: 0x7fff_fffe, hostname: host_name(), acquired_at: now_iso() };
-    std::fs::write(dir.join("owner.json"), serde_json::to_string(&owner).unwrap()).unwrap();
-    assert!(acquire(&dir).is_ok());
+  fn threads_never_hold_it_together() {
+    let (_t, l) = layout();
+    let inside = std::sync::atomic::AtomicUsize::new(0);
+    let taken = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+      for _ in 0..4 {
+        s.spawn(|| {
+          for _ in 0..200 {
+            if let Ok(lock) = acquire(&l) {
+              assert_eq!(inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst), 0, "two holders at once");
+              taken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+              inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+              drop(lock);
+            }
+          }
+        });
+      }
+    });
+    assert!(taken.load(std::sync::atomic::Ordering::SeqCst) > 0);
   }
 
   #[test]
-  fn foreign_host_or_corrupt_owner_stays_busy() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("index.lock");
-    std::fs::create_dir(&dir).unwrap();
-    let owner = LockOwner { pid: 0x7fff_fffe, hostname: "another-host".into(), acquired_at: now_iso() };
-    std::fs::write(dir.join("owner.json"), serde_json::to_string(&owner).unwrap()).unwrap();
-    assert!(acquire(&dir).is_err());
-    std::fs::write(dir.join("owner.json"), "{corrupt").unwrap();
-    assert!(acquire(&dir).is_err());
+  fn the_marker_is_never_trusted_and_drop_never_removes_a_later_holders_lock() {
+    let (_t, l) = layout();
+    let a = acquire(&l).unwrap();
+    // Someone rewrites or removes the marker (a crash leftover, a human, a pid namespace in which
+    // the holder looks dead): the lock is still held.
+    let dead = LockOwner { pid: 0x7fff_fffe, hostname: host_name(), acquired_at: now_iso() };
+    crate::fsutil::write_json(&l.lock_marker_dir().join("owner.json"), &dead).unwrap();
+    assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy");
+    std::fs::remove_dir_all(l.lock_marker_dir()).unwrap();
+    assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy");
+    drop(a);
+    let b = acquire(&l).unwrap();
+    assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy", "b still holds the lock");
+    assert_eq!(owner(&l).pid, std::process::id());
+    drop(b);
   }
 
   #[test]
-  fn live_owner_stays_busy() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("index.lock");
-    std::fs::create_dir(&dir).unwrap();
-    let owner = LockOwner { pid: std::process::id(), hostname: host_name(), acquired_at: now_iso() };
-    std::fs::write(dir.join("owner.json"), serde_json::to_string(&owner).unwrap()).unwrap();
-    assert!(acquire(&dir).is_err());
+  fn a_stale_marker_left_by_a_crash_does_not_block() {
+    let (_t, l) = layout();
+    std::fs::create_dir_all(l.lock_marker_dir()).unwrap();
+    std::fs::write(l.lock_marker_dir().join("owner.json"), "{corrupt").unwrap();
+    let a = acquire(&l).unwrap();
+    assert_eq!(owner(&l).pid, std::process::id(), "the new holder rewrites the marker");
+    drop(a);
+  }
+
+  /// Child side of `a_lock_whose_holder_was_killed_is_free_at_once` (run only through it).
+  #[test]
+  #[ignore]
+  fn lock_holder_child() {
+    let Some(dir) = std::env::var_os("LLM_WIKI_TEST_LOCK_DIR") else { return };
+    let _lock = acquire(&StoreLayout::new(PathBuf::from(dir))).unwrap();
+    println!("held");
+    // Hold the lock until killed.
+    loop {
+      std::thread::park();
+    }
+  }
+
+  #[test]
+  fn a_lock_whose_holder_was_killed_is_free_at_once() {
+    let (_t, l) = layout();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+      .args([
+        "--exact",
+        "store::lock::tests::lock_holder_child",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+      ])
+      .env("LLM_WIKI_TEST_LOCK_DIR", &l.dir)
+      .stdout(Stdio::piped())
+      .stderr(Stdio::null())
+      .spawn()
+      .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("held") {
+      line.clear();
+      assert!(out.read_line(&mut line).unwrap() > 0, "the child exited before taking the lock");
+    }
+    assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy", "held by the child");
+    assert_eq!(owner(&l).pid, child.id());
+    // SIGKILL on Unix (TerminateProcess on Windows): no destructor runs in the child.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Windows frees a dead process's LockFileEx locks asynchronously ("depends upon available
+    // system resources"): only there is a busy answer retried, for at most 5 s.
+    let mut attempt = acquire(&l);
+    if cfg!(windows) {
+      let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+      while attempt.is_err() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        attempt = acquire(&l);
+      }
+    }
+    let lock = attempt.expect("the OS released the dead holder's lock");
+    assert_eq!(owner(&l).pid, std::process::id());
+    drop(lock);
   }
 }

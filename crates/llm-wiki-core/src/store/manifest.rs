@@ -77,7 +77,8 @@ pub struct ExcludedEntry {
   pub diagnostic: Diagnostic,
 }
 
-/// Page manifest of one store generation.
+/// Page manifest of one store generation. Vector segments are listed by the commit document
+/// (see [`super::lexical::CommitInfo`]), so embedding never rewrites this file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
@@ -89,9 +90,6 @@ pub struct Manifest {
   pub entries: BTreeMap<String, ManifestEntry>,
   #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
   pub excluded: BTreeMap<String, ExcludedEntry>,
-  /// Chunk vectors of this generation (absent until a vectors run).
-  #[serde(default, skip_serializing_if = "Option::is_none")]
-  pub vectors: Option<super::vectors::VectorManifest>,
 }
 
 impl Manifest {
@@ -103,7 +101,6 @@ impl Manifest {
       built_at_ms: 0,
       entries: BTreeMap::new(),
       excluded: BTreeMap::new(),
-      vectors: None,
     }
   }
 

@@ -1,9 +1,8 @@
 //! One index store per vault under `<meta>/retrieval/` (layout in [`layout`]): lock, manifest,
-//! lexical index, vectors, swap journal, status and the reindex that ties them together.
+//! lexical index, vectors, the `CURRENT` swap, status and the reindex that ties them together.
 
 pub mod embedding;
 pub mod generation;
-pub mod journal;
 pub mod layout;
 pub mod lexical;
 pub mod lock;
@@ -11,6 +10,7 @@ pub mod manifest;
 pub mod reindex;
 pub mod state;
 pub mod status;
+pub mod swap;
 pub mod vectors;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -139,23 +139,4 @@ impl CancelFlag {
       Ok(())
     }
   }
-}
-
-/// In-process change counter per store directory, bumped on every commit or swap so warm
-/// readers in this process know to reload without polling the disk.
-fn epochs() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, u64>> {
-  static EPOCHS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, u64>>> =
-    std::sync::OnceLock::new();
-  EPOCHS.get_or_init(Default::default)
-}
-
-/// Record a change of the store at `dir`.
-pub fn bump_epoch(dir: &std::path::Path) {
-  let mut m = epochs().lock().unwrap_or_else(|p| p.into_inner());
-  *m.entry(dir.to_path_buf()).or_default() += 1;
-}
-
-/// Current change counter of the store at `dir`.
-pub fn epoch(dir: &std::path::Path) -> u64 {
-  epochs().lock().unwrap_or_else(|p| p.into_inner()).get(dir).copied().unwrap_or(0)
 }

@@ -2,29 +2,32 @@
 //!
 //! Incremental updates happen in place: changed pages are deleted and re-added in the tantivy
 //! index and the new manifest generation is written *before* the single tantivy commit that
-//! publishes it. A full rebuild (forced, first index, format change) is built in a staging
-//! directory and swapped in through the journal. Cancellation is checked between batches; a
-//! cancelled run commits nothing, so the last good index stays intact.
+//! publishes it. A full rebuild (forced, first index, format change) is built in a new store
+//! directory and published by replacing `CURRENT` (see `swap.rs`). Cancellation is checked
+//! between batches; a cancelled run commits nothing, so the last good index stays intact. Every
+//! tantivy writer is closed with `wait_merging_threads` before the run returns: nothing of a
+//! reindex writes into the store after it returned.
 
 use std::collections::{BTreeMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::generation::{self, Generation};
-use super::journal::{self, crash_point};
-use super::layout::{is_real_dir, GenDir, StoreLayout};
-use super::lexical::LexicalIndex;
+use super::layout::{is_real_dir, new_store_name, StoreDir, StoreLayout};
+use super::lexical::{CommitInfo, LexicalIndex};
 use super::lock;
 use super::manifest::{sha256_hex, ChunkIds, ExcludedEntry, Manifest, ManifestEntry};
-use super::state::{StateFile, StateModels};
+use super::state::{StateFile, StateModels, StateVectors};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
-use super::vectors::VectorManifest;
+use super::swap::{self, crash_point};
 use super::{CancelFlag, Component, IndexIssue, Progress, ProgressSink, Scope};
 use crate::chunk::{chunk_page, ChunkConfig, ChunkedPage};
 use crate::error::{Error, Result};
-use crate::fsutil::{now_iso, now_ms, remove_dir_all_if_exists, write_json, JsonFile};
+use crate::fsutil::{now_iso, now_ms, remove_dir_all_if_exists, write_json};
 use crate::vault::config::{ensure_vault_id, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
 use crate::vault::{discover_pages, Diagnostic, Page, PageFile, VaultPaths};
@@ -45,7 +48,8 @@ pub struct ReindexOptions {
   pub force: bool,
   pub cancel: CancelFlag,
   pub progress: Option<ProgressSink>,
-  /// Worker threads for parsing and indexing (0 = available parallelism, at most 4).
+  /// Worker threads for parsing and indexing (0 = available parallelism, at most 4; larger
+  /// values are clamped to the number of cores).
   pub threads: usize,
   pub chunking: ChunkConfig,
 }
@@ -87,7 +91,7 @@ pub struct ReindexResult {
   pub chunks: ChunkCounts,
   pub vectors: VectorCounts,
   pub elapsed_ms: f64,
-  /// True when the store was rebuilt from scratch (staging + swap).
+  /// True when the store was rebuilt from scratch (a new store directory published by `CURRENT`).
   pub full_rebuild: bool,
   /// Generation committed by this run (unchanged when nothing was committed).
   pub generation: u64,
@@ -133,13 +137,36 @@ fn emit(
 
 fn threads(opts: &ReindexOptions) -> usize {
   if opts.threads > 0 {
-    return opts.threads;
+    // Every caller (JS, CLI, Rust) gets the same bound: never more threads than cores.
+    return crate::models::clamp_threads(opts.threads);
   }
   std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(4)
 }
 
+/// [`load_one`] with a panic turned into the page's diagnostic (`page_index_panic`): a bug hit
+/// by one page must not take the others down or pair them with the wrong results.
+fn load_guarded(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &ChunkConfig) -> Loaded {
+  match std::panic::catch_unwind(AssertUnwindSafe(|| load_one(file, prior, trust_stat, cfg))) {
+    Ok(loaded) => loaded,
+    Err(payload) => {
+      let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+      Loaded::Invalid(Diagnostic::error(
+        "page_index_panic",
+        &file.rel_path,
+        &format!("Indexing this page failed unexpectedly ({what}); it is skipped until it changes"),
+      ))
+    }
+  }
+}
+
 /// Read, hash and (when changed) parse + chunk one page file.
 fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &ChunkConfig) -> Loaded {
+  #[cfg(test)]
+  tests::panic_hook(&file.id);
   let prev = prior.and_then(|m| m.entries.get(&file.id));
   let racy = prior.is_some_and(|m| file.mtime_ns / 1_000_000 >= m.built_at_ms - RACY_WINDOW_MS);
   if trust_stat && !racy {
@@ -198,15 +225,19 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
   }
 }
 
-/// Where a run writes: the lexical index of the target generation, with its writer opened on the
-/// first change (a run that changes nothing never takes tantivy's writer lock).
+/// Where a run writes: the lexical index of the target store directory, with its writer opened
+/// on the first change (a run that changes nothing never takes tantivy's writer lock).
 struct Sink<'a> {
   lexical: &'a LexicalIndex,
   writer: Option<tantivy::IndexWriter>,
   threads: usize,
 }
 
-impl Sink<'_> {
+impl<'a> Sink<'a> {
+  fn new(lexical: &'a LexicalIndex, threads: usize) -> Self {
+    Sink { lexical, writer: None, threads }
+  }
+
   /// The index and its writer (opened now if needed).
   fn writer(&mut self) -> Result<(&LexicalIndex, &tantivy::IndexWriter)> {
     if self.writer.is_none() {
@@ -215,11 +246,31 @@ impl Sink<'_> {
     Ok((self.lexical, self.writer.as_ref().expect("opened above")))
   }
 
+  /// Commit what the writer holds, then close it once its merges are done.
+  fn commit(&mut self) -> Result<()> {
+    let mut w = self.writer.take().ok_or_else(|| Error::Index("nothing to commit".into()))?;
+    if let Err(e) = w.prepare_commit().and_then(|p| p.commit()) {
+      let _ = w.rollback();
+      let _ = w.wait_merging_threads();
+      return Err(e.into());
+    }
+    crash_point("after-commit");
+    w.wait_merging_threads()?;
+    Ok(())
+  }
+
   /// Drop uncommitted changes (cancel / failure): the last commit stays the visible state.
   fn rollback(&mut self) {
     if let Some(mut w) = self.writer.take() {
       let _ = w.rollback();
+      let _ = w.wait_merging_threads();
     }
+  }
+}
+
+impl Drop for Sink<'_> {
+  fn drop(&mut self) {
+    self.rollback();
   }
 }
 
@@ -241,8 +292,9 @@ impl Scan {
 }
 
 /// Read every page in parallel batches and stream changed ones into the sink, so memory holds
-/// one batch of parsed pages at a time (a 100k-page vault never sits in memory at once).
-/// Cancellation is checked between batches.
+/// one batch of parsed pages at a time (a 100k-page vault never sits in memory at once). Pages
+/// are loaded by an ordered parallel map, so results stay paired with their files whatever a page
+/// does. Cancellation is checked between batches.
 fn scan_pages(
   files: &[PageFile],
   prior: Option<&Manifest>,
@@ -252,6 +304,11 @@ fn scan_pages(
 ) -> Result<Scan> {
   let trust_stat = opts.scope == Scope::Changed;
   let n_threads = threads(opts);
+  let pool = rayon::ThreadPoolBuilder::new()
+    .num_threads(n_threads)
+    .thread_name(|i| format!("llm-wiki-index-{i}"))
+    .build()
+    .map_err(|e| Error::Index(format!("cannot start indexing threads: {e}")))?;
   let total = files.len() as u64;
   emit(opts, "mirror", "comparing pages with the index", Some(0), Some(total));
   let mut scan = Scan {
@@ -263,18 +320,9 @@ fn scan_pages(
   };
   for (b, batch) in files.chunks(BATCH * n_threads).enumerate() {
     opts.cancel.check()?;
-    let per = batch.len().div_ceil(n_threads).max(1);
-    let loaded: Vec<Loaded> = std::thread::scope(|s| {
-      let handles: Vec<_> = batch
-        .chunks(per)
-        .map(|part| {
-          s.spawn(move || {
-            part.iter().map(|f| load_one(f, prior, trust_stat, &opts.chunking)).collect::<Vec<_>>()
-          })
-        })
-        .collect();
-      handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
-    });
+    let loaded: Vec<Loaded> =
+      pool.install(|| batch.par_iter().map(|f| load_guarded(f, prior, trust_stat, &opts.chunking)).collect());
+    debug_assert_eq!(loaded.len(), batch.len());
     for (file, l) in batch.iter().zip(loaded) {
       let prev = prior.and_then(|m| m.entries.get(&file.id));
       match l {
@@ -332,63 +380,39 @@ fn scan_pages(
   Ok(scan)
 }
 
-/// The committed current generation, if it opens cleanly and matches this engine and vault.
+/// The live store at its last commit, if it opens cleanly and matches this engine and vault.
 fn open_current(layout: &StoreLayout, vault_id: &str) -> Option<Generation> {
-  let gen = Generation::open(layout.current()).ok()?;
+  let gen = Generation::open(layout.current()?).ok()?;
   let state = gen.state.as_ref()?;
   (state.is_current_format() && gen.manifest.vault_id == vault_id).then_some(gen)
 }
 
-/// First generation of a full rebuild: above every generation the store has used, so warm
-/// readers in other processes (which cache by generation) never mistake the new store for the
-/// old one.
-fn next_full_generation(layout: &StoreLayout) -> u64 {
-  let mut max = 0;
-  for dir in [layout.current(), layout.previous()] {
-    if let JsonFile::Valid(s) = StateFile::read(&dir) {
-      max = max.max(s.generation);
-    }
-    max = max.max(dir.manifest_generations().last().copied().unwrap_or(0));
-  }
-  max + 1
-}
-
-/// Identity of the generation a write produces.
-struct GenTarget<'a> {
-  vault_id: &'a str,
-  generation: u64,
-  /// Vectors carried into the new generation unchanged.
-  vectors: Option<&'a VectorManifest>,
-}
-
-/// Publish what the sink holds as generation `target.generation` of `dir`: the manifest is
-/// written first, then the single tantivy commit makes it visible.
+/// Publish what the sink holds as the commit `commit` of `dir`: the manifest is written first,
+/// then the single tantivy commit makes it visible.
 fn commit_generation(
   sink: &mut Sink,
-  dir: &GenDir,
+  dir: &StoreDir,
   scan: Scan,
-  target: GenTarget,
+  commit: &CommitInfo,
+  vault_id: &str,
   opts: &ReindexOptions,
 ) -> Result<Manifest> {
-  let gen = target.generation;
+  let gen = commit.manifest_generation;
   let result = (|| {
     let (lexical, w) = sink.writer()?;
-    lexical.set_generation(w, gen)?;
+    lexical.set_commit(w, commit)?;
     let manifest = Manifest {
       version: super::manifest::MANIFEST_VERSION,
-      vault_id: target.vault_id.to_string(),
+      vault_id: vault_id.to_string(),
       generation: gen,
       built_at_ms: now_ms(),
       entries: scan.entries,
       excluded: scan.excluded,
-      vectors: target.vectors.cloned(),
     };
     manifest.save(&dir.manifest_file(gen))?;
     opts.cancel.check()?;
     crash_point("before-commit");
-    let writer = sink.writer.as_mut().expect("opened by set_generation");
-    writer.prepare_commit()?.commit()?;
-    crash_point("after-commit");
+    sink.commit()?;
     Ok(manifest)
   })();
   if result.is_err() {
@@ -398,26 +422,37 @@ fn commit_generation(
   result
 }
 
-/// Remove manifests older than the previous generation (readers may still hold `gen - 1`).
-pub(crate) fn gc_manifests(dir: &GenDir, gen: u64) {
+/// Remove the page manifests no longer needed: a reader may still hold the previous commit, so
+/// the manifests of the last two commits (`keep`) stay.
+pub(crate) fn gc_manifests(dir: &StoreDir, keep: &[u64]) {
   for g in dir.manifest_generations() {
-    if g + 1 < gen || g > gen {
+    if !keep.contains(&g) {
       let _ = std::fs::remove_file(dir.manifest_file(g));
     }
   }
 }
 
-/// Write `state.json` describing `manifest` (vector counts from the manifest's vectors).
-pub(crate) fn write_state(dir: &GenDir, manifest: &Manifest, store_id: &str) -> Result<()> {
-  let (models, counts) = match &manifest.vectors {
+/// Write `state.json` describing `commit` over `manifest` (vector counts from its segments).
+pub(crate) fn write_state(
+  dir: &StoreDir,
+  manifest: &Manifest,
+  commit: &CommitInfo,
+  store_id: &str,
+) -> Result<()> {
+  let live = manifest.chunk_keys();
+  let (models, counts) = match &commit.vectors {
     Some(vm) => {
-      let live = manifest.chunk_keys();
       let present = super::vectors::VectorIndex::open(&dir.vectors_dir(), vm, &live)?.present().len() as u32;
-      (StateModels { embed: vm.model.clone() }, (present, !vm.segments.is_empty()))
+      let counts = StateVectors {
+        embedded: present,
+        missing: live.len() as u32 - present,
+        has_index: !vm.segments.is_empty(),
+      };
+      (StateModels { embed: vm.model.clone() }, counts)
     }
-    None => (StateModels::default(), (0, false)),
+    None => (StateModels::default(), StateVectors { missing: live.len() as u32, ..Default::default() }),
   };
-  StateFile::describe(manifest, store_id, models, counts).write(dir)
+  StateFile::describe(manifest, commit.generation, store_id, models, counts).write(dir)
 }
 
 fn base_result(opts: &ReindexOptions, components: &[Component]) -> ReindexResult {
@@ -450,13 +485,14 @@ pub fn reindex_vault(paths: &VaultPaths, opts: &ReindexOptions) -> ReindexResult
   let components = dedup_components(&opts.components);
   let mut res = base_result(opts, &components);
   let layout = StoreLayout::new(paths.retrieval());
-  let mutex = lock::vault_mutex(&paths.root);
-  let guard = mutex.lock().unwrap_or_else(|p| p.into_inner());
-  let outcome = match lock::acquire(&layout.lock_dir()) {
+  // Never waits: a vault being indexed (by this process or another) answers busy at once.
+  let outcome = match lock::acquire(&layout) {
     Err(e) => Err((e, false)),
-    Ok(_store_lock) => run_locked(paths, &layout, opts, &components, &mut res),
+    Ok(_store_lock) => {
+      crash_point("locked");
+      run_locked(paths, &layout, opts, &components, &mut res)
+    }
   };
-  drop(guard);
   match outcome {
     Ok(()) => res.ok = true,
     Err((Error::Cancelled, _)) => {}
@@ -490,7 +526,8 @@ fn run_locked(
 ) -> LockedOutcome {
   let pre = |e: Error| (e, false);
   let post = |e: Error| (e, true);
-  res.warnings.extend(journal::recover(layout, &generation::validate).map_err(pre)?);
+  // Leftovers of an interrupted rebuild (or an old store another process still had mapped).
+  swap::collect_garbage(layout);
   opts.cancel.check().map_err(pre)?;
   emit(opts, "mirror", "resolving vault identity", None, None);
   let vault_id = ensure_vault_id(paths).map_err(pre)?;
@@ -512,98 +549,85 @@ fn run_locked(
   let unchanged: Option<Generation> = match current {
     Some(gen) => {
       let prior = gen.manifest.clone();
-      let mut sink = Sink { lexical: &gen.lexical, writer: None, threads };
-      let scan = match scan_pages(&discovery.files, Some(&prior), opts, &mut sink, res) {
-        Ok(scan) => scan,
-        Err(e) => {
-          sink.rollback();
-          return Err(classify(e));
-        }
-      };
+      let mut sink = Sink::new(&gen.lexical, threads);
+      let scan = scan_pages(&discovery.files, Some(&prior), opts, &mut sink, res).map_err(classify)?;
       if scan.nothing() {
         drop(sink);
-        res.generation = gen.generation;
+        res.generation = gen.generation();
         res.chunks.total = gen.manifest.total_chunks();
         // Repair a state file left behind by a crash between commit and state write.
-        if gen.state.as_ref().is_none_or(|s| s.generation != gen.generation) {
-          let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(new_store_id);
-          write_state(&gen.dir, &gen.manifest, &store_id).map_err(post)?;
+        if gen.state.as_ref().is_none_or(|s| s.generation != gen.generation()) {
+          write_state(&gen.dir, &gen.manifest, &gen.commit, &gen.store_id()).map_err(post)?;
         }
         Some(gen)
       } else {
-        let next = gen.generation + 1;
-        let store_id = gen.state.as_ref().map(|s| s.store_id.clone()).unwrap_or_else(new_store_id);
-        let target = GenTarget { vault_id: &vault_id, generation: next, vectors: prior.vectors.as_ref() };
-        let manifest = commit_generation(&mut sink, &gen.dir, scan, target, opts).map_err(classify)?;
+        let next = gen.generation() + 1;
+        let commit =
+          CommitInfo { generation: next, manifest_generation: next, vectors: gen.commit.vectors.clone() };
+        let manifest =
+          commit_generation(&mut sink, &gen.dir, scan, &commit, &vault_id, opts).map_err(classify)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
-        write_state(&gen.dir, &manifest, &store_id).map_err(post)?;
+        write_state(&gen.dir, &manifest, &commit, &gen.store_id()).map_err(post)?;
         crash_point("after-state");
-        gc_manifests(&gen.dir, next);
-        super::bump_epoch(&layout.dir);
+        gc_manifests(&gen.dir, &[gen.commit.manifest_generation, next]);
         res.generation = next;
         None
       }
     }
     None => {
       res.full_rebuild = true;
-      let staging_name = format!("staging-{}", uuid::Uuid::new_v4());
-      let staging = layout.staging(&staging_name);
-      let mut built = || -> Result<()> {
-        emit(opts, "copy", "building a fresh index in staging", None, None);
+      let name = new_store_name();
+      let staging = layout.store_dir(&name);
+      let mut built = || -> Result<u64> {
+        emit(opts, "copy", "building a fresh index in a new store directory", None, None);
+        // The store being replaced: its vectors are keyed by chunk content, so a forced lexical
+        // rebuild keeps them unless vectors are forced too; generations continue above it.
+        let previous = layout.current().and_then(|d| Generation::open(d).ok());
         let lexical = LexicalIndex::create(&staging.lexical_dir())?;
-        let store_id = new_store_id();
-        // Vectors are keyed by chunk content: a forced lexical rebuild keeps them unless vectors
-        // are forced too.
-        let carried = if opts.force && components.contains(&Component::Vectors) {
-          None
-        } else {
-          super::embedding::carry_vectors(layout, &staging, &vault_id)
+        let carried = match &previous {
+          Some(p) if !(opts.force && components.contains(&Component::Vectors)) => {
+            super::embedding::carry_vectors(p, &staging, &vault_id)
+          }
+          _ => None,
         };
-        let first_gen = next_full_generation(layout);
-        let mut sink = Sink { lexical: &lexical, writer: None, threads };
-        let scan =
-          scan_pages(&discovery.files, None, opts, &mut sink, res).inspect_err(|_| sink.rollback())?;
-        let target = GenTarget { vault_id: &vault_id, generation: first_gen, vectors: carried.as_ref() };
-        let manifest = commit_generation(&mut sink, &staging, scan, target, opts)?;
+        let first =
+          previous.as_ref().map_or(0, |p| p.generation().max(p.state.as_ref().map_or(0, |s| s.generation)))
+            + 1;
+        drop(previous);
+        let mut sink = Sink::new(&lexical, threads);
+        let scan = scan_pages(&discovery.files, None, opts, &mut sink, res)?;
+        let commit = CommitInfo { generation: first, manifest_generation: first, vectors: carried };
+        let manifest = commit_generation(&mut sink, &staging, scan, &commit, &vault_id, opts)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
-        write_state(&staging, &manifest, &store_id)?;
+        let store_id = name.strip_prefix("store-").unwrap_or(&name);
+        write_state(&staging, &manifest, &commit, store_id)?;
         drop(lexical);
         emit(opts, "validate", "validating the new index", None, None);
         generation::validate(&staging)?;
         opts.cancel.check()?;
         crash_point("before-swap");
-        super::bump_epoch(&layout.dir);
-        journal::promote(layout, &staging_name, &generation::validate, &|m| {
-          emit(opts, "swap", m, None, None)
-        })?;
-        super::bump_epoch(&layout.dir);
-        Ok(())
+        emit(opts, "swap", "publishing the new index", None, None);
+        swap::promote(layout, &name)?;
+        emit(opts, "swap", "swap: done", None, None);
+        Ok(first)
       };
-      if let Err(e) = built() {
-        let _ = remove_dir_all_if_exists(&staging.dir);
-        return Err(classify(e));
+      match built() {
+        Ok(first) => res.generation = first,
+        Err(e) => {
+          let _ = remove_dir_all_if_exists(&staging.dir);
+          return Err(classify(e));
+        }
       }
-      res.generation = next_full_generation(layout).saturating_sub(1);
       None
     }
   };
   if components.contains(&Component::Vectors) {
-    super::embedding::vector_phase(layout, opts, unchanged, res).map_err(|e| {
-      if matches!(e, Error::Cancelled) {
-        pre(e)
-      } else {
-        post(e)
-      }
-    })?;
+    super::embedding::vector_phase(paths, layout, opts, unchanged, res).map_err(classify)?;
   }
   let _ = std::fs::remove_file(layout.last_error_file());
   Ok(())
-}
-
-fn new_store_id() -> String {
-  uuid::Uuid::new_v4().to_string()
 }
 
 /// Which vault a multi-vault reindex targets.
@@ -709,7 +733,62 @@ pub fn reindex_wiki(active: &VaultPaths, target: VaultTarget, opts: &ReindexOpti
   WikiReindexResult { vault: target.as_str().to_string(), results }
 }
 
-/// Used by tests and benches: true when `dir` holds a store.
+/// Used by tests and benches: true when the vault has a published store.
 pub fn has_store(paths: &VaultPaths) -> bool {
-  is_real_dir(&StoreLayout::new(paths.retrieval()).current().dir)
+  StoreLayout::new(paths.retrieval()).current().is_some_and(|d| is_real_dir(&d.dir))
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  /// Page id whose indexing panics (test builds only): a stand-in for any bug a page can hit.
+  const PANIC_PAGE: &str = "concepts/a-panics-when-indexed";
+
+  pub(super) fn panic_hook(id: &str) {
+    if id == PANIC_PAGE {
+      panic!("test hook: indexing {id} panics");
+    }
+  }
+
+  #[test]
+  fn a_panicking_page_is_one_diagnostic_and_the_others_are_indexed_as_themselves() {
+    let t = tempfile::tempdir().unwrap();
+    let p = VaultPaths::new_layout(t.path());
+    std::fs::create_dir_all(p.wiki.join("concepts")).unwrap();
+    std::fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..40 {
+      // The panicking page sorts first: the pages after it in its batch must keep their ids.
+      let id = if i == 3 { PANIC_PAGE.to_string() } else { format!("concepts/p{i:02}") };
+      let text = format!("---\ntype: concept\ntitle: T{i}\n---\nBody of {id} with word zxw{i}vor.\n");
+      std::fs::write(p.wiki.join(format!("{id}.md")), text).unwrap();
+      ids.push(id);
+    }
+    let opts = ReindexOptions { components: vec![Component::Lexical], threads: 3, ..Default::default() };
+    let r = reindex_vault(&p, &opts);
+    assert!(r.ok, "{:?}", r.errors);
+    let panics: Vec<_> = r.warnings.iter().filter(|w| w.code == "page_index_panic").collect();
+    assert_eq!(panics.len(), 1, "{:?}", r.warnings);
+    assert_eq!(panics[0].path.as_deref(), Some(format!("{PANIC_PAGE}.md").as_str()));
+    assert_eq!(r.documents.indexed, 39);
+    // Every other page is indexed under its own id, with its own file's content hash.
+    let layout = StoreLayout::new(p.retrieval());
+    let gen = open_current(&layout, r.vault_id.as_deref().unwrap()).expect("a committed store");
+    assert_eq!(gen.manifest.entries.len(), 39);
+    for id in ids.iter().filter(|id| id.as_str() != PANIC_PAGE) {
+      let e = &gen.manifest.entries[id];
+      assert_eq!(e.rel_path, format!("{id}.md"));
+      let bytes = std::fs::read(p.wiki.join(&e.rel_path)).unwrap();
+      assert_eq!(e.content_hash, sha256_hex(&bytes), "{id} carries another page's content");
+    }
+    // Like a malformed page, it is remembered with its diagnostic until it changes.
+    assert_eq!(r.status.state, super::super::IndexState::Ready, "{:?}", r.status.issues);
+    for scope in [Scope::Changed, Scope::All] {
+      let again = reindex_vault(&p, &ReindexOptions { scope, ..opts.clone() });
+      assert!(again.ok, "{:?}", again.errors);
+      assert_eq!(again.warnings.iter().filter(|w| w.code == "page_index_panic").count(), 1);
+      assert_eq!(again.status.total_documents, 39);
+    }
+  }
 }

@@ -1,14 +1,14 @@
-//! `state.json` of a generation directory: what status reports without opening the index.
+//! `state.json` of a store directory: what status reports without opening the index.
 
 use serde::{Deserialize, Serialize};
 
-use super::layout::{GenDir, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
+use super::layout::{StoreDir, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
 use super::manifest::Manifest;
 use crate::error::Result;
 use crate::fsutil::{now_iso, read_json, write_json, JsonFile};
 
 /// Version of the state file format.
-pub const STATE_VERSION: u32 = 1;
+pub const STATE_VERSION: u32 = 2;
 
 /// Counts recorded at the last successful index.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -18,10 +18,20 @@ pub struct StateCounts {
   pub canonical_documents: u32,
   pub evidence_documents: u32,
   pub total_chunks: u32,
-  /// Chunks without a vector for the recorded embedding model.
+  /// Distinct live chunks (by id) without a vector for the recorded embedding model.
   pub needs_embedding: u32,
+  /// Distinct live chunks with a vector.
   pub embedded_chunks: u32,
   pub has_vector_index: bool,
+}
+
+/// Vector counts of a commit, over distinct live chunk ids (identical chunks share one vector).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StateVectors {
+  pub embedded: u32,
+  pub missing: u32,
+  /// The commit lists at least one vector segment.
+  pub has_index: bool,
 }
 
 /// Model identities the index was built with.
@@ -32,7 +42,7 @@ pub struct StateModels {
   pub embed: String,
 }
 
-/// Content of `current/state.json`.
+/// Content of `<store dir>/state.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StateFile {
@@ -41,8 +51,10 @@ pub struct StateFile {
   pub engine: String,
   pub engine_version: String,
   pub vault_id: String,
-  /// Generation whose manifest and lexical commit this state describes.
+  /// Generation of the lexical commit this state describes.
   pub generation: u64,
+  /// Generation of that commit's page manifest (`manifest.<N>.json`).
+  pub manifest_generation: u64,
   /// Random id of the store build (changes on every full rebuild / swap).
   pub store_id: String,
   pub manifest_hash: String,
@@ -52,8 +64,14 @@ pub struct StateFile {
 }
 
 impl StateFile {
-  /// State describing `manifest` with the given vector counts.
-  pub fn describe(manifest: &Manifest, store_id: &str, models: StateModels, vectors: (u32, bool)) -> Self {
+  /// State describing commit `generation` over `manifest`, with its vector counts.
+  pub fn describe(
+    manifest: &Manifest,
+    generation: u64,
+    store_id: &str,
+    models: StateModels,
+    vectors: StateVectors,
+  ) -> Self {
     let (canonical, evidence) = manifest.count_roles();
     let total_chunks = manifest.total_chunks();
     StateFile {
@@ -62,7 +80,8 @@ impl StateFile {
       engine: ENGINE_NAME.into(),
       engine_version: ENGINE_VERSION.into(),
       vault_id: manifest.vault_id.clone(),
-      generation: manifest.generation,
+      generation,
+      manifest_generation: manifest.generation,
       store_id: store_id.into(),
       manifest_hash: manifest.hash(),
       indexed_at: now_iso(),
@@ -72,14 +91,14 @@ impl StateFile {
         canonical_documents: canonical,
         evidence_documents: evidence,
         total_chunks,
-        needs_embedding: total_chunks.saturating_sub(vectors.0),
-        embedded_chunks: vectors.0,
-        has_vector_index: vectors.1,
+        needs_embedding: vectors.missing,
+        embedded_chunks: vectors.embedded,
+        has_vector_index: vectors.has_index,
       },
     }
   }
 
-  pub fn read(dir: &GenDir) -> JsonFile<StateFile> {
+  pub fn read(dir: &StoreDir) -> JsonFile<StateFile> {
     match read_json::<StateFile>(&dir.state_file()) {
       JsonFile::Valid(s) if s.version != STATE_VERSION => {
         JsonFile::Invalid(format!("unsupported state version {}", s.version))
@@ -88,7 +107,7 @@ impl StateFile {
     }
   }
 
-  pub fn write(&self, dir: &GenDir) -> Result<()> {
+  pub fn write(&self, dir: &StoreDir) -> Result<()> {
     write_json(&dir.state_file(), self)
   }
 

@@ -1,17 +1,18 @@
 //! `readIndexStatus`: the state of a vault's store from its small JSON artifacts plus a stat-only
 //! scan of the pages. Never opens the index or loads a model.
 //!
-//! Precedence (first match wins): a valid swap journal → `recovering`; a malformed artifact or an
-//! unusable store → `error`; no state file → `missing`; no valid vault identity → `error`;
+//! Precedence (first match wins): a malformed artifact or an unusable store → `error`; no store
+//! → `missing` (`stale` when only a format-1 store exists); no valid vault identity → `error`;
 //! pages changed, engine/format changed, vault identity changed, embedding model changed or a
-//! failed last attempt → `stale`; otherwise `ready`.
+//! failed last attempt → `stale`; otherwise `ready`. `recovering` (the contract's state for an
+//! interrupted swap journal) is never reported: a swap is one atomic replace of `CURRENT`, so no
+//! moment of it needs recovery before the store can be read.
 
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::journal::read_journal;
-use super::layout::{is_real_dir, StoreLayout, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
+use super::layout::{is_real_dir, Pointer, StoreLayout, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
 use super::manifest::Manifest;
 use super::state::StateFile;
 use super::{Component, IndexIssue};
@@ -81,6 +82,7 @@ pub struct IndexStatus {
   pub manifest_hash: Option<String>,
   pub indexed_manifest_hash: Option<String>,
   pub last_indexed_at: Option<String>,
+  /// Phase of an interrupted swap journal (contract field; format 2 has no journal: always unset).
   pub swap_phase: Option<String>,
   pub pending_pages: Option<PendingPages>,
   pub repair_components: Vec<Component>,
@@ -184,7 +186,6 @@ pub fn read_index_status(paths: &VaultPaths) -> IndexStatus {
 /// [`read_index_status`] with options.
 pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
   let layout = StoreLayout::new(paths.retrieval());
-  let current = layout.current();
   let mut st = IndexStatus::base(opts);
   let mut issues: Vec<IndexIssue> = Vec::new();
   let mut malformed = false;
@@ -203,20 +204,33 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   }
   st.vault_id = vault_id.clone();
 
-  // State and manifest of the current generation.
-  let state = match StateFile::read(&current) {
-    JsonFile::Valid(s) => Some(s),
-    JsonFile::Missing => None,
-    JsonFile::Invalid(msg) => {
-      issues.push(IndexIssue::new("qmd_index_error", format!("Index state file is malformed: {msg}")));
+  // The live store directory, its state and manifest.
+  let pointer = layout.pointer();
+  let legacy_store = pointer == Pointer::Missing && is_real_dir(&layout.dir.join("current"));
+  let current = match pointer {
+    Pointer::Valid(d) => Some(d),
+    Pointer::Missing => None,
+    Pointer::Invalid(msg) => {
+      issues.push(IndexIssue::new("qmd_index_error", msg));
       malformed = true;
       None
     }
   };
+  let state = current.as_ref().and_then(|current| {
+    let problem = match StateFile::read(current) {
+      JsonFile::Valid(s) => return Some(s),
+      JsonFile::Missing => format!("CURRENT names {} but it holds no index state", current.name()),
+      JsonFile::Invalid(msg) => format!("Index state file is malformed: {msg}"),
+    };
+    issues.push(IndexIssue::new("qmd_index_error", problem));
+    malformed = true;
+    None
+  });
   // The page check needs the manifest; without it the state file's copy of the hash suffices
   // (the manifest of a large vault is megabytes of JSON).
+  let manifest_file = |s: &StateFile| current.as_ref().map(|c| c.manifest_file(s.manifest_generation));
   let manifest = state.as_ref().filter(|_| opts.check_pages).and_then(|s| {
-    match Manifest::load(&current.manifest_file(s.generation), Some(&s.vault_id)) {
+    match Manifest::load(&manifest_file(s).unwrap_or_default(), Some(&s.vault_id)) {
       Ok(m) => Some(m),
       Err(e) => {
         issues.push(IndexIssue::new("qmd_manifest_invalid", e.to_string()));
@@ -228,12 +242,12 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   match (&manifest, &state) {
     (Some(m), _) => st.manifest_hash = Some(m.hash()),
     (None, Some(s)) if !opts.check_pages => {
-      if current.manifest_file(s.generation).is_file() {
+      if manifest_file(s).is_some_and(|f| f.is_file()) {
         st.manifest_hash = Some(s.manifest_hash.clone());
       } else {
         issues.push(IndexIssue::new(
           "qmd_manifest_invalid",
-          format!("manifest of generation {} is missing", s.generation),
+          format!("manifest of generation {} is missing", s.manifest_generation),
         ));
         malformed = true;
       }
@@ -250,31 +264,9 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
     }
   };
 
-  // 1. Recovering.
-  match read_journal(&layout) {
-    JsonFile::Valid(j) => {
-      st.state = IndexState::Recovering;
-      st.swap_phase = Some(j.phase.as_str().to_string());
-      st.issues =
-        vec![IndexIssue::new("qmd_swap_interrupted", "An index swap was interrupted and is being recovered")];
-      if let Some(s) = &state {
-        st = st.with_state(s);
-      }
-      return st;
-    }
-    JsonFile::Invalid(_) => {
-      issues.push(IndexIssue::new(
-        "qmd_swap_interrupted",
-        "Swap journal is malformed; the next reindex repairs it",
-      ));
-      malformed = true;
-    }
-    JsonFile::Missing => {}
-  }
-
-  // 2. Error.
-  if state.is_some() && !is_real_dir(&current.lexical_dir()) {
-    issues.push(IndexIssue::new("qmd_index_error", "Index state exists but current/lexical is absent"));
+  // 1. Error.
+  if state.is_some() && !current.as_ref().is_some_and(|c| is_real_dir(&c.lexical_dir())) {
+    issues.push(IndexIssue::new("qmd_index_error", "Index state exists but its lexical index is absent"));
     malformed = true;
   }
   if state.is_none() && last_error.is_some() {
@@ -298,15 +290,21 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
     return st;
   }
 
-  // 3. Missing.
+  // 2. Missing (a format-1 store is stale: it needs a rebuild, and recall skips it meanwhile).
   let Some(state) = state else {
-    st.state = IndexState::Missing;
+    if legacy_store {
+      issues.push(IndexIssue::new("qmd_index_stale", "Index format or engine changed; index needs rebuild"));
+      st.state = IndexState::Stale;
+      st.repair_components = vec![Component::Lexical];
+    } else {
+      st.state = IndexState::Missing;
+    }
     st.issues = issues;
     return st;
   };
   st = st.with_state(&state);
 
-  // 4. Identity.
+  // 3. Identity.
   let Some(vault_id) = vault_id else {
     st.state = IndexState::Error;
     st.issues.push(IndexIssue::new(
@@ -317,7 +315,7 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
     return st;
   };
 
-  // 5. Stale.
+  // 4. Stale.
   let mut other_reason = false;
   if let Some(e) = &last_error {
     issues.push(IndexIssue::new(

@@ -1,8 +1,9 @@
 //! Chunk vectors of a generation: immutable segment files under `vectors/`, memory-mapped, listed
-//! by the generation's manifest. An update appends a segment with the newly embedded chunks (a
-//! chunk id + model id pair is never embedded twice); rows whose chunk is no longer live are
-//! skipped and dropped by compaction. Segments are written before the commit that publishes the
-//! manifest naming them, so readers see whole generations only.
+//! by the commit document of the lexical index. An update appends a segment with the newly
+//! embedded chunks (a chunk id + model id pair is never embedded twice); rows whose chunk is no
+//! longer live are skipped, and dropped when segments are merged. Segments are written (and
+//! fsynced, with their directory) before the commit that lists them, so readers see whole
+//! generations only.
 //!
 //! Segment format (little endian): 32-byte header `LWVEC001`, dims u32, rows u32, dtype u8
 //! (1 = int8), padding; then `rows` chunk ids (u64), `rows` f32 scales, and `rows × dims` int8
@@ -10,13 +11,14 @@
 //! the stored unit vectors stays below 0.01).
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::fsutil::sync_dir;
 
 const MAGIC: &[u8; 8] = b"LWVEC001";
 const HEADER: usize = 32;
@@ -57,35 +59,106 @@ pub fn quantize(v: &[f32]) -> (f32, Vec<i8>) {
   (scale, v.iter().map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8).collect())
 }
 
-/// Write a segment file atomically; returns its manifest entry.
-pub fn write_segment(dir: &Path, file: &str, dims: usize, rows: &[(u64, Vec<f32>)]) -> Result<SegmentRef> {
-  std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-  let mut buf = Vec::with_capacity(HEADER + rows.len() * (12 + dims));
-  buf.extend_from_slice(MAGIC);
-  buf.extend_from_slice(&(dims as u32).to_le_bytes());
-  buf.extend_from_slice(&(rows.len() as u32).to_le_bytes());
-  buf.push(DTYPE_I8);
-  buf.resize(HEADER, 0);
-  let quantized: Vec<(f32, Vec<i8>)> = rows.iter().map(|(_, v)| quantize(v)).collect();
-  for (id, v) in rows {
-    if v.len() != dims {
-      return Err(Error::Index(format!("vector of {} dims in a {dims}-dim segment", v.len())));
+/// Write a segment file atomically (temp file, fsync, rename, fsync of the directory): the
+/// 32-byte header for `rows` rows of `dims` dims, then what `body` writes (ids, scales, data).
+fn write_segment_file(
+  dir: &Path,
+  file: &str,
+  dims: usize,
+  rows: usize,
+  body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<SegmentRef> {
+  if !dir.is_dir() {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+    if let Some(parent) = dir.parent() {
+      sync_dir(parent);
     }
-    buf.extend_from_slice(&id.to_le_bytes());
   }
-  for (scale, _) in &quantized {
-    buf.extend_from_slice(&scale.to_le_bytes());
-  }
-  for (_, q) in &quantized {
-    buf.extend(q.iter().map(|x| *x as u8));
-  }
+  let rows32 =
+    u32::try_from(rows).map_err(|_| Error::Index(format!("{rows} rows do not fit one segment")))?;
   let path = dir.join(file);
   let tmp = dir.join(format!(".{file}.tmp-{}", std::process::id()));
-  let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
-  f.write_all(&buf).map_err(|e| Error::io("write", &tmp, e))?;
-  f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+  let written = (|| -> std::io::Result<()> {
+    let mut w = BufWriter::new(std::fs::File::create(&tmp)?);
+    let mut header = Vec::with_capacity(HEADER);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&(dims as u32).to_le_bytes());
+    header.extend_from_slice(&rows32.to_le_bytes());
+    header.push(DTYPE_I8);
+    header.resize(HEADER, 0);
+    w.write_all(&header)?;
+    body(&mut w)?;
+    let f = w.into_inner().map_err(|e| e.into_error())?;
+    f.sync_all()
+  })();
+  if let Err(e) = written {
+    let _ = std::fs::remove_file(&tmp);
+    return Err(Error::io("write", &tmp, e));
+  }
   std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
-  Ok(SegmentRef { file: file.to_string(), rows: rows.len() as u32 })
+  sync_dir(dir);
+  Ok(SegmentRef { file: file.to_string(), rows: rows32 })
+}
+
+/// Write a segment of freshly embedded rows; returns its list entry.
+pub fn write_segment(dir: &Path, file: &str, dims: usize, rows: &[(u64, Vec<f32>)]) -> Result<SegmentRef> {
+  if let Some((_, v)) = rows.iter().find(|(_, v)| v.len() != dims) {
+    return Err(Error::Index(format!("vector of {} dims in a {dims}-dim segment", v.len())));
+  }
+  let quantized: Vec<(f32, Vec<i8>)> = rows.iter().map(|(_, v)| quantize(v)).collect();
+  write_segment_file(dir, file, dims, rows.len(), |w| {
+    for (id, _) in rows {
+      w.write_all(&id.to_le_bytes())?;
+    }
+    for (scale, _) in &quantized {
+      w.write_all(&scale.to_le_bytes())?;
+    }
+    for (_, q) in &quantized {
+      w.write_all(&q.iter().map(|x| *x as u8).collect::<Vec<u8>>())?;
+    }
+    Ok(())
+  })
+}
+
+/// Merge `inputs` (in write order) into one segment `file`, keeping the latest row of each chunk
+/// for which `keep` holds. Rows are copied as stored (no re-quantization), streamed from the
+/// mapped inputs: memory holds the chosen row positions, not the vectors. Only a run of the
+/// newest segments may be merged (a superseded row elsewhere would win again otherwise).
+pub fn merge_segments(
+  dir: &Path,
+  inputs: &[SegmentRef],
+  dims: usize,
+  file: &str,
+  keep: &dyn Fn(u64) -> bool,
+) -> Result<SegmentRef> {
+  let segs = inputs.iter().map(|s| Segment::open(dir, s, dims)).collect::<Result<Vec<_>>>()?;
+  let mut seen = HashSet::new();
+  let mut picks: Vec<(usize, usize)> = Vec::new();
+  for (si, seg) in segs.iter().enumerate().rev() {
+    for row in 0..seg.rows {
+      let id = seg.id(row);
+      if keep(id) && seen.insert(id) {
+        picks.push((si, row));
+      }
+    }
+  }
+  drop(seen);
+  // Sequential reads of each input.
+  picks.sort_unstable();
+  write_segment_file(dir, file, dims, picks.len(), |w| {
+    for &(si, row) in &picks {
+      w.write_all(&segs[si].id(row).to_le_bytes())?;
+    }
+    for &(si, row) in &picks {
+      w.write_all(&segs[si].scale(row).to_le_bytes())?;
+    }
+    for &(si, row) in &picks {
+      let data = segs[si].data(row, dims);
+      // SAFETY: i8 and u8 have the same layout.
+      w.write_all(unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len()) })?;
+    }
+    Ok(())
+  })
 }
 
 /// One mapped segment.
@@ -97,6 +170,27 @@ struct Segment {
 }
 
 impl Segment {
+  /// Map `s` under `dir` and check its header against the list entry.
+  fn open(dir: &Path, s: &SegmentRef, dims: usize) -> Result<Segment> {
+    let path = dir.join(&s.file);
+    let f = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+    // SAFETY: segment files are immutable once written (new data goes to new files).
+    let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io("mmap", &path, e))?;
+    let bad = |m: &str| Error::Index(format!("vector segment {}: {m}", path.display()));
+    if map.len() < HEADER || &map[..8] != MAGIC {
+      return Err(bad("bad header"));
+    }
+    let file_dims = u32::from_le_bytes(map[8..12].try_into().unwrap_or_default()) as usize;
+    let rows = u32::from_le_bytes(map[12..16].try_into().unwrap_or_default()) as usize;
+    if file_dims != dims
+      || map[16] != DTYPE_I8
+      || rows != s.rows as usize
+      || map.len() != HEADER + rows * (12 + dims)
+    {
+      return Err(bad("size, dims or dtype do not match the segment list"));
+    }
+    Ok(Segment { map, rows, live: Vec::new() })
+  }
   fn id(&self, row: usize) -> u64 {
     let o = HEADER + row * 8;
     u64::from_le_bytes(self.map[o..o + 8].try_into().unwrap_or_default())
@@ -145,27 +239,8 @@ pub struct VectorIndex {
 impl VectorIndex {
   /// Map the segments of `vm` under `dir`, keeping only rows of `live` chunks (latest row wins).
   pub fn open(dir: &Path, vm: &VectorManifest, live: &HashSet<u64>) -> Result<Self> {
-    let mut segments = Vec::with_capacity(vm.segments.len());
-    for s in &vm.segments {
-      let path = dir.join(&s.file);
-      let f = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
-      // SAFETY: segment files are immutable once written (new data goes to new files).
-      let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io("mmap", &path, e))?;
-      let bad = |m: &str| Error::Index(format!("vector segment {}: {m}", path.display()));
-      if map.len() < HEADER || &map[..8] != MAGIC {
-        return Err(bad("bad header"));
-      }
-      let dims = u32::from_le_bytes(map[8..12].try_into().unwrap_or_default()) as usize;
-      let rows = u32::from_le_bytes(map[12..16].try_into().unwrap_or_default()) as usize;
-      if dims != vm.dims
-        || map[16] != DTYPE_I8
-        || rows != s.rows as usize
-        || map.len() != HEADER + rows * (12 + dims)
-      {
-        return Err(bad("size, dims or dtype do not match the manifest"));
-      }
-      segments.push(Segment { map, rows, live: Vec::new() });
-    }
+    let mut segments =
+      vm.segments.iter().map(|s| Segment::open(dir, s, vm.dims)).collect::<Result<Vec<_>>>()?;
     // Latest segment wins for a repeated chunk id.
     let mut present = HashSet::new();
     for seg in segments.iter_mut().rev() {
@@ -258,14 +333,21 @@ mod tests {
     assert!((dot_i8(&q, &r) - naive).abs() < 1e-3);
   }
 
+  fn v(x: f32, y: f32) -> Vec<f32> {
+    unit(vec![x, y, 0.0, 0.0])
+  }
+
+  /// Segment a.vec with chunks 1, 2, 3, then b.vec with a newer vector of chunk 2.
+  fn two_segments(dir: &Path) -> VectorManifest {
+    let s1 = write_segment(dir, "a.vec", 4, &[(1, v(1.0, 0.0)), (2, v(0.0, 1.0)), (3, v(1.0, 1.0))]).unwrap();
+    let s2 = write_segment(dir, "b.vec", 4, &[(2, v(1.0, 0.1))]).unwrap();
+    VectorManifest { model: "m".into(), dims: 4, segments: vec![s1, s2] }
+  }
+
   #[test]
   fn segments_latest_wins_and_dead_rows_skipped() {
     let t = tempfile::tempdir().unwrap();
-    let v = |x: f32, y: f32| unit(vec![x, y, 0.0, 0.0]);
-    let s1 =
-      write_segment(t.path(), "a.vec", 4, &[(1, v(1.0, 0.0)), (2, v(0.0, 1.0)), (3, v(1.0, 1.0))]).unwrap();
-    let s2 = write_segment(t.path(), "b.vec", 4, &[(2, v(1.0, 0.1))]).unwrap();
-    let vm = VectorManifest { model: "m".into(), dims: 4, segments: vec![s1, s2] };
+    let vm = two_segments(t.path());
     let live: HashSet<u64> = [1, 2].into_iter().collect();
     let idx = VectorIndex::open(t.path(), &vm, &live).unwrap();
     assert_eq!(idx.present().len(), 2);
@@ -276,5 +358,27 @@ mod tests {
     assert!(hits.iter().all(|(_, s)| *s > 0.9), "{hits:?}");
     let bad = VectorManifest { dims: 8, ..vm.clone() };
     assert!(VectorIndex::open(t.path(), &bad, &live).is_err());
+  }
+
+  #[test]
+  fn merging_keeps_the_latest_kept_rows_byte_for_byte() {
+    let t = tempfile::tempdir().unwrap();
+    let both = two_segments(t.path());
+    let merged = merge_segments(t.path(), &both.segments, 4, "m.vec", &|id| id != 3).unwrap();
+    assert_eq!(merged.rows, 2, "chunk 3 dropped, chunk 2 once");
+    let one = VectorManifest { segments: vec![merged], ..both.clone() };
+    let live: HashSet<u64> = [1, 2, 3].into_iter().collect();
+    let ids: HashSet<u64> = [1, 2].into_iter().collect();
+    let before = VectorIndex::open(t.path(), &both, &live).unwrap().vectors(&ids);
+    let after = VectorIndex::open(t.path(), &one, &live).unwrap().vectors(&ids);
+    assert_eq!(before, after);
+    assert!(!VectorIndex::open(t.path(), &one, &live).unwrap().present().contains(&3));
+    // Nothing but the segment files is left in the directory (temp files are renamed away).
+    let mut names: Vec<String> = std::fs::read_dir(t.path())
+      .unwrap()
+      .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+      .collect();
+    names.sort();
+    assert_eq!(names, ["a.vec", "b.vec", "m.vec"]);
   }
 }

@@ -1,0 +1,201 @@
+//! The vector phase with the real embedding model: where page texts come from (the vault's own
+//! `wiki` directory, the reindex's chunking), how many segment files a cold build leaves, that a
+//! vector batch does not rewrite the page manifest, and dense recall racing forced rebuilds.
+//! Needs the model root produced by `scripts/fetch_models.py` (`.models/` at the repository root,
+//! or `LLM_WIKI_MODELS_DIR`); every test is skipped, with a message, when it is absent.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use llm_wiki_core::chunk::ChunkConfig;
+use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
+use llm_wiki_core::store::{read_index_status, reindex_vault, Component, ReindexOptions};
+use llm_wiki_core::vault::VaultPaths;
+
+/// The model root, configured engine-wide; `None` (test skipped) when it is absent.
+fn models() -> Option<PathBuf> {
+  let root = std::env::var_os("LLM_WIKI_MODELS_DIR")
+    .map(PathBuf::from)
+    .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.models"));
+  if !root.join("runtime/runtime.json").is_file()
+    || !root.join("all-MiniLM-L6-v2-int8/manifest.json").is_file()
+  {
+    eprintln!("SKIPPED: no model root at {} (run scripts/fetch_models.py)", root.display());
+    return None;
+  }
+  llm_wiki_core::models::configure(llm_wiki_core::models::ConfigChange {
+    model_roots: llm_wiki_core::models::Setting::Set(vec![root.clone()]),
+    threads: llm_wiki_core::models::Setting::Set(2),
+    ..Default::default()
+  });
+  Some(root)
+}
+
+fn vault(t: &Path) -> VaultPaths {
+  let p = VaultPaths::new_layout(t);
+  fs::create_dir_all(&p.wiki).unwrap();
+  fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
+  p
+}
+
+fn write(p: &VaultPaths, id: &str, body: &str) {
+  let f = p.wiki.join(format!("{id}.md"));
+  fs::create_dir_all(f.parent().unwrap()).unwrap();
+  fs::write(f, format!("---\ntype: concept\ntitle: {id}\n---\n{body}\n")).unwrap();
+}
+
+fn both() -> ReindexOptions {
+  ReindexOptions {
+    components: vec![Component::Lexical, Component::Vectors],
+    threads: 2,
+    ..Default::default()
+  }
+}
+
+/// Every file under `dir` whose name ends with `suffix`.
+fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+  let mut out = Vec::new();
+  for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+    let path = e.path();
+    if path.is_dir() {
+      out.extend(files_with_suffix(&path, suffix));
+    } else if path.to_string_lossy().ends_with(suffix) {
+      out.push(path);
+    }
+  }
+  out.sort();
+  out
+}
+
+/// Every live chunk has a vector, by the result and by status.
+fn assert_fully_embedded(p: &VaultPaths, r: &llm_wiki_core::store::ReindexResult) {
+  assert!(r.ok, "{:?}", r.errors);
+  assert!(!r.warnings.iter().any(|w| w.code == "vectors_unavailable"), "{:?}", r.warnings);
+  let s = read_index_status(p);
+  assert!(s.total_chunks > 0);
+  assert_eq!(r.vectors.generated, s.total_chunks, "{:?}", r.vectors);
+  assert_eq!((s.embedded_chunks, s.needs_embedding), (s.total_chunks, 0));
+  assert!(s.has_vector_index);
+}
+
+#[test]
+fn vectors_come_from_the_vaults_own_wiki_directory() {
+  let Some(_) = models() else { return };
+  let t = tempfile::tempdir().unwrap();
+  // Pages kept outside `<meta>/../wiki`, as a host may configure through VaultPaths.
+  let mut p = vault(t.path());
+  p.wiki = t.path().join("notes");
+  fs::create_dir_all(&p.wiki).unwrap();
+  assert_ne!(p.meta.join("../wiki").canonicalize().ok(), p.wiki.canonicalize().ok());
+  write(&p, "concepts/backups", "Keep three copies of important data, two media, one off site.");
+  write(&p, "concepts/sourdough", "Feed the starter flour and water twice a day.");
+  let r = reindex_vault(&p, &both());
+  assert_eq!(r.status.total_documents, 2);
+  assert_fully_embedded(&p, &r);
+}
+
+#[test]
+fn custom_chunking_gets_vectors() {
+  let Some(_) = models() else { return };
+  let t = tempfile::tempdir().unwrap();
+  let p = vault(t.path());
+  for i in 0..3 {
+    let text: String = (0..12)
+      .map(|k| format!("Step {k} of part {i} moved table t{k}x{i} to the new cluster and checked it. "))
+      .collect();
+    write(&p, &format!("concepts/long-{i}"), &format!("# Part {i}\n\n{text}"));
+  }
+  let chunking = ChunkConfig { max_tokens: 40, overlap_tokens: 8 };
+  let r = reindex_vault(&p, &ReindexOptions { chunking, ..both() });
+  assert_fully_embedded(&p, &r);
+  assert!(r.chunks.total > 3 * 4, "small chunks: {:?}", r.chunks);
+}
+
+#[test]
+fn a_cold_build_of_many_batches_leaves_few_segments_and_keeps_the_page_manifest() {
+  let Some(_) = models() else { return };
+  let t = tempfile::tempdir().unwrap();
+  let p = vault(t.path());
+  // 2,100 short chunks: more than four commit batches of 512.
+  for i in 0..700 {
+    let body: String =
+      (0..3).map(|s| format!("# Heading {s}\n\nShort note {i} part {s} zxn{i}s{s}.\n\n")).collect();
+    write(&p, &format!("notes/n-{i}"), &body);
+  }
+  let lexical = reindex_vault(&p, &ReindexOptions { components: vec![Component::Lexical], ..both() });
+  assert!(lexical.ok, "{:?}", lexical.errors);
+  assert!(lexical.chunks.total > 4 * 512, "{:?}", lexical.chunks);
+  let store = p.retrieval();
+  let manifests = files_with_suffix(&store, ".json")
+    .into_iter()
+    .filter(|f| f.file_name().unwrap().to_string_lossy().starts_with("manifest."))
+    .collect::<Vec<_>>();
+  let r = reindex_vault(&p, &ReindexOptions { components: vec![Component::Vectors], ..both() });
+  assert_fully_embedded(&p, &r);
+  let segments = files_with_suffix(&store, ".vec");
+  assert!(
+    segments.len() == 1,
+    "{} batches left {} segment files: {segments:?}",
+    r.vectors.generated.div_ceil(512),
+    segments.len()
+  );
+  let after = files_with_suffix(&store, ".json")
+    .into_iter()
+    .filter(|f| f.file_name().unwrap().to_string_lossy().starts_with("manifest."))
+    .collect::<Vec<_>>();
+  assert_eq!(after, manifests, "vector batches must not write page manifests");
+}
+
+#[test]
+fn dense_recalls_racing_forced_rebuilds_stay_hybrid() {
+  let Some(_) = models() else { return };
+  const PAGES: usize = 40;
+  let t = tempfile::tempdir().unwrap();
+  let p = vault(t.path());
+  let word = |i: usize| {
+    format!("zxd{}vor", i.to_string().bytes().map(|d| (b'b' + d - b'0') as char).collect::<String>())
+  };
+  for i in 0..PAGES {
+    write(
+      &p,
+      &format!("concepts/topic-{i}"),
+      &format!("# Note {i}\n\nThis note about {} records fact {i}.", word(i)),
+    );
+  }
+  assert_fully_embedded(&p, &reindex_vault(&p, &both()));
+  let policy = RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: 10, max_results: 5 };
+  let opts = RecallOptions::new(policy, RetrievalMode::Hybrid);
+  let read = |r: usize, n: usize| {
+    let i = (r * 13 + n) % PAGES;
+    match recall_wiki(&p, &word(i), &opts) {
+      Ok(resp)
+        if resp.mode == RetrievalMode::Hybrid
+          && resp.diagnostics.is_empty()
+          && resp.results.first().is_some_and(|x| x.id == format!("concepts/topic-{i}")) =>
+      {
+        None
+      }
+      Ok(resp) => Some(format!(
+        "{}: mode {:?}, {:?}, {:?}",
+        word(i),
+        resp.mode,
+        resp.results.iter().map(|x| &x.id).collect::<Vec<_>>(),
+        resp.diagnostics
+      )),
+      Err(e) => Some(format!("{}: {e}", word(i))),
+    }
+  };
+  let (failures, n) = common::race(2, read, || {
+    // Forced lexical rebuilds keep the vectors (they are keyed by chunk content).
+    for _ in 0..60 {
+      let r =
+        reindex_vault(&p, &ReindexOptions { force: true, components: vec![Component::Lexical], ..both() });
+      assert!(r.ok && r.full_rebuild, "{:?}", r.errors);
+    }
+  });
+  assert!(failures.is_empty(), "{} of {n} dense recalls failed: {failures:#?}", failures.len());
+  let s = read_index_status(&p);
+  assert_eq!((s.embedded_chunks, s.needs_embedding), (s.total_chunks, 0));
+}
