@@ -85,6 +85,12 @@ export interface DownloadModelOptions {
   dims?: number
   pooling?: 'mean' | 'cls' | 'none'
   maxLength?: number
+  /**
+   * Largest inference batch written to the manifest (`maxBatch`). Set it to 1 for models
+   * quantized with per-batch (dynamic) activation scales so a text's vector never depends on its
+   * batch neighbours. Default: 1 for the default model, unlimited for others.
+   */
+  maxBatch?: number
   onProgress?: ((arg: DownloadProgressEvent) => void)
   signal?: AbortSignal
   /** Set by the JS wrapper when `signal` was already aborted. */
