@@ -55,7 +55,7 @@ fn chunk_texts(gen: &Generation, wanted: &HashSet<u64>, wiki: &std::path::Path) 
     if !entry.chunks.keys().any(|k| wanted.contains(&k)) {
       continue;
     }
-    let path = wiki.join(&entry.rel_path);
+    let path = crate::vault::discover::resolve_page_file(wiki, &entry.rel_path);
     let Ok(bytes) = std::fs::read(&path) else { continue };
     // A page edited since the lexical phase is picked up by the next reindex.
     if super::manifest::sha256_hex(&bytes) != entry.content_hash {
