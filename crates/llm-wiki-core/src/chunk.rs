@@ -224,27 +224,56 @@ fn split_line(body: &str, start: usize, end: usize, max: usize) -> Vec<Piece> {
       out.push(p);
       continue;
     }
-    // Word-level split of a sentence longer than a chunk.
-    let mut s = a;
-    let mut acc = 0;
-    for (i, c) in body[a..b].char_indices() {
-      let boundary = c.is_whitespace() || is_cjk(c);
-      if boundary && acc >= max {
-        out.push(piece(body, s, a + i));
-        s = a + i;
-        acc = 0;
-      }
-      if c.is_alphanumeric() || is_cjk(c) {
-        acc += 1;
-      }
-      // Roughly tokens: count words by their first char is overkill; chars/5 approximates.
-      if !c.is_whitespace() && !c.is_alphanumeric() {
-        acc += 1;
+    // A sentence longer than a chunk: word-level pieces of about a quarter chunk, so that
+    // consecutive chunks can still overlap by whole pieces.
+    for (s, e) in split_words(body, a, b, (max / 4).max(8)) {
+      if !body[s..e].trim().is_empty() {
+        out.push(piece(body, s, e));
       }
     }
-    if s < b && !body[s..b].trim().is_empty() {
-      out.push(piece(body, s, b));
+  }
+  out
+}
+
+/// Cut `[start, end)` into ranges of at most `max` estimated tokens ([`estimate_tokens`]): before
+/// whitespace or a CJK character when the range has one, inside an over-long word (a pasted
+/// blob, a minified line) otherwise, always at a character boundary.
+fn split_words(body: &str, start: usize, end: usize, max: usize) -> Vec<(usize, usize)> {
+  let mut out = Vec::new();
+  let mut from = start;
+  let mut tokens = 0; // estimate of body[from..i]
+  let mut word = 0; // length of the word run ending at i
+  let mut boundary: Option<usize> = None; // latest cut point after `from`
+  for (off, c) in body[start..end].char_indices() {
+    let i = start + off;
+    let cjk = is_cjk(c);
+    let cost = if cjk {
+      1
+    } else if c.is_alphanumeric() {
+      usize::from(word % 8 == 0)
+    } else {
+      usize::from(!c.is_whitespace())
+    };
+    if tokens + cost > max && i > from {
+      let cut = boundary.filter(|b| *b > from).unwrap_or(i);
+      out.push((from, cut));
+      from = cut;
+      tokens = estimate_tokens(&body[from..i]);
+      word = body[from..i].chars().rev().take_while(|c| c.is_alphanumeric() && !is_cjk(*c)).count();
+      boundary = None;
+      if tokens + cost > max && i > from {
+        out.push((from, i));
+        (from, tokens, word) = (i, 0, 0);
+      }
     }
+    if cjk || c.is_whitespace() {
+      boundary = Some(i);
+    }
+    tokens += cost;
+    word = if c.is_alphanumeric() && !cjk { word + 1 } else { 0 };
+  }
+  if from < end {
+    out.push((from, end));
   }
   out
 }
@@ -279,7 +308,15 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
       }
       cur.clear();
     };
-    for &(a, b) in inner {
+    // A code line longer than the budget (minified code, a data blob) is cut inside the line.
+    let units = inner.iter().flat_map(|&(a, b)| {
+      if estimate_tokens(&body[a..b]) > budget {
+        split_words(body, a, b, budget)
+      } else {
+        vec![(a, b)]
+      }
+    });
+    for (a, b) in units {
       let t = estimate_tokens(&body[a..b]);
       if cur_tokens + t > budget && !cur.is_empty() {
         flush(&mut cur, &mut out);
@@ -592,6 +629,48 @@ mod tests {
     for s in &page.sections {
       assert!(estimate_tokens(&s.plain) <= SECTION_MAX_TOKENS + 8);
     }
+  }
+
+  #[test]
+  fn over_long_words_and_code_lines_are_cut_to_the_window() {
+    let cfg = ChunkConfig::default();
+    let blob: String = (0..20_000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let long_punct = "-".repeat(5_000);
+    let cjk = "卡片盒笔记法".repeat(300);
+    for body in [
+      format!("{blob} tail"),
+      format!("```\n{blob}\n```\n"),
+      format!("Intro.\n\n```js\nshort();\n{blob}\nend();\n```\n"),
+      long_punct.clone(),
+      format!("{cjk}{blob}"),
+    ] {
+      let page = chunk_page("T", &body, 1, &cfg);
+      for c in &page.chunks {
+        assert!(estimate_tokens(&c.text) <= cfg.max_tokens, "{} tokens", estimate_tokens(&c.text));
+      }
+      // Nothing is lost: the blob's characters all reach some chunk.
+      let total: usize =
+        page.chunks.iter().map(|c| c.text.matches(|ch: char| ch.is_alphanumeric()).count()).sum();
+      assert!(total >= body.matches(|ch: char| ch.is_alphanumeric()).count(), "characters lost");
+    }
+    let code = chunk_page("T", &format!("```js\n{blob}\n```\n"), 1, &cfg).chunks;
+    assert!(
+      code.len() > 5 && code.iter().all(|c| c.text.starts_with("```js\n") && c.text.ends_with("\n```"))
+    );
+  }
+
+  #[test]
+  fn split_words_prefers_whitespace_and_respects_char_boundaries() {
+    let text = "alpha beta gamma delta";
+    let cuts = split_words(text, 0, text.len(), 2);
+    assert_eq!(
+      cuts.iter().map(|&(a, b)| &text[a..b]).collect::<Vec<_>>(),
+      vec!["alpha beta", " gamma delta"]
+    );
+    let word = "é".repeat(40); // one 40-character word: 5 tokens
+    let cuts = split_words(&word, 0, word.len(), 2);
+    assert!(cuts.iter().all(|&(a, b)| estimate_tokens(&word[a..b]) <= 2 && word.is_char_boundary(a)));
+    assert_eq!(cuts.iter().map(|&(a, b)| b - a).sum::<usize>(), word.len());
   }
 
   #[test]
