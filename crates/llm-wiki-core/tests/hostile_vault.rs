@@ -373,6 +373,8 @@ fn reindex_memory_is_bounded_on_the_largest_pages() {
   let line: String = (0..16_000).map(|i| format!("w{i} ")).collect();
   write(&p.wiki.join("line.md"), page_text("Line", &line));
 
+  // Reaped by wait4 below (which also reports the child's peak RSS), not by Child::wait.
+  #[allow(clippy::zombie_processes)]
   let child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-wiki-retrieval"))
     .args(["index", p.root.to_str().unwrap(), "--component", "lexical", "--json"])
     .stdout(std::process::Stdio::piped())
