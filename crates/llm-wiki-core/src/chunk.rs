@@ -8,7 +8,7 @@
 //! line range, and a stable id: the hash of prefix + text, so unchanged chunks keep their id (and
 //! their embedding) across edits elsewhere in the page.
 
-use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 use sha2::{Digest, Sha256};
 
 /// Separator between the title and heading levels in a chunk prefix.
@@ -136,7 +136,9 @@ fn top_level_blocks(body: &str) -> Vec<Block> {
         if depth == 0 {
           match tag {
             Tag::Heading { level, .. } => heading = Some((level as usize, range.start, String::new())),
-            Tag::CodeBlock(_) => {
+            // Only a fenced block has fence lines to repeat around its parts; an indented one is
+            // split by lines like prose.
+            Tag::CodeBlock(CodeBlockKind::Fenced(_)) => {
               blocks.push(Block::Content { kind: BlockKind::Code, start: range.start, end: range.end })
             }
             _ => blocks.push(Block::Content { kind: BlockKind::Other, start: range.start, end: range.end }),
@@ -657,6 +659,22 @@ mod tests {
     assert!(
       code.len() > 5 && code.iter().all(|c| c.text.starts_with("```js\n") && c.text.ends_with("\n```"))
     );
+  }
+
+  #[test]
+  fn indented_code_is_not_refenced_with_its_first_line() {
+    // Found by fuzzing: the first line of an indented code block was taken for a fence and
+    // repeated in every part (and the part's line range did not contain it).
+    let code: String = (0..40).map(|i| format!("    let variable_{i} = compute({i});\n")).collect();
+    let body = format!("Intro.\n\n{code}");
+    let c = chunk_page("T", &body, 1, &ChunkConfig { max_tokens: 40, overlap_tokens: 0 }).chunks;
+    assert!(c.len() > 3);
+    assert_eq!(c.iter().filter(|ch| ch.text.contains("variable_0 ")).count(), 1, "{c:#?}");
+    for ch in &c {
+      let first = ch.text.lines().next().unwrap().trim();
+      let line = body.lines().nth(ch.line_start as usize - 1).unwrap();
+      assert!(line.contains(first), "chunk starts with {first:?} but its range starts at {line:?}");
+    }
   }
 
   #[test]

@@ -284,10 +284,10 @@ fn render(
   let _ = writeln!(md, "# Concurrency soak\n");
   let _ = writeln!(
     md,
-    "Command: `llm-wiki-retrieval reliability soak --source {} --pages {} --seconds {} --seed {} --edits {}`, {}.\n",
+    "Command: `llm-wiki-retrieval reliability soak --source {} --pages {} --minutes {} --seed {} --edits {}`, {}.\n",
     opts.source.display(),
     opts.pages,
-    opts.seconds,
+    opts.seconds as f64 / 60.0,
     opts.seed,
     opts.edits,
     crate::fsutil::now_iso()
