@@ -288,47 +288,19 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
   }
   let lines = line_ranges(body, start, end);
   if kind == BlockKind::Code && lines.len() >= 2 {
-    let fence_open = body[lines[0].0..lines[0].1].trim_end().to_string();
+    let open_line = body[lines[0].0..lines[0].1].trim_end().to_string();
     let last = lines[lines.len() - 1];
     let closing = body[last.0..last.1].trim();
     let has_close = closing.starts_with("```") || closing.starts_with("~~~");
-    let fence_close = if has_close {
-      closing.to_string()
-    } else {
-      fence_open.chars().take_while(|c| *c == '`' || *c == '~').collect()
-    };
-    let inner = if has_close { &lines[1..lines.len() - 1] } else { &lines[1..] };
-    let budget = max.saturating_sub(estimate_tokens(&fence_open) + estimate_tokens(&fence_close)).max(8);
-    let mut out = Vec::new();
-    let mut cur: Vec<(usize, usize)> = Vec::new();
-    let mut cur_tokens = 0;
-    let flush = |cur: &mut Vec<(usize, usize)>, out: &mut Vec<Piece>| {
-      if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
-        let code = body[f.0..l.1].trim_end_matches('\n');
-        let text = format!("{fence_open}\n{code}\n{fence_close}");
-        out.push(Piece { start: f.0, end: l.1, tokens: estimate_tokens(&text), text });
-      }
-      cur.clear();
-    };
-    // A code line longer than the budget (minified code, a data blob) is cut inside the line.
-    let units = inner.iter().flat_map(|&(a, b)| {
-      if estimate_tokens(&body[a..b]) > budget {
-        split_words(body, a, b, budget)
-      } else {
-        vec![(a, b)]
-      }
-    });
-    for (a, b) in units {
-      let t = estimate_tokens(&body[a..b]);
-      if cur_tokens + t > budget && !cur.is_empty() {
-        flush(&mut cur, &mut out);
-        cur_tokens = 0;
-      }
-      cur.push((a, b));
-      cur_tokens += t;
+    let marker: String = open_line.trim_start().chars().take_while(|c| *c == '`' || *c == '~').collect();
+    let close_line = if has_close { closing.to_string() } else { marker.clone() };
+    // Every part repeats the fences: the original lines when they leave room for code, else the
+    // bare marker (a long info string), else none (the block is split like prose).
+    let fits = |(o, c): &(String, String)| estimate_tokens(o) + estimate_tokens(c) + 8 <= max;
+    let fences = [(open_line, close_line), (marker.clone(), marker)].into_iter().find(fits);
+    if let Some((fence_open, fence_close)) = fences {
+      return fenced_pieces(body, &lines, has_close, &fence_open, &fence_close, max);
     }
-    flush(&mut cur, &mut out);
-    return out;
   }
   let mut out = Vec::new();
   for (a, b) in lines {
@@ -342,6 +314,50 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
       out.extend(split_line(body, a, b, max));
     }
   }
+  out
+}
+
+/// Parts of a fenced code block (`lines`, fences included), each re-fenced with `fence_open` /
+/// `fence_close`, which leave room for at least 8 tokens of code in `max`.
+fn fenced_pieces(
+  body: &str,
+  lines: &[(usize, usize)],
+  has_close: bool,
+  fence_open: &str,
+  fence_close: &str,
+  max: usize,
+) -> Vec<Piece> {
+  let inner = if has_close { &lines[1..lines.len() - 1] } else { &lines[1..] };
+  let budget = max.saturating_sub(estimate_tokens(fence_open) + estimate_tokens(fence_close)).max(8);
+  let mut out = Vec::new();
+  let mut cur: Vec<(usize, usize)> = Vec::new();
+  let mut cur_tokens = 0;
+  let flush = |cur: &mut Vec<(usize, usize)>, out: &mut Vec<Piece>| {
+    if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
+      let code = body[f.0..l.1].trim_end_matches('\n');
+      let text = format!("{fence_open}\n{code}\n{fence_close}");
+      out.push(Piece { start: f.0, end: l.1, tokens: estimate_tokens(&text), text });
+    }
+    cur.clear();
+  };
+  // A code line longer than the budget (minified code, a data blob) is cut inside the line.
+  let units = inner.iter().flat_map(|&(a, b)| {
+    if estimate_tokens(&body[a..b]) > budget {
+      split_words(body, a, b, budget)
+    } else {
+      vec![(a, b)]
+    }
+  });
+  for (a, b) in units {
+    let t = estimate_tokens(&body[a..b]);
+    if cur_tokens + t > budget && !cur.is_empty() {
+      flush(&mut cur, &mut out);
+      cur_tokens = 0;
+    }
+    cur.push((a, b));
+    cur_tokens += t;
+  }
+  flush(&mut cur, &mut out);
   out
 }
 
@@ -675,6 +691,25 @@ mod tests {
       let line = body.lines().nth(ch.line_start as usize - 1).unwrap();
       assert!(line.contains(first), "chunk starts with {first:?} but its range starts at {line:?}");
     }
+  }
+
+  #[test]
+  fn long_fence_lines_are_repeated_as_bare_markers_or_not_at_all() {
+    // Found by fuzzing: a fence line with a long info string was repeated in every part and
+    // pushed each part past the window.
+    let cfg = ChunkConfig { max_tokens: 32, overlap_tokens: 0 };
+    let code: String = (0..20).map(|i| format!("x{i} = {i};\n")).collect();
+    let info = "rust ".to_string() + &"attr,".repeat(20);
+    let c = chunk_page("T", &format!("```{info}\n{code}```\n"), 1, &cfg).chunks;
+    assert!(c.len() > 1);
+    for ch in &c {
+      assert!(estimate_tokens(&ch.text) <= 32, "{}", ch.text);
+      assert!(ch.text.starts_with("```\n") && ch.text.ends_with("\n```"), "{}", ch.text);
+    }
+    // A fence too long even as a bare marker: the block is split like prose.
+    let ticks = "`".repeat(30);
+    let c = chunk_page("T", &format!("{ticks}\n{code}{ticks}\n"), 1, &cfg).chunks;
+    assert!(c.iter().all(|ch| estimate_tokens(&ch.text) <= 32));
   }
 
   #[test]
