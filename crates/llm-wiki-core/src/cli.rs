@@ -106,63 +106,79 @@ enum Command {
   },
 }
 
+/// Arguments every reliability harness takes.
+#[derive(Args, Debug)]
+struct HarnessArgs {
+  /// A BEIR-style directory (e.g. SciFact) or a vault root; copied to a temporary directory.
+  #[arg(long)]
+  source: PathBuf,
+  #[arg(long, default_value_t = 1)]
+  seed: u64,
+  /// The llm-wiki-retrieval binary to run as children (default: this executable).
+  #[arg(long)]
+  bin: Option<PathBuf>,
+  /// Keep the temporary vault (its path is printed).
+  #[arg(long)]
+  keep_temp: bool,
+  /// Where the temporary vault goes (default: the system temp directory).
+  #[arg(long, value_name = "DIR")]
+  temp_dir: Option<PathBuf>,
+}
+
+impl HarnessArgs {
+  fn options(self, pages: usize, edits: usize, out: PathBuf) -> crate::eval::reliability::HarnessOptions {
+    crate::eval::reliability::HarnessOptions {
+      source: self.source,
+      pages,
+      seed: self.seed,
+      edits,
+      bin: self.bin,
+      out,
+      temp_root: self.temp_dir,
+      keep_temp: self.keep_temp,
+    }
+  }
+}
+
 #[derive(Subcommand, Debug)]
 enum ReliabilityCommand {
   /// SIGKILL a child `index` at random moments (lexical and vector phase, forced and
   /// incremental runs) and check the store after every kill.
   Crash {
-    /// A BEIR-style directory (e.g. SciFact) or a vault root; copied to a temporary directory.
-    #[arg(long)]
-    source: PathBuf,
+    #[command(flatten)]
+    harness: HarnessArgs,
     /// Pages kept from the source, in id order (0 = all). Forced vector kills re-embed every
     /// chunk, so the run time grows with this.
     #[arg(long, default_value_t = 500)]
     pages: usize,
     #[arg(long, default_value_t = 200)]
     kills: usize,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
     /// Pages revised before every run.
     #[arg(long, default_value_t = 20)]
     edits: usize,
-    /// The llm-wiki-retrieval binary to run as the child (default: this executable).
-    #[arg(long)]
-    bin: Option<PathBuf>,
     /// Markdown report (the JSON is written next to it).
     #[arg(long, default_value = "bench-results/reliability/crash.md")]
     out: PathBuf,
     /// Seconds a recovery reindex may take before it counts as hung.
     #[arg(long, default_value_t = 1800)]
     recovery_timeout: u64,
-    #[arg(long)]
-    keep_temp: bool,
-    #[arg(long, value_name = "DIR")]
-    temp_dir: Option<PathBuf>,
   },
   /// Two processes reindexing (incremental with edits / forced) and recalling one vault.
   Soak {
-    /// A BEIR-style directory (e.g. SciFact) or a vault root; copied to a temporary directory.
-    #[arg(long)]
-    source: PathBuf,
+    #[command(flatten)]
+    harness: HarnessArgs,
     /// Pages kept from the source, in id order (0 = all).
     #[arg(long, default_value_t = 1000)]
     pages: usize,
     /// Duration in minutes.
     #[arg(long, default_value_t = 3.0)]
     minutes: f64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
     /// Pages revised before every incremental run.
     #[arg(long, default_value_t = 10)]
     edits: usize,
-    #[arg(long)]
-    bin: Option<PathBuf>,
+    /// Markdown report (the JSON is written next to it).
     #[arg(long, default_value = "bench-results/reliability/soak.md")]
     out: PathBuf,
-    #[arg(long)]
-    keep_temp: bool,
-    #[arg(long, value_name = "DIR")]
-    temp_dir: Option<PathBuf>,
   },
   /// One worker process of `soak` (started by it).
   #[command(hide = true)]
@@ -180,42 +196,17 @@ enum ReliabilityCommand {
 fn run_reliability(cmd: ReliabilityCommand, out: &mut impl Write) -> Result<()> {
   use crate::eval::reliability::{crash, soak};
   let files = match cmd {
-    ReliabilityCommand::Crash {
-      source,
-      pages,
-      kills,
-      seed,
-      edits,
-      bin,
-      out,
-      recovery_timeout,
-      keep_temp,
-      temp_dir,
-    } => crash::run_crash(&crash::CrashOptions {
-      source,
-      pages,
-      kills,
-      seed,
-      edits,
-      bin,
-      out,
-      temp_root: temp_dir,
-      keep_temp,
-      recovery_timeout: std::time::Duration::from_secs(recovery_timeout),
-    })?,
-    ReliabilityCommand::Soak { source, pages, minutes, seed, edits, bin, out, keep_temp, temp_dir } => {
-      soak::run_soak(&soak::SoakOptions {
-        source,
-        pages,
-        seconds: (minutes * 60.0).round().max(1.0) as u64,
-        seed,
-        edits,
-        bin,
-        out,
-        temp_root: temp_dir,
-        keep_temp,
+    ReliabilityCommand::Crash { harness, pages, kills, edits, out, recovery_timeout } => {
+      crash::run_crash(&crash::CrashOptions {
+        harness: harness.options(pages, edits, out),
+        kills,
+        recovery_timeout: std::time::Duration::from_secs(recovery_timeout),
       })?
     }
+    ReliabilityCommand::Soak { harness, pages, minutes, edits, out } => soak::run_soak(&soak::SoakOptions {
+      harness: harness.options(pages, edits, out),
+      seconds: (minutes * 60.0).round().max(1.0) as u64,
+    })?,
     ReliabilityCommand::SoakWorker { vault, plan, role, out } => {
       let root = std::path::absolute(&vault).map_err(|e| Error::io("resolve", &vault, e))?;
       soak::run_soak_worker(&root, &plan, soak::Role::parse(&role)?, &out)?;

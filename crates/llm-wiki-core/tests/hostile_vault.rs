@@ -400,19 +400,17 @@ fn reindex_memory_is_bounded_on_the_largest_pages() {
 /// `scripts/fetch_models.py` (`.models/` or `LLM_WIKI_MODELS_DIR`).
 #[test]
 fn pages_with_nfd_file_names_get_vectors() {
-  let root = std::env::var_os("LLM_WIKI_MODELS_DIR")
-    .map(PathBuf::from)
-    .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.models"));
-  assert!(
-    root.join("runtime/runtime.json").is_file(),
-    "model root {} missing: run scripts/fetch_models.py",
-    root.display()
-  );
+  // The repository's model root first; LLM_WIKI_MODELS_DIR and the user cache follow.
   llm_wiki_core::models::configure(llm_wiki_core::models::ModelConfig {
-    model_roots: vec![root],
+    model_roots: vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.models")],
     threads: 1,
     ..Default::default()
   });
+  let config = llm_wiki_core::models::effective_config();
+  assert!(
+    llm_wiki_core::models::embed_model_id(&config).is_some(),
+    "no embedding model: run scripts/fetch_models.py"
+  );
   let (_t, p) = vault();
   write(&p.wiki.join("nai\u{308}ve.md"), page_text("Naive", "A page whose file name is decomposed."));
   write(&p.wiki.join("plain.md"), page_text("Plain", "An ordinary page."));

@@ -26,7 +26,8 @@ use serde_json::json;
 
 use super::{
   check_page_set, index_command, known_queries, percentile, prepare_vault, recall_check, require_embedder,
-  resolve_bin, say, sleep_until, split_mutable, write_report, Editor, RecallCheck, RunningIndex,
+  resolve_bin, say, sleep_until, split_mutable, write_report, Editor, HarnessOptions, RecallCheck,
+  RunningIndex,
 };
 use crate::error::{Error, Result};
 use crate::eval::bench::machine_context;
@@ -37,20 +38,8 @@ use crate::store::status::{read_index_status, IndexState};
 /// Options of `reliability crash`.
 #[derive(Debug, Clone)]
 pub struct CrashOptions {
-  /// BEIR-style directory (e.g. SciFact) or a vault root.
-  pub source: PathBuf,
-  /// Pages kept from the source (0 = all).
-  pub pages: usize,
+  pub harness: HarnessOptions,
   pub kills: usize,
-  pub seed: u64,
-  /// Pages revised before every run.
-  pub edits: usize,
-  /// The CLI binary (default: this executable).
-  pub bin: Option<PathBuf>,
-  /// Markdown report (its JSON goes next to it).
-  pub out: PathBuf,
-  pub temp_root: Option<PathBuf>,
-  pub keep_temp: bool,
   /// Longest a recovery reindex may take before it counts as hung.
   pub recovery_timeout: Duration,
 }
@@ -119,7 +108,8 @@ pub struct KillRecord {
 }
 
 /// Run the crash-injection harness and write its report.
-pub fn run_crash(opts: &CrashOptions) -> Result<Vec<PathBuf>> {
+pub fn run_crash(crash: &CrashOptions) -> Result<Vec<PathBuf>> {
+  let opts = &crash.harness;
   let bin = resolve_bin(opts.bin.as_deref())?;
   let embed_model = require_embedder()?;
   let vault = prepare_vault(&opts.source, opts.pages, opts.temp_root.as_deref(), "crash", opts.keep_temp)?;
@@ -144,7 +134,7 @@ pub fn run_crash(opts: &CrashOptions) -> Result<Vec<PathBuf>> {
   let mut records: Vec<KillRecord> = Vec::new();
   let mut misses: BTreeMap<Cell, usize> = BTreeMap::new();
   let mut attempt = 0usize;
-  while records.len() < opts.kills && attempt < opts.kills * 4 {
+  while records.len() < crash.kills && attempt < crash.kills * 4 {
     let cell = Cell::ALL[records.len() % 4];
     let seed = derive_seed(opts.seed, 2, attempt as u64);
     let mut rng = Rng::new(seed);
@@ -173,7 +163,7 @@ pub fn run_crash(opts: &CrashOptions) -> Result<Vec<PathBuf>> {
     };
     let kill_ms = child.started.elapsed().as_secs_f64() * 1000.0;
     let stage = child.last_stage();
-    let end = child.finish(opts.recovery_timeout);
+    let end = child.finish(crash.recovery_timeout);
     if !killed {
       *misses.entry(cell).or_default() += 1;
       if !end.success {
@@ -183,11 +173,11 @@ pub fn run_crash(opts: &CrashOptions) -> Result<Vec<PathBuf>> {
     }
     let iteration = records.len();
     let record =
-      after_kill(&bin, &paths, opts, iteration, seed, cell, kill_ms, stage, &edits, &queries, &embed_model);
+      after_kill(&bin, &paths, crash, iteration, seed, cell, kill_ms, stage, &edits, &queries, &embed_model);
     say(format!(
       "kill {}/{} [{}] at {:.0} ms in {}: status {}, recovery {} ({:.0} ms){}",
       iteration + 1,
-      opts.kills,
+      crash.kills,
       cell.label(),
       record.kill_ms,
       record.stage,
@@ -202,11 +192,11 @@ pub fn run_crash(opts: &CrashOptions) -> Result<Vec<PathBuf>> {
     ));
     records.push(record);
   }
-  let report = render(opts, &bin, &vault.ids.len(), forced, incremental, &records, &misses, attempt);
+  let report = render(crash, &bin, &vault.ids.len(), forced, incremental, &records, &misses, attempt);
   let json = json!({
     "schema": "llm-wiki-reliability-crash/1",
     "context": machine_context(),
-    "options": { "source": opts.source, "pages": vault.ids.len(), "kills": opts.kills, "seed": opts.seed, "edits": opts.edits },
+    "options": { "source": opts.source, "pages": vault.ids.len(), "kills": crash.kills, "seed": opts.seed, "edits": opts.edits },
     "calibration": { "forced": forced, "incremental": incremental },
     "attempts": attempt,
     "misses": misses.iter().map(|(c, n)| (format!("{c:?}"), *n)).collect::<BTreeMap<_, _>>(),
@@ -242,7 +232,7 @@ fn calibrate(bin: &Path, paths: &crate::vault::VaultPaths, force: bool) -> Resul
 fn after_kill(
   bin: &Path,
   paths: &crate::vault::VaultPaths,
-  opts: &CrashOptions,
+  crash: &CrashOptions,
   iteration: usize,
   seed: u64,
   cell: Cell,
@@ -271,7 +261,7 @@ fn after_kill(
   match RunningIndex::spawn(index_command(bin, paths, false)) {
     Err(e) => failures.push(format!("recovery could not start: {e}")),
     Ok(run) => {
-      let end = run.finish(opts.recovery_timeout);
+      let end = run.finish(crash.recovery_timeout);
       recovery_ms = end.elapsed.as_secs_f64() * 1000.0;
       let result: Option<serde_json::Value> = serde_json::from_str(&end.stdout).ok();
       let ok = result.as_ref().and_then(|r| r["ok"].as_bool()).unwrap_or(false);
@@ -380,7 +370,7 @@ fn child_recall(bin: &Path, paths: &crate::vault::VaultPaths, query: &str, expec
 
 #[allow(clippy::too_many_arguments)]
 fn render(
-  opts: &CrashOptions,
+  crash: &CrashOptions,
   bin: &Path,
   pages: &usize,
   forced: Timing,
@@ -389,6 +379,7 @@ fn render(
   misses: &BTreeMap<Cell, usize>,
   attempts: usize,
 ) -> String {
+  let opts = &crash.harness;
   let mut md = String::new();
   let failed: Vec<&KillRecord> = records.iter().filter(|r| !r.failures.is_empty()).collect();
   let _ = writeln!(md, "# Crash injection\n");
@@ -398,7 +389,7 @@ fn render(
      (binary `{}`), {}.\n",
     opts.source.display(),
     opts.pages,
-    opts.kills,
+    crash.kills,
     opts.seed,
     opts.edits,
     bin.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),

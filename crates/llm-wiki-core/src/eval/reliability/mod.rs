@@ -30,6 +30,24 @@ use crate::store::manifest::sha256_hex;
 use crate::store::StoreLayout;
 use crate::vault::{discover_pages, VaultPaths};
 
+/// Settings shared by the harnesses.
+#[derive(Debug, Clone)]
+pub struct HarnessOptions {
+  /// BEIR-style directory (e.g. SciFact) or a vault root.
+  pub source: PathBuf,
+  /// Pages kept from the source (0 = all).
+  pub pages: usize,
+  pub seed: u64,
+  /// Pages revised before every (incremental) run.
+  pub edits: usize,
+  /// The CLI binary to run as children (default: this executable).
+  pub bin: Option<PathBuf>,
+  /// Markdown report (its JSON goes next to it).
+  pub out: PathBuf,
+  pub temp_root: Option<PathBuf>,
+  pub keep_temp: bool,
+}
+
 /// A harness's copy of the source vault.
 pub struct HarnessVault {
   /// Removed on drop unless kept.

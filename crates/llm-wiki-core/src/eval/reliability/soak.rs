@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::{
   check_page_set, index_command, known_queries, percentile, prepare_vault, recall_check, require_embedder,
-  resolve_bin, say, split_mutable, write_report, Editor, RecallCheck, RunningIndex,
+  resolve_bin, say, split_mutable, write_report, Editor, HarnessOptions, RecallCheck, RunningIndex,
 };
 use crate::error::{Error, Result};
 use crate::eval::bench::machine_context;
@@ -38,17 +38,8 @@ use crate::vault::VaultPaths;
 /// Options of `reliability soak`.
 #[derive(Debug, Clone)]
 pub struct SoakOptions {
-  pub source: PathBuf,
-  /// Pages kept from the source (0 = all).
-  pub pages: usize,
+  pub harness: HarnessOptions,
   pub seconds: u64,
-  pub seed: u64,
-  /// Pages revised before every incremental run.
-  pub edits: usize,
-  pub bin: Option<PathBuf>,
-  pub out: PathBuf,
-  pub temp_root: Option<PathBuf>,
-  pub keep_temp: bool,
 }
 
 /// What a worker does besides recalling.
@@ -105,7 +96,8 @@ pub struct WorkerReport {
 }
 
 /// Run the soak: prepare the vault, index it, run both workers, check the end state, report.
-pub fn run_soak(opts: &SoakOptions) -> Result<Vec<PathBuf>> {
+pub fn run_soak(soak: &SoakOptions) -> Result<Vec<PathBuf>> {
+  let opts = &soak.harness;
   let bin = resolve_bin(opts.bin.as_deref())?;
   require_embedder()?;
   let vault = prepare_vault(&opts.source, opts.pages, opts.temp_root.as_deref(), "soak", opts.keep_temp)?;
@@ -118,11 +110,11 @@ pub fn run_soak(opts: &SoakOptions) -> Result<Vec<PathBuf>> {
   let (mutable, stable) = split_mutable(&vault.ids);
   let queries = known_queries(&paths, &stable, 20)?;
   let plan =
-    SoakPlan { seconds: opts.seconds, seed: opts.seed, edits: opts.edits, mutable, queries: queries.clone() };
+    SoakPlan { seconds: soak.seconds, seed: opts.seed, edits: opts.edits, mutable, queries: queries.clone() };
   let plan_file = vault.temp.path().join("soak-plan.json");
   crate::fsutil::write_json(&plan_file, &plan)?;
 
-  say(format!("two workers for {} s", opts.seconds));
+  say(format!("two workers for {} s", soak.seconds));
   let mut workers = Vec::new();
   for role in ["incremental", "forced"] {
     let report = vault.temp.path().join(format!("soak-{role}.json"));
@@ -171,11 +163,11 @@ pub fn run_soak(opts: &SoakOptions) -> Result<Vec<PathBuf>> {
       failures.push(format!("final recall of {q:?}: {}", r.label()));
     }
   }
-  let md = render(opts, vault.ids.len(), &reports, &failures, &pages.summary());
+  let md = render(soak, vault.ids.len(), &reports, &failures, &pages.summary());
   let json = json!({
     "schema": "llm-wiki-reliability-soak/1",
     "context": machine_context(),
-    "options": { "source": opts.source, "pages": vault.ids.len(), "seconds": opts.seconds, "seed": opts.seed, "edits": opts.edits },
+    "options": { "source": opts.source, "pages": vault.ids.len(), "seconds": soak.seconds, "seed": opts.seed, "edits": opts.edits },
     "workers": reports,
     "endState": { "failures": failures, "pages": pages },
   });
@@ -274,12 +266,13 @@ pub fn run_soak_worker(root: &Path, plan_file: &Path, role: Role, out: &Path) ->
 }
 
 fn render(
-  opts: &SoakOptions,
+  soak: &SoakOptions,
   pages: usize,
   reports: &[WorkerReport],
   failures: &[String],
   pages_summary: &str,
 ) -> String {
+  let opts = &soak.harness;
   let mut md = String::new();
   let _ = writeln!(md, "# Concurrency soak\n");
   let _ = writeln!(
@@ -287,12 +280,12 @@ fn render(
     "Command: `llm-wiki-retrieval reliability soak --source {} --pages {} --minutes {} --seed {} --edits {}`, {}.\n",
     opts.source.display(),
     opts.pages,
-    opts.seconds as f64 / 60.0,
+    soak.seconds as f64 / 60.0,
     opts.seed,
     opts.edits,
     crate::fsutil::now_iso()
   );
-  let _ = writeln!(md, "Vault: {pages} pages; two worker processes for {} s.\n", opts.seconds);
+  let _ = writeln!(md, "Vault: {pages} pages; two worker processes for {} s.\n", soak.seconds);
   let _ = writeln!(md, "| worker | reindex runs | ok | busy | errors | reindex p50 / max ms | edits | recalls | hits | misses | empty | recall errors | recall p50 / p99 / max ms |");
   let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
   let fmt_map = |m: &BTreeMap<String, u64>| {
