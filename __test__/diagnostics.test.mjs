@@ -1,5 +1,6 @@
 // Malformed pages are excluded from the index with a warning carrying the contract's exact
-// diagnostic code and the page's path relative to wiki/; reserved names and symlinks are skipped.
+// diagnostic code and the page's path relative to wiki/; reserved names are skipped, symlinks are
+// skipped with a warning (link_path_escape / page_symlink_skipped, docs/RELIABILITY.md).
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -75,7 +76,8 @@ describe('malformed pages', () => {
     // Not Markdown.
     pages['concepts/notes.txt'] = page({ title: 'Text', body: 'zxtxtvor' })
     const v = makeVault(path.join(base, 'v'), { pages })
-    // A symlinked page (even to a valid page inside the vault) is skipped without a warning.
+    // A symlinked page (even to a valid page inside the vault) is not followed, with a warning:
+    // link_path_escape when it points outside the vault, page_symlink_skipped otherwise.
     const outside = path.join(base, 'outside.md')
     fs.writeFileSync(outside, page({ title: 'Outside', body: 'zxoutsidevor' }))
     fs.symlinkSync(outside, path.join(v.wiki, 'concepts', 'link-out.md'))
@@ -88,7 +90,12 @@ describe('malformed pages', () => {
       .filter((w) => w.code !== 'vectors_unavailable')
       .map((w) => [w.code, w.path])
       .sort()
-    const want = [...MALFORMED.map(([code, rel]) => [code, rel]), ['concept_identity_collision', 'concepts/foo.md']].sort()
+    const want = [
+      ...MALFORMED.map(([code, rel]) => [code, rel]),
+      ['concept_identity_collision', 'concepts/foo.md'],
+      ['link_path_escape', 'concepts/link-out.md'],
+      ['page_symlink_skipped', 'concepts/link-in.md'],
+    ].sort()
     assert.deepEqual(got, want)
     for (const w of r.warnings) assert.ok(w.message.length > 0)
 

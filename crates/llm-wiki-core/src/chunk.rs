@@ -8,7 +8,7 @@
 //! line range, and a stable id: the hash of prefix + text, so unchanged chunks keep their id (and
 //! their embedding) across edits elsewhere in the page.
 
-use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 use sha2::{Digest, Sha256};
 
 /// Separator between the title and heading levels in a chunk prefix.
@@ -136,7 +136,9 @@ fn top_level_blocks(body: &str) -> Vec<Block> {
         if depth == 0 {
           match tag {
             Tag::Heading { level, .. } => heading = Some((level as usize, range.start, String::new())),
-            Tag::CodeBlock(_) => {
+            // Only a fenced block has fence lines to repeat around its parts; an indented one is
+            // split by lines like prose.
+            Tag::CodeBlock(CodeBlockKind::Fenced(_)) => {
               blocks.push(Block::Content { kind: BlockKind::Code, start: range.start, end: range.end })
             }
             _ => blocks.push(Block::Content { kind: BlockKind::Other, start: range.start, end: range.end }),
@@ -224,27 +226,56 @@ fn split_line(body: &str, start: usize, end: usize, max: usize) -> Vec<Piece> {
       out.push(p);
       continue;
     }
-    // Word-level split of a sentence longer than a chunk.
-    let mut s = a;
-    let mut acc = 0;
-    for (i, c) in body[a..b].char_indices() {
-      let boundary = c.is_whitespace() || is_cjk(c);
-      if boundary && acc >= max {
-        out.push(piece(body, s, a + i));
-        s = a + i;
-        acc = 0;
-      }
-      if c.is_alphanumeric() || is_cjk(c) {
-        acc += 1;
-      }
-      // Roughly tokens: count words by their first char is overkill; chars/5 approximates.
-      if !c.is_whitespace() && !c.is_alphanumeric() {
-        acc += 1;
+    // A sentence longer than a chunk: word-level pieces of about a quarter chunk, so that
+    // consecutive chunks can still overlap by whole pieces.
+    for (s, e) in split_words(body, a, b, (max / 4).max(8)) {
+      if !body[s..e].trim().is_empty() {
+        out.push(piece(body, s, e));
       }
     }
-    if s < b && !body[s..b].trim().is_empty() {
-      out.push(piece(body, s, b));
+  }
+  out
+}
+
+/// Cut `[start, end)` into ranges of at most `max` estimated tokens ([`estimate_tokens`]): before
+/// whitespace or a CJK character when the range has one, inside an over-long word (a pasted
+/// blob, a minified line) otherwise, always at a character boundary.
+fn split_words(body: &str, start: usize, end: usize, max: usize) -> Vec<(usize, usize)> {
+  let mut out = Vec::new();
+  let mut from = start;
+  let mut tokens = 0; // estimate of body[from..i]
+  let mut word = 0; // length of the word run ending at i
+  let mut boundary: Option<usize> = None; // latest cut point after `from`
+  for (off, c) in body[start..end].char_indices() {
+    let i = start + off;
+    let cjk = is_cjk(c);
+    let cost = if cjk {
+      1
+    } else if c.is_alphanumeric() {
+      usize::from(word % 8 == 0)
+    } else {
+      usize::from(!c.is_whitespace())
+    };
+    if tokens + cost > max && i > from {
+      let cut = boundary.filter(|b| *b > from).unwrap_or(i);
+      out.push((from, cut));
+      from = cut;
+      tokens = estimate_tokens(&body[from..i]);
+      word = body[from..i].chars().rev().take_while(|c| c.is_alphanumeric() && !is_cjk(*c)).count();
+      boundary = None;
+      if tokens + cost > max && i > from {
+        out.push((from, i));
+        (from, tokens, word) = (i, 0, 0);
+      }
     }
+    if cjk || c.is_whitespace() {
+      boundary = Some(i);
+    }
+    tokens += cost;
+    word = if c.is_alphanumeric() && !cjk { word + 1 } else { 0 };
+  }
+  if from < end {
+    out.push((from, end));
   }
   out
 }
@@ -257,39 +288,19 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
   }
   let lines = line_ranges(body, start, end);
   if kind == BlockKind::Code && lines.len() >= 2 {
-    let fence_open = body[lines[0].0..lines[0].1].trim_end().to_string();
+    let open_line = body[lines[0].0..lines[0].1].trim_end().to_string();
     let last = lines[lines.len() - 1];
     let closing = body[last.0..last.1].trim();
     let has_close = closing.starts_with("```") || closing.starts_with("~~~");
-    let fence_close = if has_close {
-      closing.to_string()
-    } else {
-      fence_open.chars().take_while(|c| *c == '`' || *c == '~').collect()
-    };
-    let inner = if has_close { &lines[1..lines.len() - 1] } else { &lines[1..] };
-    let budget = max.saturating_sub(estimate_tokens(&fence_open) + estimate_tokens(&fence_close)).max(8);
-    let mut out = Vec::new();
-    let mut cur: Vec<(usize, usize)> = Vec::new();
-    let mut cur_tokens = 0;
-    let flush = |cur: &mut Vec<(usize, usize)>, out: &mut Vec<Piece>| {
-      if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
-        let code = body[f.0..l.1].trim_end_matches('\n');
-        let text = format!("{fence_open}\n{code}\n{fence_close}");
-        out.push(Piece { start: f.0, end: l.1, tokens: estimate_tokens(&text), text });
-      }
-      cur.clear();
-    };
-    for &(a, b) in inner {
-      let t = estimate_tokens(&body[a..b]);
-      if cur_tokens + t > budget && !cur.is_empty() {
-        flush(&mut cur, &mut out);
-        cur_tokens = 0;
-      }
-      cur.push((a, b));
-      cur_tokens += t;
+    let marker: String = open_line.trim_start().chars().take_while(|c| *c == '`' || *c == '~').collect();
+    let close_line = if has_close { closing.to_string() } else { marker.clone() };
+    // Every part repeats the fences: the original lines when they leave room for code, else the
+    // bare marker (a long info string), else none (the block is split like prose).
+    let fits = |(o, c): &(String, String)| estimate_tokens(o) + estimate_tokens(c) + 8 <= max;
+    let fences = [(open_line, close_line), (marker.clone(), marker)].into_iter().find(fits);
+    if let Some((fence_open, fence_close)) = fences {
+      return fenced_pieces(body, &lines, has_close, &fence_open, &fence_close, max);
     }
-    flush(&mut cur, &mut out);
-    return out;
   }
   let mut out = Vec::new();
   for (a, b) in lines {
@@ -303,6 +314,50 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
       out.extend(split_line(body, a, b, max));
     }
   }
+  out
+}
+
+/// Parts of a fenced code block (`lines`, fences included), each re-fenced with `fence_open` /
+/// `fence_close`, which leave room for at least 8 tokens of code in `max`.
+fn fenced_pieces(
+  body: &str,
+  lines: &[(usize, usize)],
+  has_close: bool,
+  fence_open: &str,
+  fence_close: &str,
+  max: usize,
+) -> Vec<Piece> {
+  let inner = if has_close { &lines[1..lines.len() - 1] } else { &lines[1..] };
+  let budget = max.saturating_sub(estimate_tokens(fence_open) + estimate_tokens(fence_close)).max(8);
+  let mut out = Vec::new();
+  let mut cur: Vec<(usize, usize)> = Vec::new();
+  let mut cur_tokens = 0;
+  let flush = |cur: &mut Vec<(usize, usize)>, out: &mut Vec<Piece>| {
+    if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
+      let code = body[f.0..l.1].trim_end_matches('\n');
+      let text = format!("{fence_open}\n{code}\n{fence_close}");
+      out.push(Piece { start: f.0, end: l.1, tokens: estimate_tokens(&text), text });
+    }
+    cur.clear();
+  };
+  // A code line longer than the budget (minified code, a data blob) is cut inside the line.
+  let units = inner.iter().flat_map(|&(a, b)| {
+    if estimate_tokens(&body[a..b]) > budget {
+      split_words(body, a, b, budget)
+    } else {
+      vec![(a, b)]
+    }
+  });
+  for (a, b) in units {
+    let t = estimate_tokens(&body[a..b]);
+    if cur_tokens + t > budget && !cur.is_empty() {
+      flush(&mut cur, &mut out);
+      cur_tokens = 0;
+    }
+    cur.push((a, b));
+    cur_tokens += t;
+  }
+  flush(&mut cur, &mut out);
   out
 }
 
@@ -592,6 +647,83 @@ mod tests {
     for s in &page.sections {
       assert!(estimate_tokens(&s.plain) <= SECTION_MAX_TOKENS + 8);
     }
+  }
+
+  #[test]
+  fn over_long_words_and_code_lines_are_cut_to_the_window() {
+    let cfg = ChunkConfig::default();
+    let blob: String = (0..20_000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let long_punct = "-".repeat(5_000);
+    let cjk = "卡片盒笔记法".repeat(300);
+    for body in [
+      format!("{blob} tail"),
+      format!("```\n{blob}\n```\n"),
+      format!("Intro.\n\n```js\nshort();\n{blob}\nend();\n```\n"),
+      long_punct.clone(),
+      format!("{cjk}{blob}"),
+    ] {
+      let page = chunk_page("T", &body, 1, &cfg);
+      for c in &page.chunks {
+        assert!(estimate_tokens(&c.text) <= cfg.max_tokens, "{} tokens", estimate_tokens(&c.text));
+      }
+      // Nothing is lost: the blob's characters all reach some chunk.
+      let total: usize =
+        page.chunks.iter().map(|c| c.text.matches(|ch: char| ch.is_alphanumeric()).count()).sum();
+      assert!(total >= body.matches(|ch: char| ch.is_alphanumeric()).count(), "characters lost");
+    }
+    let code = chunk_page("T", &format!("```js\n{blob}\n```\n"), 1, &cfg).chunks;
+    assert!(
+      code.len() > 5 && code.iter().all(|c| c.text.starts_with("```js\n") && c.text.ends_with("\n```"))
+    );
+  }
+
+  #[test]
+  fn indented_code_is_not_refenced_with_its_first_line() {
+    // Found by fuzzing: the first line of an indented code block was taken for a fence and
+    // repeated in every part (and the part's line range did not contain it).
+    let code: String = (0..40).map(|i| format!("    let variable_{i} = compute({i});\n")).collect();
+    let body = format!("Intro.\n\n{code}");
+    let c = chunk_page("T", &body, 1, &ChunkConfig { max_tokens: 40, overlap_tokens: 0 }).chunks;
+    assert!(c.len() > 3);
+    assert_eq!(c.iter().filter(|ch| ch.text.contains("variable_0 ")).count(), 1, "{c:#?}");
+    for ch in &c {
+      let first = ch.text.lines().next().unwrap().trim();
+      let line = body.lines().nth(ch.line_start as usize - 1).unwrap();
+      assert!(line.contains(first), "chunk starts with {first:?} but its range starts at {line:?}");
+    }
+  }
+
+  #[test]
+  fn long_fence_lines_are_repeated_as_bare_markers_or_not_at_all() {
+    // Found by fuzzing: a fence line with a long info string was repeated in every part and
+    // pushed each part past the window.
+    let cfg = ChunkConfig { max_tokens: 32, overlap_tokens: 0 };
+    let code: String = (0..20).map(|i| format!("x{i} = {i};\n")).collect();
+    let info = "rust ".to_string() + &"attr,".repeat(20);
+    let c = chunk_page("T", &format!("```{info}\n{code}```\n"), 1, &cfg).chunks;
+    assert!(c.len() > 1);
+    for ch in &c {
+      assert!(estimate_tokens(&ch.text) <= 32, "{}", ch.text);
+      assert!(ch.text.starts_with("```\n") && ch.text.ends_with("\n```"), "{}", ch.text);
+    }
+    // A fence too long even as a bare marker: the block is split like prose.
+    let ticks = "`".repeat(30);
+    let c = chunk_page("T", &format!("{ticks}\n{code}{ticks}\n"), 1, &cfg).chunks;
+    assert!(c.iter().all(|ch| estimate_tokens(&ch.text) <= 32));
+  }
+
+  #[test]
+  fn split_words_prefers_whitespace_and_respects_char_boundaries() {
+    let text = "alpha beta gamma delta";
+    let cuts = split_words(text, 0, text.len(), 2);
+    assert_eq!(
+      cuts.iter().map(|&(a, b)| &text[a..b]).collect::<Vec<_>>(),
+      vec!["alpha beta", " gamma delta"]
+    );
+    let word = "é".repeat(40); // one 40-character word: 5 tokens
+    let cuts = split_words(&word, 0, word.len(), 2);
+    assert!(cuts.iter().all(|&(a, b)| estimate_tokens(&word[a..b]) <= 2 && word.is_char_boundary(a)));
+    assert_eq!(cuts.iter().map(|&(a, b)| b - a).sum::<usize>(), word.len());
   }
 
   #[test]

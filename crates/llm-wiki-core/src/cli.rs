@@ -45,6 +45,9 @@ enum Command {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    /// Write every progress event as a JSON line to stderr (used by the reliability harness).
+    #[arg(long)]
+    progress_events: bool,
   },
   /// Show the index status of a vault.
   Status {
@@ -96,6 +99,124 @@ enum Command {
   /// Benchmark an evaluation set (BEIR-style directory or the pi fixture), or run the
   /// `precision` / `scale` suites. Writes TREC runs, metrics JSON and Markdown under --out.
   Bench(BenchArgs),
+  /// Reliability harnesses: crash injection and a concurrency soak (docs/RELIABILITY.md).
+  Reliability {
+    #[command(subcommand)]
+    harness: ReliabilityCommand,
+  },
+}
+
+/// Arguments every reliability harness takes.
+#[derive(Args, Debug)]
+struct HarnessArgs {
+  /// A BEIR-style directory (e.g. SciFact) or a vault root; copied to a temporary directory.
+  #[arg(long)]
+  source: PathBuf,
+  #[arg(long, default_value_t = 1)]
+  seed: u64,
+  /// The llm-wiki-retrieval binary to run as children (default: this executable).
+  #[arg(long)]
+  bin: Option<PathBuf>,
+  /// Keep the temporary vault (its path is printed).
+  #[arg(long)]
+  keep_temp: bool,
+  /// Where the temporary vault goes (default: the system temp directory).
+  #[arg(long, value_name = "DIR")]
+  temp_dir: Option<PathBuf>,
+}
+
+impl HarnessArgs {
+  fn options(self, pages: usize, edits: usize, out: PathBuf) -> crate::eval::reliability::HarnessOptions {
+    crate::eval::reliability::HarnessOptions {
+      source: self.source,
+      pages,
+      seed: self.seed,
+      edits,
+      bin: self.bin,
+      out,
+      temp_root: self.temp_dir,
+      keep_temp: self.keep_temp,
+    }
+  }
+}
+
+#[derive(Subcommand, Debug)]
+enum ReliabilityCommand {
+  /// SIGKILL a child `index` at random moments (lexical and vector phase, forced and
+  /// incremental runs) and check the store after every kill.
+  Crash {
+    #[command(flatten)]
+    harness: HarnessArgs,
+    /// Pages kept from the source, in id order (0 = all). Forced vector kills re-embed every
+    /// chunk, so the run time grows with this.
+    #[arg(long, default_value_t = 500)]
+    pages: usize,
+    #[arg(long, default_value_t = 200)]
+    kills: usize,
+    /// Pages revised before every run.
+    #[arg(long, default_value_t = 20)]
+    edits: usize,
+    /// Markdown report (the JSON is written next to it).
+    #[arg(long, default_value = "bench-results/reliability/crash.md")]
+    out: PathBuf,
+    /// Seconds a recovery reindex may take before it counts as hung.
+    #[arg(long, default_value_t = 1800)]
+    recovery_timeout: u64,
+  },
+  /// Two processes reindexing (incremental with edits / forced) and recalling one vault.
+  Soak {
+    #[command(flatten)]
+    harness: HarnessArgs,
+    /// Pages kept from the source, in id order (0 = all).
+    #[arg(long, default_value_t = 1000)]
+    pages: usize,
+    /// Duration in minutes.
+    #[arg(long, default_value_t = 3.0)]
+    minutes: f64,
+    /// Pages revised before every incremental run.
+    #[arg(long, default_value_t = 10)]
+    edits: usize,
+    /// Markdown report (the JSON is written next to it).
+    #[arg(long, default_value = "bench-results/reliability/soak.md")]
+    out: PathBuf,
+  },
+  /// One worker process of `soak` (started by it).
+  #[command(hide = true)]
+  SoakWorker {
+    vault: PathBuf,
+    #[arg(long)]
+    plan: PathBuf,
+    #[arg(long)]
+    role: String,
+    #[arg(long)]
+    out: PathBuf,
+  },
+}
+
+fn run_reliability(cmd: ReliabilityCommand, out: &mut impl Write) -> Result<()> {
+  use crate::eval::reliability::{crash, soak};
+  let files = match cmd {
+    ReliabilityCommand::Crash { harness, pages, kills, edits, out, recovery_timeout } => {
+      crash::run_crash(&crash::CrashOptions {
+        harness: harness.options(pages, edits, out),
+        kills,
+        recovery_timeout: std::time::Duration::from_secs(recovery_timeout),
+      })?
+    }
+    ReliabilityCommand::Soak { harness, pages, minutes, edits, out } => soak::run_soak(&soak::SoakOptions {
+      harness: harness.options(pages, edits, out),
+      seconds: (minutes * 60.0).round().max(1.0) as u64,
+    })?,
+    ReliabilityCommand::SoakWorker { vault, plan, role, out } => {
+      let root = std::path::absolute(&vault).map_err(|e| Error::io("resolve", &vault, e))?;
+      soak::run_soak_worker(&root, &plan, soak::Role::parse(&role)?, &out)?;
+      Vec::new()
+    }
+  };
+  for f in files {
+    writeln!(out, "wrote {}", f.display()).ok();
+  }
+  Ok(())
 }
 
 /// `bench <SOURCE>` or `bench precision|scale ...`.
@@ -265,14 +386,18 @@ pub fn read_queries(path: &Path) -> Result<Vec<(String, String)>> {
 fn execute(cli: Cli) -> Result<()> {
   let mut out = std::io::stdout().lock();
   match cli.command {
-    Command::Index { vault, force, all, components, json } => {
+    Command::Index { vault, force, all, components, json, progress_events } => {
       let paths = vault_paths(&vault)?;
       let (bar, sink) = progress_bar();
+      let events: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(|p: Progress| {
+        eprintln!("{}", serde_json::to_string(&p).unwrap_or_default());
+      });
+      let progress = if progress_events { Some(events) } else { (!json).then_some(sink) };
       let opts = ReindexOptions {
         scope: if all { Scope::All } else { Scope::Changed },
         components: parse_components(&components)?,
         force,
-        progress: (!json).then_some(sink),
+        progress,
         ..Default::default()
       };
       let r = reindex_vault(&paths, &opts);
@@ -407,6 +532,7 @@ fn execute(cli: Cli) -> Result<()> {
       .ok();
     }
     Command::Bench(args) => run_bench(args, &mut out)?,
+    Command::Reliability { harness } => run_reliability(harness, &mut out)?,
   }
   Ok(())
 }

@@ -677,9 +677,7 @@ fn release_reader(paths: &VaultPaths) {
 }
 
 fn current_manifest(paths: &VaultPaths) -> Result<Arc<Manifest>> {
-  let current =
-    StoreLayout::new(paths.retrieval()).current().ok_or_else(|| Error::Index("no published store".into()))?;
-  Ok(Generation::open(current)?.manifest)
+  Ok(Generation::open_live(&StoreLayout::new(paths.retrieval()))?.manifest)
 }
 
 /// A vault with its index and the embedder kept loaded for the whole run (a held reference

@@ -243,14 +243,14 @@ const LANGS: [&str; 6] = ["rust", "python", "bash", "json", "yaml", "sql"];
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Debug, Clone)]
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-  fn new(seed: u64) -> Self {
+  pub(crate) fn new(seed: u64) -> Self {
     Rng(seed)
   }
 
-  fn next_u64(&mut self) -> u64 {
+  pub(crate) fn next_u64(&mut self) -> u64 {
     self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = self.0;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -259,17 +259,17 @@ impl Rng {
   }
 
   /// Uniform in `0..n` (n > 0), by multiply-shift.
-  fn below(&mut self, n: usize) -> usize {
+  pub(crate) fn below(&mut self, n: usize) -> usize {
     ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
   }
 
   /// Uniform in `lo..=hi`.
-  fn range(&mut self, lo: usize, hi: usize) -> usize {
+  pub(crate) fn range(&mut self, lo: usize, hi: usize) -> usize {
     lo + self.below(hi - lo + 1)
   }
 
   /// True with probability `percent`/100.
-  fn percent(&mut self, percent: usize) -> bool {
+  pub(crate) fn percent(&mut self, percent: usize) -> bool {
     self.below(100) < percent
   }
 
@@ -284,7 +284,7 @@ impl Rng {
 }
 
 /// A seed for item `i` of stream `stream`, independent of generation order.
-fn derive_seed(seed: u64, stream: u64, i: u64) -> u64 {
+pub(crate) fn derive_seed(seed: u64, stream: u64, i: u64) -> u64 {
   let mut r =
     Rng::new(seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F) ^ i.wrapping_mul(0xE703_7ED1_A0B4_28DB));
   r.next_u64()

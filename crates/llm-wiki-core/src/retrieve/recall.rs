@@ -356,7 +356,9 @@ fn build_result(
     title: entry.meta.title.clone(),
     page_type: entry.meta.page_type.clone(),
     preview,
-    path: o.paths.wiki.join(&entry.rel_path).to_string_lossy().into_owned(),
+    path: crate::vault::discover::resolve_page_file(&o.paths.wiki, &entry.rel_path)
+      .to_string_lossy()
+      .into_owned(),
     vault_label: (o.kind == VaultKind::Personal).then(|| PERSONAL_LABEL.to_string()),
     score,
     vault_id: o.snap.manifest.vault_id.clone(),

@@ -121,7 +121,7 @@ impl<'a> ChunkTexts<'a> {
 
   fn read_page(&mut self, id: &str, entry: &ManifestEntry) {
     self.pages_read += 1;
-    let path = self.wiki.join(&entry.rel_path);
+    let path = crate::vault::discover::resolve_page_file(self.wiki, &entry.rel_path);
     let Ok(bytes) = std::fs::read(&path) else { return };
     if super::manifest::sha256_hex(&bytes) != entry.content_hash {
       return;
@@ -424,7 +424,7 @@ mod tests {
     let mut m = Manifest::empty("v");
     for i in 0..n {
       let id = format!("p{i:03}");
-      let body: String = (0..sections).map(|s| format!("# H{s}\n\nPage {i} section {s} text.\n\n")).collect();
+      let body: String = (0..sections).map(|s| format!("# H{s}\n\nPage {i} section {s} text. It has a second sentence. And a third one here.\n\n")).collect();
       let text = format!("---\ntype: concept\ntitle: P{i}\n---\n{body}");
       std::fs::write(wiki.join(format!("{id}.md")), &text).unwrap();
       let page = Page::parse(&id, wiki.join(format!("{id}.md")), &text).unwrap();
@@ -474,7 +474,7 @@ mod tests {
   #[test]
   fn chunk_texts_skip_pages_without_wanted_chunks_and_use_the_given_chunking() {
     let t = tempfile::tempdir().unwrap();
-    let small = ChunkConfig { max_tokens: 4, overlap_tokens: 1 };
+    let small = ChunkConfig { max_tokens: 12, overlap_tokens: 1 };
     let m = pages(t.path(), 10, 2, &small);
     // Only the chunks of one page are missing.
     let wanted: HashSet<u64> = m.entries["p007"].chunks.keys().collect();

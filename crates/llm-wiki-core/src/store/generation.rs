@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::layout::StoreDir;
+use super::layout::{StoreDir, StoreLayout};
 use super::lexical::{CommitInfo, LexicalIndex};
 use super::manifest::Manifest;
 use super::state::StateFile;
@@ -23,6 +23,14 @@ pub struct Generation {
 }
 
 impl Generation {
+  /// Open the store directory `CURRENT` names.
+  pub fn open_live(layout: &StoreLayout) -> Result<Self> {
+    let dir = layout
+      .current()
+      .ok_or_else(|| Error::Index(format!("{} names no published store", layout.pointer_file().display())))?;
+    Self::open(dir)
+  }
+
   /// Open `dir` and check that index, manifest and counts agree.
   pub fn open(dir: StoreDir) -> Result<Self> {
     let lexical = LexicalIndex::open(&dir.lexical_dir())?;

@@ -214,7 +214,12 @@ impl LexicalIndex {
   /// A writer with a bounded thread count and memory budget.
   pub fn writer(&self, threads: usize) -> Result<IndexWriter> {
     let threads = threads.clamp(1, 4);
-    Ok(self.index.writer_with_num_threads(threads, threads * 40_000_000)?)
+    let w = self.index.writer_with_num_threads(threads, threads * 40_000_000)?;
+    // A writer killed mid-commit leaves files meta.json never adopted; tantivy collects them only
+    // after a later commit, but that commit replays the same opstamps and would find their names
+    // taken. We hold the store's writer lock, so nothing else can be writing them.
+    w.garbage_collect_files().wait()?;
+    Ok(w)
   }
 
   /// Add the section and chunk documents of a page.
@@ -470,5 +475,51 @@ impl LexicalIndex {
       }
     }
     Ok(masks)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn commit_doc(idx: &LexicalIndex, w: &mut IndexWriter, generation: u64) {
+    idx.set_commit(w, &CommitInfo { generation, manifest_generation: generation, vectors: None }).unwrap();
+  }
+
+  /// A writer killed inside `commit()` leaves the files it wrote before `meta.json`, among them
+  /// `<segment>.<opstamp>.del`, registered in `.managed.json`. The next writer replays the same
+  /// operations from the same opstamp, so it must not find those names taken (found by the crash
+  /// harness: every later reindex failed with `FileAlreadyExists` until the vault changed). The
+  /// leftovers are planted as a dying writer leaves them, for the opstamps the replay can use.
+  #[test]
+  fn files_of_a_writer_that_died_mid_commit_do_not_block_the_next_commit() {
+    let t = tempfile::tempdir().unwrap();
+    let idx = LexicalIndex::create(t.path()).unwrap();
+    let mut w = idx.writer(1).unwrap();
+    commit_doc(&idx, &mut w, 1);
+    w.commit().unwrap();
+    w.wait_merging_threads().unwrap();
+    drop(idx);
+
+    let meta: serde_json::Value =
+      serde_json::from_slice(&std::fs::read(t.path().join("meta.json")).unwrap()).unwrap();
+    let opstamp = meta["opstamp"].as_u64().unwrap();
+    let segment = meta["segments"][0]["segment_id"].as_str().unwrap().replace('-', "");
+    let managed_path = t.path().join(".managed.json");
+    let mut managed: Vec<String> = serde_json::from_slice(&std::fs::read(&managed_path).unwrap()).unwrap();
+    for stamp in opstamp..opstamp + 8 {
+      let name = format!("{segment}.{stamp}.del");
+      std::fs::write(t.path().join(&name), b"partial").unwrap();
+      managed.push(name);
+    }
+    std::fs::write(&managed_path, serde_json::to_vec(&managed).unwrap()).unwrap();
+
+    let idx = LexicalIndex::open(t.path()).unwrap();
+    let mut w = idx.writer(1).unwrap();
+    commit_doc(&idx, &mut w, 2);
+    w.commit().expect("the next writer commits over a dead writer's files");
+    w.wait_merging_threads().unwrap();
+    let reader = idx.index.reader().unwrap();
+    assert_eq!(idx.commit_of(&reader.searcher()).unwrap().unwrap().generation, 2);
   }
 }

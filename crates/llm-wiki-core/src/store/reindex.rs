@@ -119,7 +119,13 @@ pub struct WikiReindexResult {
 /// How one discovered page compares with the previous generation.
 enum Loaded {
   Unchanged(ManifestEntry),
-  Changed { entry: ManifestEntry, chunks: ChunkedPage, is_new: bool, page: Box<Page> },
+  Changed {
+    entry: ManifestEntry,
+    chunks: ChunkedPage,
+    is_new: bool,
+    page: Box<Page>,
+    warning: Option<Diagnostic>,
+  },
   Invalid(Diagnostic),
 }
 
@@ -205,10 +211,9 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
       return Loaded::Unchanged(ManifestEntry { size: file.size, mtime_ns: file.mtime_ns, ..p.clone() });
     }
   }
-  let text = String::from_utf8_lossy(&bytes);
-  match Page::parse(&file.id, file.abs_path.clone(), &text) {
+  match Page::from_file_bytes(&file.id, file.abs_path.clone(), &bytes) {
     Err(e) => Loaded::Invalid(Diagnostic::from_frontmatter(&file.rel_path, &e)),
-    Ok(page) => {
+    Ok((page, warning)) => {
       let chunks = chunk_page(&page.meta.title, &page.body, page.body_start_line, cfg);
       let entry = ManifestEntry {
         rel_path: file.rel_path.clone(),
@@ -220,7 +225,8 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
         sections: chunks.sections.len() as u32,
         chunks: ChunkIds::from_ids(chunks.chunks.iter().map(|c| c.id.as_str())),
       };
-      Loaded::Changed { entry, chunks, is_new: prev.is_none(), page: Box::new(page) }
+      let warning = warning.map(|w| Diagnostic::from_frontmatter(&file.rel_path, &w));
+      Loaded::Changed { entry, chunks, is_new: prev.is_none(), page: Box::new(page), warning }
     }
   }
 }
@@ -333,7 +339,10 @@ fn scan_pages(
           res.documents.unchanged += 1;
           scan.entries.insert(file.id.clone(), e);
         }
-        Loaded::Changed { entry, chunks, is_new, page } => {
+        Loaded::Changed { entry, chunks, is_new, page, warning } => {
+          if let Some(d) = warning {
+            res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
+          }
           if is_new {
             res.documents.indexed += 1;
           } else {

@@ -169,10 +169,27 @@ struct Segment {
   live: Vec<u32>,
 }
 
+/// A file name the vector writer produces: a plain `*.vec` name inside `vectors/`.
+fn is_segment_name(name: &str) -> bool {
+  name.ends_with(".vec")
+    && name.len() > 4
+    && !name.starts_with('.')
+    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
 impl Segment {
   /// Map `s` under `dir` and check its header against the list entry.
   fn open(dir: &Path, s: &SegmentRef, dims: usize) -> Result<Segment> {
+    // The list comes from the store's own commit document, but a damaged or hand-edited store
+    // must not make a reader map a path outside `vectors/` or block on a FIFO there.
+    if !is_segment_name(&s.file) {
+      return Err(Error::Index(format!("vector segment list names '{}', not a segment file", s.file)));
+    }
     let path = dir.join(&s.file);
+    let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io("open", &path, e))?;
+    if !meta.is_file() {
+      return Err(Error::Index(format!("vector segment {} is not a regular file", path.display())));
+    }
     let f = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
     // SAFETY: segment files are immutable once written (new data goes to new files).
     let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io("mmap", &path, e))?;
@@ -342,6 +359,31 @@ mod tests {
     let s1 = write_segment(dir, "a.vec", 4, &[(1, v(1.0, 0.0)), (2, v(0.0, 1.0)), (3, v(1.0, 1.0))]).unwrap();
     let s2 = write_segment(dir, "b.vec", 4, &[(2, v(1.0, 0.1))]).unwrap();
     VectorManifest { model: "m".into(), dims: 4, segments: vec![s1, s2] }
+  }
+
+  #[test]
+  fn segment_list_names_outside_vectors_dir_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("vectors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = two_segments(&dir);
+    // A valid segment outside `vectors/`, reachable by a relative or an absolute path.
+    let outside = write_segment(root.path(), "x.vec", 4, &[(1, v(1.0, 0.0))]).unwrap();
+    let live: HashSet<u64> = [1, 2].into_iter().collect();
+    for name in ["../x.vec".to_string(), root.path().join("x.vec").to_string_lossy().into_owned(), "".into()]
+    {
+      let vm = VectorManifest {
+        segments: vec![SegmentRef { file: name.clone(), ..outside.clone() }],
+        ..good.clone()
+      };
+      assert!(VectorIndex::open(&dir, &vm, &live).is_err(), "{name:?} was opened");
+    }
+    // A directory (or, on Unix, a FIFO) under a segment name is not mapped.
+    std::fs::create_dir(dir.join("d.vec")).unwrap();
+    let vm =
+      VectorManifest { segments: vec![SegmentRef { file: "d.vec".into(), ..outside }], ..good.clone() };
+    assert!(VectorIndex::open(&dir, &vm, &live).is_err());
+    assert!(VectorIndex::open(&dir, &good, &live).is_ok());
   }
 
   #[test]

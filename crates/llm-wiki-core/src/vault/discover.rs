@@ -1,7 +1,11 @@
-//! Page discovery: a sorted walk of `wiki/` that never leaves the vault. Symlinks are skipped,
-//! `index.md` / `log.md` are reserved at any depth, ids are compared case-insensitively.
+//! Page discovery: a sorted walk of `wiki/` that never leaves the vault. Symlinks are skipped (with
+//! a diagnostic when they look like pages or folders), `index.md` / `log.md` are reserved at any
+//! depth, ids are NFC and compared case-insensitively, and names that are not UTF-8 are reported
+//! instead of being indexed under a mangled id.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -47,6 +51,48 @@ fn nfc(s: String) -> String {
   } else {
     s.nfc().collect()
   }
+}
+
+/// Order of directory entries: by NFC code points (the contract's order); names equal in NFC put
+/// the one already in NFC first, so it is the one indexed when two files collide.
+fn entry_order(a: &OsStr, b: &OsStr) -> Ordering {
+  match (a.to_str(), b.to_str()) {
+    (Some(x), Some(y)) if x.is_ascii() && y.is_ascii() => x.cmp(y),
+    (Some(x), Some(y)) => {
+      let (nx, ny) = (nfc(x.to_string()), nfc(y.to_string()));
+      nx.cmp(&ny).then_with(|| (nx != x).cmp(&(ny != y))).then_with(|| x.cmp(y))
+    }
+    _ => a.cmp(b),
+  }
+}
+
+/// The file of a page on disk. Manifests record NFC paths (page ids are NFC), but a file's name
+/// may be stored in another normalization form (NFD, as macOS writes it) on a filesystem that
+/// does not normalize (Linux): such a path is found by comparing the NFC forms of the entries
+/// along it. Falls back to the plain join when nothing matches.
+pub fn resolve_page_file(wiki_dir: &Path, rel_path: &str) -> PathBuf {
+  let direct = wiki_dir.join(rel_path);
+  if rel_path.is_ascii() || std::fs::symlink_metadata(&direct).is_ok() {
+    return direct;
+  }
+  let mut path = wiki_dir.to_path_buf();
+  for component in rel_path.split('/') {
+    let exact = path.join(component);
+    if std::fs::symlink_metadata(&exact).is_ok() {
+      path = exact;
+      continue;
+    }
+    let found = std::fs::read_dir(&path).ok().and_then(|entries| {
+      entries
+        .flatten()
+        .find(|e| e.file_name().to_str().is_some_and(|n| !n.is_ascii() && nfc(n.to_string()) == component))
+    });
+    match found {
+      Some(e) => path = e.path(),
+      None => return direct,
+    }
+  }
+  path
 }
 
 fn lowercase(s: &str) -> String {
@@ -98,9 +144,9 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
   let walker = WalkDir::new(wiki_dir)
     .follow_links(false)
     .follow_root_links(false)
-    // Byte order keeps the walk deterministic without normalizing names in every comparison; the
-    // final list is sorted by NFC id below.
-    .sort_by(|a, b| a.file_name().cmp(b.file_name()));
+    // The final list is sorted by id below; the walk order decides which of two colliding files
+    // is indexed.
+    .sort_by(|a, b| entry_order(a.file_name(), b.file_name()));
   for entry in walker {
     let entry = match entry {
       Ok(e) => e,
@@ -119,24 +165,42 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
       }
     };
     let ft = entry.file_type();
-    if ft.is_symlink() || !ft.is_file() {
-      continue;
-    }
     let name = entry.file_name().to_string_lossy();
-    if !is_markdown(&name) || is_reserved(&name) {
-      continue;
-    }
     let Ok(rel) = entry.path().strip_prefix(wiki_dir) else {
       continue;
     };
+    if ft.is_symlink() {
+      if !is_reserved(&name) {
+        out.diagnostics.extend(symlink_diagnostic(
+          &real_root,
+          entry.path(),
+          &nfc(rel_string(rel)),
+          is_markdown(&name),
+        ));
+      }
+      continue;
+    }
+    if !ft.is_file() || !is_markdown(&name) || is_reserved(&name) {
+      continue;
+    }
+    if rel.to_str().is_none() {
+      out.diagnostics.push(Diagnostic::error(
+        "page_name_invalid_utf8",
+        &rel_string(rel),
+        "Page path is not valid UTF-8; it cannot have a page id and is not indexed (rename the file)",
+      ));
+      continue;
+    }
     let rel_path = nfc(rel_string(rel));
     let id = rel_path[..rel_path.len() - 3].to_string();
     let key = lowercase(&id);
     if let Some(existing) = seen.get(&key) {
+      let why =
+        if *existing == rel_path { " (the same name in another Unicode normalization form)" } else { "" };
       out.diagnostics.push(Diagnostic::error(
         "concept_identity_collision",
         &rel_path,
-        &format!("Identity collision between {existing} and {rel_path}"),
+        &format!("Identity collision between {existing} and {rel_path}{why}"),
       ));
       continue;
     }
@@ -186,6 +250,50 @@ fn stat_all(out: &mut Discovery) {
   }
 }
 
+/// The diagnostic of a symlink met by the walk (symlinks are never followed). Links that could
+/// be pages (a `.md` name) or folders are reported so a missing page is explained: a target
+/// outside the vault is `link_path_escape`, anything else (inside the vault, dangling, a loop)
+/// `page_symlink_skipped`. Links to other files are not pages and pass silently.
+fn symlink_diagnostic(
+  real_root: &Path,
+  link: &Path,
+  rel_path: &str,
+  markdown_name: bool,
+) -> Option<Diagnostic> {
+  let (code, message) = match std::fs::canonicalize(link) {
+    Ok(target) => {
+      if !markdown_name && !target.is_dir() {
+        return None;
+      }
+      if target.starts_with(real_root) {
+        (
+          "page_symlink_skipped",
+          "Symlink not followed: pages must be regular files inside the knowledge directory".to_string(),
+        )
+      } else {
+        ("link_path_escape", "Symlink points outside the vault; it was not followed".to_string())
+      }
+    }
+    Err(e) if markdown_name || e.raw_os_error() == Some(libc_eloop()) => {
+      ("page_symlink_skipped", format!("Symlink not followed (its target cannot be resolved: {e})"))
+    }
+    Err(_) => return None,
+  };
+  Some(Diagnostic::warning(code, rel_path, &message))
+}
+
+/// ELOOP ("too many levels of symbolic links"); 40 on Linux, 62 on macOS and the BSDs.
+fn libc_eloop() -> i32 {
+  #[cfg(unix)]
+  {
+    libc::ELOOP
+  }
+  #[cfg(not(unix))]
+  {
+    -1
+  }
+}
+
 fn rel_string(p: &Path) -> String {
   p.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
 }
@@ -219,9 +327,58 @@ mod tests {
     let d = discover_pages(root, &wiki);
     let ids: Vec<_> = d.files.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(ids, vec![".hidden/h", "A/c", "B"]);
+    let codes: Vec<_> = d.diagnostics.iter().map(|x| (x.code.as_str(), x.path.as_str())).collect();
+    #[cfg(unix)]
+    // outside.md is outside wiki/ but inside the vault root: skipped, not an escape.
+    assert_eq!(codes, vec![("concept_identity_collision", "b.md"), ("page_symlink_skipped", "link.md")]);
+    #[cfg(not(unix))]
+    assert_eq!(codes, vec![("concept_identity_collision", "b.md")]);
+  }
+
+  /// Needs a filesystem that keeps NFC and NFD names apart (Linux; macOS normalizes).
+  #[cfg(target_os = "linux")]
+  #[test]
+  fn unicode_twins_keep_the_nfc_name_and_nfd_files_resolve() {
+    let t = tempfile::tempdir().unwrap();
+    let wiki = t.path().join("wiki");
+    write(&wiki.join("cafe\u{301}.md"), "nfd");
+    write(&wiki.join("caf\u{e9}.md"), "nfc");
+    write(&wiki.join("nai\u{308}ve/p.md"), "nfd dir");
+    // NFC code-point order, not byte order: "é" (U+E9) sorts after "f".
+    write(&wiki.join("f.md"), "f");
+    let d = discover_pages(t.path(), &wiki);
+    let files: Vec<_> =
+      d.files.iter().map(|f| (f.id.as_str(), std::fs::read_to_string(&f.abs_path).unwrap())).collect();
+    assert_eq!(
+      files,
+      vec![("café", "nfc".to_string()), ("f", "f".to_string()), ("naïve/p", "nfd dir".to_string())]
+    );
     assert_eq!(d.diagnostics.len(), 1);
-    assert_eq!(d.diagnostics[0].code, "concept_identity_collision");
-    assert_eq!(d.diagnostics[0].path, "b.md");
+    assert!(d.diagnostics[0].message.contains("Unicode normalization"), "{}", d.diagnostics[0].message);
+    assert_eq!(entry_order(OsStr::new("f"), OsStr::new("\u{e9}")), Ordering::Less);
+    // The manifest's NFC path finds the NFD file on a filesystem that keeps names as written.
+    let resolved = resolve_page_file(&wiki, "naïve/p.md");
+    assert_eq!(std::fs::read_to_string(resolved).unwrap(), "nfd dir");
+    assert_eq!(resolve_page_file(&wiki, "missing/é.md"), wiki.join("missing/é.md"));
+  }
+
+  /// Needs a filesystem that accepts names that are not UTF-8 (Linux; macOS refuses them).
+  #[cfg(target_os = "linux")]
+  #[test]
+  fn names_that_are_not_utf8_are_reported() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = tempfile::tempdir().unwrap();
+    let wiki = t.path().join("wiki");
+    write(&wiki.join(OsStr::from_bytes(b"bad-\xff.md")), "x");
+    write(&wiki.join(OsStr::from_bytes(b"dir-\xfe/ok.md")), "x");
+    write(&wiki.join("good.md"), "x");
+    let d = discover_pages(t.path(), &wiki);
+    assert_eq!(d.files.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(), vec!["good"]);
+    let codes: Vec<_> = d.diagnostics.iter().map(|x| (x.code.as_str(), x.path.as_str())).collect();
+    assert_eq!(
+      codes,
+      vec![("page_name_invalid_utf8", "bad-\u{fffd}.md"), ("page_name_invalid_utf8", "dir-\u{fffd}/ok.md")]
+    );
   }
 
   #[cfg(unix)]

@@ -97,7 +97,8 @@ impl YamlValue {
   }
 }
 
-/// Why a page's frontmatter was rejected. `code` is the extension's diagnostic code.
+/// Why a page was rejected (or, for [`super::page::Page::from_file_bytes`]'s warning, what was
+/// repaired). `code` is the extension's diagnostic code, or one of ours (`page_*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrontmatterError {
   pub code: &'static str,
@@ -109,7 +110,7 @@ pub struct FrontmatterError {
 }
 
 impl FrontmatterError {
-  fn new(code: &'static str, message: impl Into<String>) -> Self {
+  pub fn new(code: &'static str, message: impl Into<String>) -> Self {
     FrontmatterError { code, message: message.into(), line: None, column: None }
   }
   fn at(mut self, mark: Marker, yaml_first_line: usize) -> Self {

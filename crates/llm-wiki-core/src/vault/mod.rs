@@ -47,6 +47,11 @@ impl Diagnostic {
     }
   }
 
+  /// A warning-severity diagnostic.
+  pub fn warning(code: &str, path: &str, message: &str) -> Self {
+    Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, path, message) }
+  }
+
   /// From a frontmatter failure of the page at `path`.
   pub fn from_frontmatter(path: &str, e: &frontmatter::FrontmatterError) -> Self {
     Diagnostic { line: e.line, column: e.column, ..Diagnostic::error(e.code, path, &e.message) }

@@ -1,5 +1,6 @@
 //! A parser-valid page: identity, the metadata recall needs, and its body.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -121,7 +122,60 @@ fn relations(value: Option<&YamlValue>) -> Vec<Relation> {
     .collect()
 }
 
+/// Decode a page file's bytes. Binary content (a NUL byte: images, archives, UTF-16 text) is
+/// rejected with `page_binary`. Invalid UTF-8 sequences are replaced by U+FFFD, as the
+/// extension's reader (Node's UTF-8 decoding) does, and reported with `page_invalid_utf8` at the
+/// first one, so one stray Latin-1 byte does not hide a page.
+pub fn decode_page_bytes(bytes: &[u8]) -> Result<(Cow<'_, str>, Option<FrontmatterError>), FrontmatterError> {
+  if let Some(at) = bytes.iter().position(|b| *b == 0) {
+    let (line, column) = position_of(bytes, at);
+    return Err(FrontmatterError {
+      line: Some(line),
+      column: Some(column),
+      ..FrontmatterError::new(
+        "page_binary",
+        "Page contains NUL bytes (a binary or UTF-16 file); only UTF-8 text pages are indexed",
+      )
+    });
+  }
+  match std::str::from_utf8(bytes) {
+    Ok(text) => Ok((Cow::Borrowed(text), None)),
+    Err(e) => {
+      let (line, column) = position_of(bytes, e.valid_up_to());
+      let warning = FrontmatterError {
+        line: Some(line),
+        column: Some(column),
+        ..FrontmatterError::new(
+          "page_invalid_utf8",
+          "Page is not valid UTF-8; invalid bytes were replaced by U+FFFD (re-save it as UTF-8)",
+        )
+      };
+      Ok((String::from_utf8_lossy(bytes), Some(warning)))
+    }
+  }
+}
+
+/// 1-based line and column (in characters of the valid prefix) of byte `at`.
+fn position_of(bytes: &[u8], at: usize) -> (u32, u32) {
+  let before = &bytes[..at];
+  let line_start = before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+  let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+  let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+  (line.min(u32::MAX as usize) as u32, column.min(u32::MAX as usize) as u32)
+}
+
 impl Page {
+  /// Parse a page file's bytes (see [`decode_page_bytes`]); the second value is the decoding
+  /// warning of a page that was indexed despite invalid UTF-8.
+  pub fn from_file_bytes(
+    id: &str,
+    path: PathBuf,
+    bytes: &[u8],
+  ) -> Result<(Page, Option<FrontmatterError>), FrontmatterError> {
+    let (text, warning) = decode_page_bytes(bytes)?;
+    Ok((Page::parse(id, path, &text)?, warning))
+  }
+
   /// Parse a page's text. `id` is the folder-qualified id, `path` its absolute file path.
   pub fn parse(id: &str, path: PathBuf, text: &str) -> Result<Page, FrontmatterError> {
     let fm = parse_page_text(text)?;
@@ -179,6 +233,32 @@ mod tests {
     assert_eq!(p.meta.relations[0].relation_type, "supports");
     assert_eq!(p.extensions.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), vec!["relations", "custom"]);
     assert_eq!(p.role, Role::Canonical);
+  }
+
+  #[test]
+  fn binary_and_invalid_utf8_bytes() {
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+    let e = Page::from_file_bytes("i", PathBuf::from("/i.md"), png).unwrap_err();
+    assert_eq!((e.code, e.line, e.column), ("page_binary", Some(3), Some(1)));
+    // A valid frontmatter does not make a binary blob a page.
+    let e = Page::from_file_bytes("b", PathBuf::from("/b.md"), b"---\ntype: a\n---\n\0\x01").unwrap_err();
+    assert_eq!(e.code, "page_binary");
+    // UTF-16 text is binary to us (every ASCII character has a NUL byte).
+    let e = Page::from_file_bytes("u", PathBuf::from("/u.md"), b"\xff\xfe-\0-\0-\0").unwrap_err();
+    assert_eq!(e.code, "page_binary");
+    let (page, warning) =
+      Page::from_file_bytes("l", PathBuf::from("/l.md"), b"---\ntype: a\n---\nCaf\xe9 ok\n").unwrap();
+    assert_eq!(page.body, "Caf\u{fffd} ok\n");
+    let w = warning.unwrap();
+    assert_eq!((w.code, w.line, w.column), ("page_invalid_utf8", Some(4), Some(4)));
+    let (_, warning) =
+      Page::from_file_bytes("v", PathBuf::from("/v.md"), "---\ntype: a\n---\nCafé\n".as_bytes()).unwrap();
+    assert!(warning.is_none());
+    // Frontmatter errors still win over a decoding warning.
+    assert_eq!(
+      Page::from_file_bytes("x", PathBuf::from("/x.md"), b"\xe9").unwrap_err().code,
+      "frontmatter_missing"
+    );
   }
 
   #[test]
