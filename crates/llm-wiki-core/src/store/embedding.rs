@@ -424,7 +424,11 @@ mod tests {
     let mut m = Manifest::empty("v");
     for i in 0..n {
       let id = format!("p{i:03}");
-      let body: String = (0..sections).map(|s| format!("# H{s}\n\nPage {i} section {s} text. It has a second sentence. And a third one here.\n\n")).collect();
+      let body: String = (0..sections)
+        .map(|s| {
+          format!("# H{s}\n\nPage {i} section {s} text. It has a second sentence. And a third one here.\n\n")
+        })
+        .collect();
       let text = format!("---\ntype: concept\ntitle: P{i}\n---\n{body}");
       std::fs::write(wiki.join(format!("{id}.md")), &text).unwrap();
       let page = Page::parse(&id, wiki.join(format!("{id}.md")), &text).unwrap();
