@@ -29,8 +29,22 @@ use crate::fsutil::sync_dir;
 use crate::models::{self, TextKind};
 use crate::vault::{Page, VaultPaths};
 
-/// Chunks embedded per committed batch.
+/// Most chunks embedded per committed batch.
 pub const VECTOR_COMMIT_BATCH: usize = 512;
+/// Fewest chunks per committed batch (the first batch, and the floor on slow machines).
+const MIN_COMMIT_BATCH: usize = 32;
+/// Embedding time a batch aims at: what a crash or a cancellation can throw away. At 512 chunks a
+/// batch took 45 s on one busy inference thread (the crash harness measured ~11 chunks/s), so a
+/// kill lost up to that much work; commits are cheap next to it (one small segment, one tantivy
+/// commit of the commit document).
+const COMMIT_INTERVAL_SECS: f64 = 8.0;
+
+/// Size of the next committed batch after `rows` chunks took `elapsed`: about
+/// [`COMMIT_INTERVAL_SECS`] of work, within [`MIN_COMMIT_BATCH`, `VECTOR_COMMIT_BATCH`].
+fn next_commit_batch(rows: usize, elapsed: std::time::Duration) -> usize {
+  let rate = rows as f64 / elapsed.as_secs_f64().max(1e-3);
+  ((rate * COMMIT_INTERVAL_SECS) as usize).clamp(MIN_COMMIT_BATCH, VECTOR_COMMIT_BATCH)
+}
 
 /// A newer segment is merged into the one before it once that one is no more than this many
 /// times larger.
@@ -390,12 +404,14 @@ pub fn vector_phase(
   let total = missing.len() as u64;
   emit(opts, "embedding chunks", 0, total);
   let mut done = 0u64;
+  let mut batch_size = MIN_COMMIT_BATCH;
   loop {
     opts.cancel.check()?;
-    let mut batch = texts.next_batch(VECTOR_COMMIT_BATCH);
+    let mut batch = texts.next_batch(batch_size);
     if batch.is_empty() {
       break;
     }
+    let started = std::time::Instant::now();
     // Inference pads each batch to its longest text: embedding similar lengths together wastes
     // less compute on padding. Rows are keyed by chunk, so their order in a segment is free.
     batch.sort_by_key(|(_, t)| t.len());
@@ -406,6 +422,7 @@ pub fn vector_phase(
     })?;
     let rows: Vec<(u64, Vec<f32>)> = keys.into_iter().zip(vecs).collect();
     vw.add(&rows)?;
+    batch_size = next_commit_batch(rows.len(), started.elapsed());
     done += rows.len() as u64;
     res.vectors.generated += rows.len() as u32;
   }
@@ -473,6 +490,16 @@ mod tests {
     }
     assert_eq!(all, wanted, "every wanted chunk exactly once");
     assert_eq!(texts.pages_read(), 50);
+  }
+
+  #[test]
+  fn commit_batches_aim_at_a_few_seconds_of_work() {
+    use std::time::Duration;
+    // 11 chunks/s (one busy inference thread): batches of ~88, not 512.
+    assert_eq!(next_commit_batch(32, Duration::from_secs_f64(32.0 / 11.0)), 88);
+    assert_eq!(next_commit_batch(512, Duration::from_millis(100)), VECTOR_COMMIT_BATCH);
+    assert_eq!(next_commit_batch(32, Duration::from_secs(60)), MIN_COMMIT_BATCH);
+    assert_eq!(next_commit_batch(0, Duration::ZERO), MIN_COMMIT_BATCH);
   }
 
   #[test]
