@@ -72,8 +72,10 @@ pub fn normalize_subqueries(
 
 /// Canonical form for identity comparison: lowercase, `-`/`_` as spaces, single spaces.
 pub fn identity_key(s: &str) -> String {
-  let nfkc: String = s.nfkc().collect();
-  nfkc.to_lowercase().replace(['-', '_'], " ").split_whitespace().collect::<Vec<_>>().join(" ")
+  // Lowercasing can leave a decomposable pair (`T\u{308}` has no precomposed capital; its lowercase
+  // `t\u{308}` composes to `ẗ`), so normalize again after it: the key of a key is the key.
+  let lower: String = s.nfkc().collect::<String>().to_lowercase().nfkc().collect();
+  lower.replace(['-', '_'], " ").split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// True when the query starts with an interrogative word (or a CJK question word).
@@ -92,6 +94,14 @@ pub fn interrogative_prefix(query: &str) -> bool {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  /// Found by the `query` fuzz target.
+  #[test]
+  fn identity_key_is_idempotent_when_lowercasing_makes_a_composable_pair() {
+    let k = identity_key("T\u{308}ON");
+    assert_eq!(k, "\u{1e97}on");
+    assert_eq!(identity_key(&k), k);
+  }
 
   #[test]
   fn normalizes_but_keeps_identifiers() {
