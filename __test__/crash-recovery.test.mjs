@@ -278,7 +278,7 @@ test(
   'vector phase killed before a batch commit: the committed batches stay, the next run finishes without leftovers',
   { skip: !haveModels && `no models at ${modelRoot}` },
   async () => {
-    // 700 one-chunk pages: two commit batches of 512.
+    // 700 one-chunk pages: several commit batches (the first is 32 chunks).
     const pages = {}
     for (let i = 0; i < 700; i++) pages[`notes/n-${i}.md`] = page({ title: `Note ${i}`, body: `Short note ${i} about ${uniqueWord(i, 'v')}.` })
     const v = makeVault(path.join(base, 'v'), { pages })

@@ -289,7 +289,9 @@ describe('fallbacks (design error table)', () => {
     assert.equal(r.ok, false)
     assert.deepEqual(r.errors, [])
     assert.equal(r.status.totalDocuments, 700, 'lexical index committed before embedding')
-    assert.ok(r.status.embeddedChunks >= 512 && r.status.embeddedChunks < 700, String(r.status.embeddedChunks))
+    // Batches are sized to a few seconds of embedding (the first is 32 chunks), so at least the
+    // first one finished and was kept; the one running at the abort was not.
+    assert.ok(r.status.embeddedChunks >= 32 && r.status.embeddedChunks < 700, String(r.status.embeddedChunks))
     const rest = (await addon.reindexWiki({ root: v.root }, { components: ['vectors'] })).results[0].result
     assert.equal(rest.vectors.skipped, r.status.embeddedChunks)
     assert.equal(rest.vectors.generated, 700 - r.status.embeddedChunks)
