@@ -241,7 +241,7 @@ pub fn engine_info() -> EngineInfo {
 /// Resolves with the process exit code; output goes to the process's stdout/stderr.
 #[napi(catch_unwind, ts_return_type = "Promise<number>")]
 pub fn run_cli<'env>(env: &'env Env, args: Vec<String>) -> Result<PromiseRaw<'env, i32>> {
-  task::spawn(env, None, task::Priority::Interactive, move || Ok(llm_wiki_core::cli::run(args)))
+  task::spawn(env, None, task::Priority::Interactive, move || Ok(llm_wiki_cli::run(args)))
 }
 
 fn abs_path(name: &str, v: &str) -> Result<std::path::PathBuf, crate::error::Code> {

@@ -13,12 +13,9 @@ use llm_wiki_core::store::{reindex_vault, Component, Progress, ReindexOptions, S
 use llm_wiki_core::vault::VaultPaths;
 
 fn vault(pages: usize) -> (tempfile::TempDir, VaultPaths) {
-  let t = tempfile::tempdir().unwrap();
-  let p = VaultPaths::new_layout(t.path());
-  fs::create_dir_all(p.wiki.join("concepts")).unwrap();
-  fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
+  let (t, p) = llm_wiki_core::testkit::temp_vault();
   for i in 0..pages {
-    fs::write(p.wiki.join(format!("concepts/topic-{i}.md")), topic(i)).unwrap();
+    llm_wiki_core::testkit::write_file(&p.wiki.join(format!("concepts/topic-{i}.md")), topic(i));
   }
   (t, p)
 }

@@ -4,7 +4,7 @@
 //! empty pages, a 100,000-character line, over-limit frontmatter). Each hostile file gets its typed
 //! diagnostic (the contract's code where one exists, else a documented `page_*` code — see
 //! docs/RELIABILITY.md); every other page is indexed and recallable; nothing panics or hangs.
-//! Peak memory of a CLI reindex of the big pages is checked in a child process.
+//! (Peak memory of a CLI reindex of the big pages: the evaluation crate's `cli_memory` test.)
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -19,23 +19,7 @@ use llm_wiki_core::store::{
 };
 use llm_wiki_core::vault::VaultPaths;
 
-fn vault() -> (tempfile::TempDir, VaultPaths) {
-  let t = tempfile::tempdir().unwrap();
-  let root = t.path().join("vault");
-  let p = VaultPaths::new_layout(&root);
-  fs::create_dir_all(&p.wiki).unwrap();
-  fs::write(p.config_file(), r#"{"name":"hostile"}"#).unwrap();
-  (t, p)
-}
-
-fn write(p: &Path, bytes: impl AsRef<[u8]>) {
-  fs::create_dir_all(p.parent().unwrap()).unwrap();
-  fs::write(p, bytes).unwrap();
-}
-
-fn page_text(title: &str, body: &str) -> String {
-  format!("---\ntype: concept\ntitle: {title}\n---\n{body}\n")
-}
+use llm_wiki_core::testkit::{page_text, temp_vault as vault, write_file as write};
 
 /// Ordinary pages that must survive every hostile neighbour: `normal/p<i>` holds `normaltoken<i>`.
 fn normal_pages(p: &VaultPaths, n: usize) {
@@ -378,48 +362,6 @@ fn fifty_thousand_files_and_deep_trees() {
   assert!(path.starts_with("beyond/a-directory-name-of-24-b/"), "{path}");
   assert_eq!(codes, &vec!["frontmatter_parse_error".to_string()]);
   assert_eq!(m.entries.len(), 50_000 + 5 + 1);
-}
-
-/// Peak RSS of a CLI reindex (child process, so other tests do not count) of the largest page
-/// accepted (just under the 16 MiB limit) and a 100,000-character line. Measured 125 MiB on the
-/// 2-core machine of docs/RELIABILITY.md; tantivy's writer takes 40 MB per thread (≤ 4 threads),
-/// so 1 GiB holds on any machine while catching a page copied per chunk or per section.
-#[cfg(target_os = "linux")]
-#[test]
-fn reindex_memory_is_bounded_on_the_largest_pages() {
-  let (_t, p) = vault();
-  let para =
-    "Retrieval systems rank passages by lexical and semantic evidence gathered from notes. ".repeat(8);
-  let mut body = String::new();
-  let mut i = 0;
-  while body.len() < 16 * 1024 * 1024 - 200_000 {
-    body.push_str(&format!("## Part {i}\n\n{para}\n\n"));
-    i += 1;
-  }
-  write(&p.wiki.join("largest.md"), page_text("Largest", &body));
-  let line: String = (0..16_000).map(|i| format!("w{i} ")).collect();
-  write(&p.wiki.join("line.md"), page_text("Line", &line));
-
-  // Reaped by wait4 below (which also reports the child's peak RSS), not by Child::wait.
-  #[allow(clippy::zombie_processes)]
-  let child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-wiki-retrieval"))
-    .args(["index", p.root.to_str().unwrap(), "--component", "lexical", "--json"])
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-  let pid = child.id() as libc::pid_t;
-  let mut stdout = child.stdout.unwrap();
-  let mut out = String::new();
-  std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
-  // wait4 reaps the child and reports its own peak RSS (KiB on Linux).
-  let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
-  assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
-  assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "index failed: {out}");
-  let result: serde_json::Value = serde_json::from_str(&out).unwrap();
-  assert_eq!(result["documents"]["indexed"], 2, "{out}");
-  let peak_mib = usage.ru_maxrss as f64 / 1024.0;
-  eprintln!("peak RSS of the reindex: {peak_mib:.1} MiB");
-  assert!(peak_mib < 1024.0, "peak RSS {peak_mib:.1} MiB");
 }
 
 /// The vector phase re-reads pages by their manifest path, which is NFC: a page whose file name

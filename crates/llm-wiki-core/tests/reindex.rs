@@ -8,13 +8,7 @@ use llm_wiki_core::store::status::IndexState;
 use llm_wiki_core::store::{read_index_status, reindex_vault, CancelFlag, Component, ReindexOptions, Scope};
 use llm_wiki_core::vault::VaultPaths;
 
-fn vault() -> (tempfile::TempDir, VaultPaths) {
-  let t = tempfile::tempdir().unwrap();
-  let p = VaultPaths::new_layout(t.path());
-  fs::create_dir_all(&p.wiki).unwrap();
-  fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
-  (t, p)
-}
+use llm_wiki_core::testkit::temp_vault as vault;
 
 fn page(p: &VaultPaths, id: &str, ty: &str, body: &str) {
   let f = p.wiki.join(format!("{id}.md"));

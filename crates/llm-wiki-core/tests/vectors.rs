@@ -34,10 +34,7 @@ fn models() -> Option<PathBuf> {
 }
 
 fn vault(t: &Path) -> VaultPaths {
-  let p = VaultPaths::new_layout(t);
-  fs::create_dir_all(&p.wiki).unwrap();
-  fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
-  p
+  llm_wiki_core::testkit::init_vault(t, "T")
 }
 
 fn write(p: &VaultPaths, id: &str, body: &str) {

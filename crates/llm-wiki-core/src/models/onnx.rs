@@ -1,7 +1,6 @@
 //! A loaded ONNX text model: session + tokenizer with explicit padding/truncation. Shared by the
 //! embedder (mean/CLS pooling) and the cross-encoder (pair logits).
 
-use std::path::Path;
 use std::sync::Mutex;
 
 use ort::session::builder::GraphOptimizationLevel;
@@ -152,20 +151,10 @@ impl OnnxModel {
     let (shape, data) = value.try_extract_tensor::<f32>().map_err(ort_err)?;
     Ok((shape.iter().map(|&d| d.max(0) as usize).collect(), data.to_vec()))
   }
-
-  /// Number of tokens a text becomes (with special tokens, after truncation).
-  pub fn token_count(&self, text: &str) -> usize {
-    self.tokenizer.encode(text, true).map(|e| e.get_ids().len()).unwrap_or(0)
-  }
 }
 
 /// Disable the tokenizer's own thread pool: batches are small and our callers already control
 /// parallelism (a library must not spawn a thread per core by surprise).
 pub fn quiet_tokenizer_threads() {
   tokenizers::utils::parallelism::set_parallelism(false);
-}
-
-/// Path of the model file, for messages.
-pub fn describe(dir: &Path) -> String {
-  dir.display().to_string()
 }

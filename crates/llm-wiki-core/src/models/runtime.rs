@@ -89,8 +89,3 @@ pub fn environment(lib: &Path) -> Result<Environment> {
     Err(msg) => Err(Error::RuntimeUnavailable(format!("cannot load {}: {msg}", l.path.display()))),
   }
 }
-
-/// Path of the library loaded in this process, if any.
-pub fn loaded_path() -> Option<PathBuf> {
-  loaded().lock().ok().and_then(|g| g.as_ref().map(|l| l.path.clone()))
-}

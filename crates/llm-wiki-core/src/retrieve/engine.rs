@@ -257,8 +257,3 @@ pub fn reader_for(layout: &StoreLayout, store: &StoreDir) -> Result<Arc<VaultRea
 pub fn evict(dir: &Path) {
   cache().lock().unwrap_or_else(|p| p.into_inner()).remove(dir);
 }
-
-/// Number of cached readers (diagnostics).
-pub fn cached_readers() -> usize {
-  cache().lock().map(|m| m.len()).unwrap_or(0)
-}

@@ -7,6 +7,7 @@ pub mod fusion;
 pub mod lexical;
 pub mod modes;
 pub mod query;
+pub mod ranking;
 pub mod recall;
 pub mod rescore;
 

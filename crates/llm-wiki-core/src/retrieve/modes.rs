@@ -12,23 +12,21 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use tantivy::DocAddress;
 
 use super::confidence::{dense_confidence, hybrid_confidence};
 use super::dense::{dense_candidates, page_cosines, DenseCandidate};
-use super::engine::Snapshot;
 use super::fusion::rrf;
-use super::lexical::{exact_match, lexical_candidates, ExactMatch, LexicalCandidate};
+use super::lexical::{exact_match, lexical_candidates, LexicalCandidate};
 use super::query::interrogative_prefix;
 use super::rescore;
+pub use super::ranking::{ModeContext, SubQuery, VaultHit};
 use crate::analysis::{analyze, wiki_analyzer};
 use crate::error::{Error, Result};
 use crate::models::{self, Embedder};
 use crate::store::vectors::{chunk_key, VectorIndex};
-use crate::store::CancelFlag;
 
 /// Candidates each list contributes before fusion (the design's `candidateLimit`).
 pub const CANDIDATE_LIMIT: usize = 40;
@@ -81,43 +79,6 @@ impl RetrievalMode {
       RetrievalMode::Quality => "quality",
     }
   }
-}
-
-/// A typed sub-query: `lex` feeds the lexical list, `vec` the dense list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SubQuery {
-  Lex(String),
-  Vec(String),
-}
-
-/// A page ranked by a mode within one vault.
-#[derive(Debug, Clone)]
-pub struct VaultHit {
-  pub page_id: String,
-  /// 0-based rank in the vault's list.
-  pub rank: usize,
-  pub confidence: f64,
-  pub exact: Option<ExactMatch>,
-  pub reasons: Vec<String>,
-  /// Chunk document to show, when the mode already knows it (dense hits); lexical hits pick
-  /// their passage when results are built.
-  pub chunk: Option<DocAddress>,
-  /// The engine's raw score (BM25, fused RRF, or cross-encoder probability).
-  pub engine_score: f64,
-}
-
-/// Everything a mode needs.
-pub struct ModeContext<'a> {
-  pub snap: &'a Snapshot,
-  pub query: &'a str,
-  pub terms: &'a [String],
-  pub subqueries: &'a [SubQuery],
-  pub limit: usize,
-  pub intent: Option<String>,
-  pub rerank_timeout: Duration,
-  /// Quality without a cross-encoder: rescore by sentence windows (opt-in; see `rescore`).
-  pub sentence_rescore: bool,
-  pub cancel: &'a CancelFlag,
 }
 
 /// Result of a mode on one vault.
@@ -401,7 +362,7 @@ fn rm3_terms(ctx: &ModeContext, feedback: &[String]) -> Result<Vec<(String, f32)
 }
 
 /// Rocchio: the query vector moved toward the centroid of the top dense pages' chunks.
-fn rocchio(ctx: &ModeContext, dense: &Dense, lists: &HybridLists) -> Vec<f32> {
+fn rocchio(dense: &Dense, lists: &HybridLists) -> Vec<f32> {
   let keys: HashSet<u64> = lists.dense.iter().take(5).map(|d| chunk_key(&d.chunk_id)).collect();
   let vecs = dense.vectors.vectors(&keys);
   let mut q = lists.query_vec.clone();
@@ -414,7 +375,6 @@ fn rocchio(ctx: &ModeContext, dense: &Dense, lists: &HybridLists) -> Vec<f32> {
     }
   }
   let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-  let _ = ctx;
   q.into_iter().map(|x| x / norm).collect()
 }
 
@@ -432,7 +392,7 @@ fn quality(
   let feedback: Vec<String> = hybrid_hits.iter().take(PRF_PAGES).map(|h| h.page_id.clone()).collect();
   let expansion = rm3_terms(ctx, &feedback)?;
   let lex_prf = lexical_candidates(ctx.snap, ctx.query, ctx.terms, &expansion, n)?;
-  let qr = rocchio(ctx, dense, &lists);
+  let qr = rocchio(dense, &lists);
   let dense_prf = dense_candidates(ctx.snap, &dense.vectors, &qr, n)?;
   // Without a reranker, expansion must not disturb the hybrid ranking (PRF is a recall lever, not
   // a reliable precision gain): the hybrid order comes first and PRF-only pages fill the pool.

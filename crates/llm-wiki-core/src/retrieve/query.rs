@@ -3,7 +3,7 @@
 
 use unicode_normalization::UnicodeNormalization;
 
-use super::modes::SubQuery;
+use super::ranking::SubQuery;
 use crate::error::{Error, Result};
 
 /// Longest accepted query, in characters after normalization. Longer queries are rejected with

@@ -11,7 +11,7 @@ use std::time::Instant;
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::fusion::weighted_rrf;
-use super::modes::{ModeContext, VaultHit};
+use super::ranking::{ModeContext, VaultHit};
 use crate::error::{Error, Result};
 use crate::models::{CrossEncoder, Embedder, TextKind, EMBED_BATCH};
 use crate::store::CancelFlag;

@@ -3,6 +3,7 @@
 
 pub mod embedding;
 pub mod generation;
+pub mod job;
 pub mod layout;
 pub mod lexical;
 pub mod lock;

@@ -14,17 +14,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use serde::Serialize;
 
 use super::generation::{self, Generation};
-use super::layout::{is_real_dir, new_store_name, StoreDir, StoreLayout};
+use super::layout::{new_store_name, StoreDir, StoreLayout};
 use super::lexical::{CommitInfo, LexicalIndex};
 use super::lock;
 use super::manifest::{sha256_hex, ChunkIds, ExcludedEntry, Manifest, ManifestEntry};
 use super::state::{StateFile, StateModels, StateVectors};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
 use super::swap::{self, crash_point};
-use super::{CancelFlag, Component, IndexIssue, Progress, ProgressSink, Scope};
+pub use super::job::{
+  ChunkCounts, DocumentCounts, ReindexOptions, ReindexResult, VaultReindexResult, VectorCounts, WikiReindexResult,
+};
+use super::{Component, IndexIssue, Progress, ProgressSink, Scope};
 use crate::chunk::{chunk_page, ChunkConfig, ChunkedPage};
 use crate::error::{Error, Result};
 use crate::fsutil::{now_iso, now_ms, remove_dir_all_if_exists, write_json};
@@ -39,82 +41,6 @@ pub const MAX_PAGE_BYTES: u64 = 16 * 1024 * 1024;
 const RACY_WINDOW_MS: i64 = 2_000;
 /// Pages parsed per batch between cancellation checks and progress events.
 const BATCH: usize = 256;
-
-/// Options of a reindex.
-#[derive(Clone, Default)]
-pub struct ReindexOptions {
-  pub scope: Scope,
-  pub components: Vec<Component>,
-  pub force: bool,
-  pub cancel: CancelFlag,
-  pub progress: Option<ProgressSink>,
-  /// Worker threads for parsing and indexing (0 = available parallelism, at most 4; larger
-  /// values are clamped to the number of cores).
-  pub threads: usize,
-  pub chunking: ChunkConfig,
-}
-
-/// Page counts of a reindex (the extension's mirror counts).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct DocumentCounts {
-  pub indexed: u32,
-  pub updated: u32,
-  pub unchanged: u32,
-  pub removed: u32,
-}
-
-/// Chunk documents written and deleted.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ChunkCounts {
-  pub total: u32,
-  pub added: u32,
-  pub removed: u32,
-}
-
-/// Vector work of a reindex.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct VectorCounts {
-  pub generated: u32,
-  pub skipped: u32,
-  pub errors: u32,
-}
-
-/// Outcome of reindexing one vault.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReindexResult {
-  pub ok: bool,
-  pub vault_id: Option<String>,
-  pub scope: Scope,
-  pub components: Vec<Component>,
-  pub documents: DocumentCounts,
-  pub chunks: ChunkCounts,
-  pub vectors: VectorCounts,
-  pub elapsed_ms: f64,
-  /// True when the store was rebuilt from scratch (a new store directory published by `CURRENT`).
-  pub full_rebuild: bool,
-  /// Generation committed by this run (unchanged when nothing was committed).
-  pub generation: u64,
-  pub status: IndexStatus,
-  pub warnings: Vec<IndexIssue>,
-  pub errors: Vec<IndexIssue>,
-}
-
-/// One vault's outcome within a multi-vault reindex.
-#[derive(Debug, Clone, Serialize)]
-pub struct VaultReindexResult {
-  pub root: String,
-  /// `active`, `personal` or `project`.
-  pub label: &'static str,
-  pub result: ReindexResult,
-}
-
-/// Outcome of `reindexWiki`.
-#[derive(Debug, Clone, Serialize)]
-pub struct WikiReindexResult {
-  pub vault: String,
-  pub results: Vec<VaultReindexResult>,
-}
 
 /// How one discovered page compares with the previous generation.
 enum Loaded {
@@ -742,11 +668,6 @@ pub fn reindex_wiki(active: &VaultPaths, target: VaultTarget, opts: &ReindexOpti
   WikiReindexResult { vault: target.as_str().to_string(), results }
 }
 
-/// Used by tests and benches: true when the vault has a published store.
-pub fn has_store(paths: &VaultPaths) -> bool {
-  StoreLayout::new(paths.retrieval()).current().is_some_and(|d| is_real_dir(&d.dir))
-}
-
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -763,9 +684,8 @@ mod tests {
   #[test]
   fn a_panicking_page_is_one_diagnostic_and_the_others_are_indexed_as_themselves() {
     let t = tempfile::tempdir().unwrap();
-    let p = VaultPaths::new_layout(t.path());
+    let p = crate::testkit::init_vault(t.path(), "T");
     std::fs::create_dir_all(p.wiki.join("concepts")).unwrap();
-    std::fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
     let mut ids = Vec::new();
     for i in 0..40 {
       // The panicking page sorts first: the pages after it in its batch must keep their ids.

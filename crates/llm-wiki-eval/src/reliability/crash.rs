@@ -29,11 +29,11 @@ use super::{
   resolve_bin, say, sleep_until, split_mutable, write_report, Editor, HarnessOptions, RecallCheck,
   RunningIndex,
 };
-use crate::error::{Error, Result};
-use crate::eval::bench::machine_context;
-use crate::eval::synth::{derive_seed, Rng};
-use crate::retrieve::RetrievalMode;
-use crate::store::status::{read_index_status, IndexState};
+use llm_wiki_core::error::{Error, Result};
+use crate::bench::machine_context;
+use crate::synth::{derive_seed, Rng};
+use llm_wiki_core::retrieve::RetrievalMode;
+use llm_wiki_core::store::status::{read_index_status, IndexState};
 
 /// Options of `reliability crash`.
 #[derive(Debug, Clone)]
@@ -211,7 +211,7 @@ fn unit(rng: &mut Rng) -> f64 {
 }
 
 /// Run `index` to completion and measure its phases from the progress events.
-fn calibrate(bin: &Path, paths: &crate::vault::VaultPaths, force: bool) -> Result<Timing> {
+fn calibrate(bin: &Path, paths: &llm_wiki_core::vault::VaultPaths, force: bool) -> Result<Timing> {
   let run = RunningIndex::spawn(index_command(bin, paths, force))?;
   let events = run.events.clone();
   let end = run.finish(Duration::from_secs(6 * 3600));
@@ -231,7 +231,7 @@ fn calibrate(bin: &Path, paths: &crate::vault::VaultPaths, force: bool) -> Resul
 #[allow(clippy::too_many_arguments)]
 fn after_kill(
   bin: &Path,
-  paths: &crate::vault::VaultPaths,
+  paths: &llm_wiki_core::vault::VaultPaths,
   crash: &CrashOptions,
   iteration: usize,
   seed: u64,
@@ -352,7 +352,7 @@ fn after_kill(
 }
 
 /// Lexical recall through a fresh CLI process (cold reader).
-fn child_recall(bin: &Path, paths: &crate::vault::VaultPaths, query: &str, expect: &str) -> String {
+fn child_recall(bin: &Path, paths: &llm_wiki_core::vault::VaultPaths, query: &str, expect: &str) -> String {
   let out = std::process::Command::new(bin)
     .arg("recall")
     .arg(&paths.root)
@@ -391,13 +391,13 @@ fn render(
     md,
     "Command: `llm-wiki-retrieval reliability crash --source {} --pages {} --kills {} --seed {} --edits {}` \
      (binary `{}`), {}.\n",
-    opts.source.display(),
+    crate::bench::report_path(&opts.source),
     opts.pages,
     crash.kills,
     opts.seed,
     opts.edits,
     bin.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-    crate::fsutil::now_iso()
+    llm_wiki_core::fsutil::now_iso()
   );
   let _ = writeln!(
     md,

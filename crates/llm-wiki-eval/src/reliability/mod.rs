@@ -24,11 +24,11 @@ use serde::Serialize;
 
 use super::bench::{prepare_beir_vault, prepare_pi_vault, TempDir};
 use super::synth::Rng;
-use crate::error::{Error, Result};
-use crate::store::generation::Generation;
-use crate::store::manifest::sha256_hex;
-use crate::store::StoreLayout;
-use crate::vault::{discover_pages, VaultPaths};
+use llm_wiki_core::error::{Error, Result};
+use llm_wiki_core::store::generation::Generation;
+use llm_wiki_core::store::manifest::sha256_hex;
+use llm_wiki_core::store::StoreLayout;
+use llm_wiki_core::vault::{discover_pages, VaultPaths};
 
 /// Settings shared by the harnesses.
 #[derive(Debug, Clone)]
@@ -105,8 +105,8 @@ pub fn resolve_bin(bin: Option<&Path>) -> Result<PathBuf> {
 
 /// Fail early when the vector phase could not run (it needs an embedding model).
 pub fn require_embedder() -> Result<String> {
-  let c = crate::models::effective_config();
-  crate::models::embed_model_id(&c).ok_or_else(|| {
+  let c = llm_wiki_core::models::effective_config();
+  llm_wiki_core::models::embed_model_id(&c).ok_or_else(|| {
     Error::ModelUnavailable(
       "the vector phase needs an embedding model: run scripts/fetch_models.py and set LLM_WIKI_MODELS_DIR"
         .into(),
@@ -289,15 +289,15 @@ pub fn recall_check(
   paths: &VaultPaths,
   query: &str,
   expect: &str,
-  mode: crate::retrieve::RetrievalMode,
+  mode: llm_wiki_core::retrieve::RetrievalMode,
 ) -> RecallCheck {
-  let policy = crate::retrieve::RecallPolicy {
+  let policy = llm_wiki_core::retrieve::RecallPolicy {
     include_personal: false,
     min_score: 0.0,
     max_per_vault: 10,
     max_results: 10,
   };
-  match crate::retrieve::recall_wiki(paths, query, &crate::retrieve::RecallOptions::new(policy, mode)) {
+  match llm_wiki_core::retrieve::recall_wiki(paths, query, &llm_wiki_core::retrieve::RecallOptions::new(policy, mode)) {
     Err(e) => RecallCheck::Error(e.code().to_string()),
     Ok(r) if r.results.is_empty() => RecallCheck::Empty(r.diagnostics.into_iter().map(|d| d.code).collect()),
     Ok(r) => match r.results.iter().position(|x| x.id == expect) {
@@ -410,14 +410,14 @@ impl Editor {
     for k in 0..n {
       let id = self.mutable[rng.below(self.mutable.len())].clone();
       let token = format!("zqrev{tag}k{k}");
-      let file = crate::vault::discover::resolve_page_file(&paths.wiki, &format!("{id}.md"));
+      let file = llm_wiki_core::vault::discover::resolve_page_file(&paths.wiki, &format!("{id}.md"));
       let text = std::fs::read_to_string(&file).map_err(|e| Error::io("read", &file, e))?;
       let base = match text.rfind("\n\nRevision ") {
         Some(i) => &text[..i],
         None => text.trim_end(),
       };
       let next = format!("{base}\n\nRevision {token} of this page.\n");
-      crate::fsutil::atomic_write(&file, next.as_bytes())?;
+      llm_wiki_core::fsutil::atomic_write(&file, next.as_bytes())?;
       edits.push(Edit { id, token, kind: "revision" });
     }
     if churn && self.mutable.len() > 1 {
@@ -431,7 +431,7 @@ impl Editor {
       let page = format!(
         "---\ntype: source\ntitle: Harness page {id}\n---\n\nA page the harness added; it carries {token}.\n"
       );
-      crate::fsutil::atomic_write(&paths.wiki.join(format!("{id}.md")), page.as_bytes())?;
+      llm_wiki_core::fsutil::atomic_write(&paths.wiki.join(format!("{id}.md")), page.as_bytes())?;
       self.mutable.push(id.clone());
       edits.push(Edit { id, token, kind: "added" });
     }
@@ -464,7 +464,7 @@ pub fn known_queries(paths: &VaultPaths, stable: &[String], want: usize) -> Resu
     if title.chars().count() < 12 {
       continue;
     }
-    if recall_check(paths, &title, id, crate::retrieve::RetrievalMode::Lexical) == RecallCheck::Hit(1) {
+    if recall_check(paths, &title, id, llm_wiki_core::retrieve::RetrievalMode::Lexical) == RecallCheck::Hit(1) {
       out.push((title, id.clone()));
     }
     if out.len() == want {
@@ -490,11 +490,11 @@ pub fn write_report(out: &Path, markdown: &str, json: &serde_json::Value) -> Res
   if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
     std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
   }
-  crate::fsutil::atomic_write(out, markdown.as_bytes())?;
+  llm_wiki_core::fsutil::atomic_write(out, markdown.as_bytes())?;
   let json_path = out.with_extension("json");
   let mut bytes = serde_json::to_vec_pretty(json).map_err(|e| Error::Index(e.to_string()))?;
   bytes.push(b'\n');
-  crate::fsutil::atomic_write(&json_path, &bytes)?;
+  llm_wiki_core::fsutil::atomic_write(&json_path, &bytes)?;
   Ok(vec![out.to_path_buf(), json_path])
 }
 

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::datasets::{AutoExpectation, PiFixture, PiQuery, PiSplit};
 use super::trec::Qrels;
-use crate::error::{Error, Result};
-use crate::vault::page::Role;
+use llm_wiki_core::error::{Error, Result};
+use llm_wiki_core::vault::page::Role;
 
 // ---------------------------------------------------------------------------------------------
 // Generic metrics
@@ -476,7 +476,7 @@ pub fn pi_report(
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::eval::datasets::{fixtures_dir, load_baseline_runs, load_pi_fixture, shared_dir, PiJudgment};
+  use crate::datasets::{fixtures_dir, load_baseline_runs, load_pi_fixture, shared_dir, PiJudgment};
 
   fn judged(pairs: &[(&str, u32)]) -> HashMap<String, u32> {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -652,7 +652,7 @@ mod tests {
       source: serde_json::Value::Null,
       grade_scale: Default::default(),
       categories: vec!["c".into(), "a".into()],
-      vault_config: crate::eval::datasets::PiVaultConfig {
+      vault_config: crate::datasets::PiVaultConfig {
         name: "t".into(),
         knowledge_format: "legacy".into(),
       },

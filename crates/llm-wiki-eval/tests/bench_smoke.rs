@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use llm_wiki_core::eval::bench::{quiet_log, run_set_bench, BenchCommon, SetBenchOptions};
+use llm_wiki_eval::bench::{quiet_log, run_set_bench, BenchCommon, SetBenchOptions};
 use llm_wiki_core::retrieve::RetrievalMode;
 use serde_json::Value;
 

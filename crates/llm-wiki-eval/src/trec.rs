@@ -1,95 +1,22 @@
-//! TREC run and qrels files, plus BEIR's tab-separated qrels.
+//! Reading TREC run files, and TREC / BEIR qrels (judgments). Writing run files lives in the user
+//! CLI crate ([`llm_wiki_cli::trec`], the `run` command writes them) and is re-exported here.
 //!
-//! * Run line: `qid Q0 docid rank score tag` (rank 1-based, score with 6 decimals).
 //! * TREC qrels line: `qid 0 docid grade`.
 //! * BEIR qrels: a header row, then `query-id<TAB>doc-id<TAB>grade`.
-//!
-//! Identifiers are whitespace-separated fields in these formats, so ids (and the run tag)
-//! containing whitespace, or empty ids, are rejected instead of written ambiguously.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use crate::error::{Error, Result};
-use crate::fsutil::atomic_write;
+pub use llm_wiki_cli::trec::{format_run, run_lines_for_query, validate_run, write_run, RunLine};
+use llm_wiki_cli::trec::check_token;
+use llm_wiki_core::error::{Error, Result};
+use llm_wiki_core::fsutil::atomic_write;
 
 /// Judgments: query id → (doc id → grade). A grade > 0 means relevant.
 pub type Qrels = HashMap<String, HashMap<String, u32>>;
 
 /// Parsed run: query id → `(doc id, score)` ordered by rank.
 pub type Run = BTreeMap<String, Vec<(String, f64)>>;
-
-/// One line of a TREC run file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunLine {
-  pub qid: String,
-  pub docid: String,
-  /// 1-based rank within the query.
-  pub rank: u32,
-  pub score: f64,
-}
-
-impl RunLine {
-  pub fn new(qid: impl Into<String>, docid: impl Into<String>, rank: u32, score: f64) -> Self {
-    RunLine { qid: qid.into(), docid: docid.into(), rank, score }
-  }
-}
-
-/// Run lines for one query from a ranked list of `(doc id, score)`; ranks are assigned 1, 2, ...
-pub fn run_lines_for_query<S: AsRef<str>>(qid: &str, ranked: &[(S, f64)]) -> Vec<RunLine> {
-  ranked
-    .iter()
-    .enumerate()
-    .map(|(i, (docid, score))| RunLine::new(qid, docid.as_ref(), rank_of(i), *score))
-    .collect()
-}
-
-fn rank_of(index: usize) -> u32 {
-  u32::try_from(index + 1).unwrap_or(u32::MAX)
-}
-
-fn check_token(kind: &str, value: &str) -> Result<()> {
-  if value.is_empty() {
-    return Err(Error::invalid(format!("TREC {kind} is empty")));
-  }
-  if value.chars().any(char::is_whitespace) {
-    return Err(Error::invalid(format!("TREC {kind} {value:?} contains whitespace")));
-  }
-  Ok(())
-}
-
-/// Check that `tag` and every line can be written unambiguously (non-empty ids and tag without
-/// whitespace, rank ≥ 1, finite score).
-pub fn validate_run(tag: &str, lines: &[RunLine]) -> Result<()> {
-  check_token("run tag", tag)?;
-  for line in lines {
-    check_token("query id", &line.qid)?;
-    check_token("doc id", &line.docid)?;
-    if line.rank == 0 {
-      return Err(Error::invalid(format!("TREC rank of {}/{} must be >= 1", line.qid, line.docid)));
-    }
-    if !line.score.is_finite() {
-      return Err(Error::invalid(format!("TREC score of {}/{} is not finite", line.qid, line.docid)));
-    }
-  }
-  Ok(())
-}
-
-/// Format run lines as text, one `qid Q0 docid rank score tag` line each, in the given order.
-/// Does not validate: call [`validate_run`] first (as [`write_run`] does).
-pub fn format_run(tag: &str, lines: &[RunLine]) -> String {
-  let mut out = String::with_capacity(lines.len() * 48);
-  for l in lines {
-    out.push_str(&format!("{} Q0 {} {} {:.6} {}\n", l.qid, l.docid, l.rank, l.score, tag));
-  }
-  out
-}
-
-/// Validate and write a run file (atomically).
-pub fn write_run(path: &Path, tag: &str, lines: &[RunLine]) -> Result<()> {
-  validate_run(tag, lines)?;
-  atomic_write(path, format_run(tag, lines).as_bytes())
-}
 
 fn line_error(what: &str, line_no: usize, msg: impl std::fmt::Display) -> Error {
   Error::invalid(format!("{what} line {line_no}: {msg}"))

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use llm_wiki_core::error::{Error, Result};
 
 /// Generator settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -966,7 +966,7 @@ pub fn synth_queries(opts: &SynthOptions, n: usize) -> Vec<(String, String, Stri
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::vault::page::{Page, Role};
+  use llm_wiki_core::vault::page::{Page, Role};
   use sha2::{Digest, Sha256};
 
   fn hash_tree(root: &Path) -> (String, usize) {

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::trec::{parse_beir_qrels, Qrels};
-use crate::error::{Error, Result};
-use crate::vault::page::Role;
+pub use llm_wiki_cli::trec::{load_queries_jsonl, parse_queries_jsonl};
+use llm_wiki_core::error::{Error, Result};
+use llm_wiki_core::vault::page::Role;
 
 /// The pi benchmark fixture (`bench/pi/fixture.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -242,41 +243,6 @@ pub fn load_beir_dir(dir: &Path) -> Result<BeirSet> {
   Ok(BeirSet { queries, qrels })
 }
 
-fn id_value(v: &Value) -> Option<String> {
-  match v {
-    Value::String(s) if !s.is_empty() => Some(s.clone()),
-    Value::Number(n) => Some(n.to_string()),
-    _ => None,
-  }
-}
-
-/// Parse JSON-lines queries: each non-blank line an object with `id` (or BEIR's `_id`; string or
-/// number) and `text`; other keys are ignored. Duplicate ids are rejected.
-pub fn parse_queries_jsonl(text: &str) -> Result<Vec<(String, String)>> {
-  let mut out = Vec::new();
-  let mut seen = std::collections::HashSet::new();
-  for (i, line) in text.lines().enumerate() {
-    let line = line.trim();
-    if line.is_empty() {
-      continue;
-    }
-    let bad = |msg: &str| Error::invalid(format!("queries line {}: {msg}", i + 1));
-    let v: Value = serde_json::from_str(line).map_err(|e| bad(&e.to_string()))?;
-    let id = v.get("id").or_else(|| v.get("_id")).and_then(id_value).ok_or_else(|| bad("missing id"))?;
-    let text = v.get("text").and_then(Value::as_str).ok_or_else(|| bad("missing text"))?;
-    if !seen.insert(id.clone()) {
-      return Err(bad(&format!("duplicate id {id:?}")));
-    }
-    out.push((id, text.to_string()));
-  }
-  Ok(out)
-}
-
-/// Read and parse a JSON-lines query file (see [`parse_queries_jsonl`]).
-pub fn load_queries_jsonl(path: &Path) -> Result<Vec<(String, String)>> {
-  parse_queries_jsonl(&read_text(path)?).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
-}
-
 /// Root of the shared benchmark data: `$LLM_WIKI_SHARED`, else `<crate>/../../../shared`. Only the
 /// opt-in tests (`#[ignore]`, run by `npm run test:shared`) use it: `npm test` needs nothing
 /// outside the repository.
@@ -302,18 +268,6 @@ pub(crate) fn fixtures_dir() -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
   use super::*;
-
-  #[test]
-  fn queries_jsonl_variants() {
-    let q =
-      parse_queries_jsonl("{\"id\":\"1\",\"text\":\"a\"}\n\n{\"_id\":2,\"text\":\"b\",\"metadata\":{}}\n")
-        .unwrap();
-    assert_eq!(q, vec![("1".to_string(), "a".to_string()), ("2".to_string(), "b".to_string())]);
-    assert!(parse_queries_jsonl("{\"text\":\"a\"}").is_err());
-    assert!(parse_queries_jsonl("{\"id\":\"1\"}").is_err());
-    assert!(parse_queries_jsonl("{\"id\":\"1\",\"text\":\"a\"}\n{\"id\":\"1\",\"text\":\"b\"}").is_err());
-    assert!(parse_queries_jsonl("not json").is_err());
-  }
 
   #[test]
   fn loads_pi_fixture_and_runs() {

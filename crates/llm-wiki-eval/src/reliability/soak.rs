@@ -27,13 +27,13 @@ use super::{
   check_page_set, index_command, known_queries, percentile, prepare_vault, recall_check, require_embedder,
   resolve_bin, say, split_mutable, write_report, Editor, HarnessOptions, RecallCheck, RunningIndex,
 };
-use crate::error::{Error, Result};
-use crate::eval::bench::machine_context;
-use crate::eval::synth::{derive_seed, Rng};
-use crate::retrieve::RetrievalMode;
-use crate::store::status::{read_index_status, IndexState};
-use crate::store::{reindex_vault, Component, ReindexOptions};
-use crate::vault::VaultPaths;
+use llm_wiki_core::error::{Error, Result};
+use crate::bench::machine_context;
+use crate::synth::{derive_seed, Rng};
+use llm_wiki_core::retrieve::RetrievalMode;
+use llm_wiki_core::store::status::{read_index_status, IndexState};
+use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
+use llm_wiki_core::vault::VaultPaths;
 
 /// Options of `reliability soak`.
 #[derive(Debug, Clone)]
@@ -112,7 +112,7 @@ pub fn run_soak(soak: &SoakOptions) -> Result<Vec<PathBuf>> {
   let plan =
     SoakPlan { seconds: soak.seconds, seed: opts.seed, edits: opts.edits, mutable, queries: queries.clone() };
   let plan_file = vault.temp.path().join("soak-plan.json");
-  crate::fsutil::write_json(&plan_file, &plan)?;
+  llm_wiki_core::fsutil::write_json(&plan_file, &plan)?;
 
   say(format!("two workers for {} s", soak.seconds));
   let mut workers = Vec::new();
@@ -262,7 +262,7 @@ pub fn run_soak_worker(root: &Path, plan_file: &Path, role: Role, out: &Path) ->
   stop.store(true, Ordering::SeqCst);
   let _ = reader.join();
   let rep = report.lock().unwrap_or_else(|p| p.into_inner()).clone();
-  crate::fsutil::write_json(out, &rep)
+  llm_wiki_core::fsutil::write_json(out, &rep)
 }
 
 fn render(
@@ -278,12 +278,12 @@ fn render(
   let _ = writeln!(
     md,
     "Command: `llm-wiki-retrieval reliability soak --source {} --pages {} --minutes {} --seed {} --edits {}`, {}.\n",
-    opts.source.display(),
+    crate::bench::report_path(&opts.source),
     opts.pages,
     soak.seconds as f64 / 60.0,
     opts.seed,
     opts.edits,
-    crate::fsutil::now_iso()
+    llm_wiki_core::fsutil::now_iso()
   );
   let _ = writeln!(md, "Vault: {pages} pages; two worker processes for {} s.\n", soak.seconds);
   let _ = writeln!(md, "| worker | reindex runs | ok | busy | errors | reindex p50 / max ms | edits | recalls | hits | misses | empty | recall errors | recall p50 / p99 / max ms |");

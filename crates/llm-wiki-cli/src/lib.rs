@@ -1,0 +1,311 @@
+//! The user commands of `llm-wiki-retrieval` — `index`, `status`, `recall`, `run` — over a vault
+//! directory. The npm package's `bin` runs them inside the addon ([`run`]); the evaluation crate's
+//! development binary adds its `bench` and `reliability` subcommands to the same [`Command`] enum.
+//! Nothing here depends on the evaluation code, so the published addon does not contain it.
+
+pub mod trec;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use llm_wiki_core::error::{Error, Result};
+use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
+use llm_wiki_core::store::{read_index_status, reindex_vault, Component, Progress, ReindexOptions, Scope};
+use llm_wiki_core::vault::VaultPaths;
+
+use crate::trec::{load_queries_jsonl, recall_run_lines, write_run};
+
+/// The program name shown in help and errors (the npm `bin` and the development binary share it).
+pub const PROGRAM: &str = "llm-wiki-retrieval";
+
+#[derive(Parser, Debug)]
+#[command(name = PROGRAM, version, about = "Hybrid retrieval over llm-wiki Markdown vaults")]
+struct Cli {
+  #[command(subcommand)]
+  command: Command,
+}
+
+/// The user commands (flattened into the development binary's command set).
+#[derive(Subcommand, Debug)]
+pub enum Command {
+  /// Build or update a vault's retrieval index (incremental unless --force).
+  Index {
+    /// Vault root (the directory containing .llm-wiki/).
+    vault: PathBuf,
+    /// Rebuild from scratch.
+    #[arg(long)]
+    force: bool,
+    /// Re-hash every page instead of trusting size + mtime.
+    #[arg(long)]
+    all: bool,
+    /// Components: lexical, vectors (repeatable; default both).
+    #[arg(long = "component", value_name = "NAME")]
+    components: Vec<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Write every progress event as a JSON line to stderr (used by the reliability harness).
+    #[arg(long)]
+    progress_events: bool,
+  },
+  /// Show the index status of a vault.
+  Status {
+    vault: PathBuf,
+    #[arg(long)]
+    json: bool,
+  },
+  /// Recall pages for a query (explicit policy unless --auto).
+  Recall {
+    vault: PathBuf,
+    query: String,
+    /// lexical | hybrid | adaptive | quality.
+    #[arg(long, default_value = "adaptive")]
+    mode: String,
+    /// Maximum results (explicit policy: 1..=10).
+    #[arg(long)]
+    max: Option<usize>,
+    /// Use the automatic (precision-first) policy.
+    #[arg(long)]
+    auto: bool,
+    /// Print the response as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Show confidence, match reasons and the trace.
+    #[arg(long)]
+    explain: bool,
+    /// Quality mode without a cross-encoder: rescore by sentence windows (opt-in).
+    #[arg(long)]
+    sentence_rescore: bool,
+  },
+  /// Run every query of a JSONL file ({"id","text"} per line) and write a TREC run.
+  Run {
+    vault: PathBuf,
+    queries: PathBuf,
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value = "adaptive")]
+    mode: String,
+    /// Results per query.
+    #[arg(long, default_value_t = 100)]
+    depth: usize,
+    /// Run tag (last TREC column).
+    #[arg(long, default_value = "llm-wiki")]
+    tag: String,
+    /// Quality mode without a cross-encoder: rescore by sentence windows (opt-in).
+    #[arg(long)]
+    sentence_rescore: bool,
+  },
+}
+
+fn parse_components(names: &[String]) -> Result<Vec<Component>> {
+  if names.is_empty() {
+    return Ok(vec![Component::Lexical, Component::Vectors]);
+  }
+  names.iter().map(|n| Component::parse(n)).collect()
+}
+
+fn progress_bar() -> (ProgressBar, Arc<dyn Fn(Progress) + Send + Sync>) {
+  let bar = ProgressBar::new(0);
+  bar.set_style(
+    ProgressStyle::with_template("{spinner} {prefix:>8} [{bar:30}] {pos}/{len} {msg}")
+      .unwrap_or_else(|_| ProgressStyle::default_bar())
+      .progress_chars("=> "),
+  );
+  let b = bar.clone();
+  let sink = Arc::new(move |p: Progress| {
+    b.set_prefix(p.stage);
+    if let (Some(c), Some(t)) = (p.current, p.total) {
+      b.set_length(t);
+      b.set_position(c);
+    }
+    b.set_message(p.message);
+  });
+  (bar, sink)
+}
+
+fn vault_paths(root: &Path) -> Result<VaultPaths> {
+  let abs = std::path::absolute(root).map_err(|e| Error::io("resolve", root, e))?;
+  Ok(VaultPaths::for_root(abs))
+}
+
+/// Run one user command, writing its report to `out`.
+pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
+  match command {
+    Command::Index { vault, force, all, components, json, progress_events } => {
+      let paths = vault_paths(&vault)?;
+      let (bar, sink) = progress_bar();
+      let events: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(|p: Progress| {
+        eprintln!("{}", serde_json::to_string(&p).unwrap_or_default());
+      });
+      let progress = if progress_events { Some(events) } else { (!json).then_some(sink) };
+      let opts = ReindexOptions {
+        scope: if all { Scope::All } else { Scope::Changed },
+        components: parse_components(&components)?,
+        force,
+        progress,
+        ..Default::default()
+      };
+      let r = reindex_vault(&paths, &opts);
+      bar.finish_and_clear();
+      if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
+      } else {
+        writeln!(
+          out,
+          "{}: {} indexed, {} updated, {} unchanged, {} removed; {} chunks; {:.0} ms; status {}",
+          if r.ok { "ok" } else { "failed" },
+          r.documents.indexed,
+          r.documents.updated,
+          r.documents.unchanged,
+          r.documents.removed,
+          r.chunks.total,
+          r.elapsed_ms,
+          r.status.state.as_str()
+        )
+        .ok();
+        for w in &r.warnings {
+          writeln!(
+            out,
+            "warning {}: {}{}",
+            w.code,
+            w.message,
+            w.path.as_deref().map(|p| format!(" ({p})")).unwrap_or_default()
+          )
+          .ok();
+        }
+        for e in &r.errors {
+          writeln!(out, "error {}: {}", e.code, e.message).ok();
+        }
+      }
+      if !r.ok {
+        return Err(Error::Index(
+          r.errors.first().map(|e| e.message.clone()).unwrap_or_else(|| "cancelled".into()),
+        ));
+      }
+    }
+    Command::Status { vault, json } => {
+      let s = read_index_status(&vault_paths(&vault)?);
+      if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&s).unwrap_or_default()).ok();
+      } else {
+        writeln!(out, "state: {}\ndocuments: {} ({} canonical, {} evidence)\nchunks: {}\nembeddings pending: {}\nengine: {}",
+          s.state.as_str(), s.total_documents, s.canonical_documents, s.evidence_documents, s.total_chunks, s.needs_embedding, s.engine_version).ok();
+        for i in &s.issues {
+          writeln!(out, "issue {}: {}", i.code, i.message).ok();
+        }
+      }
+    }
+    Command::Recall { vault, query, mode, max, auto, json, explain, sentence_rescore } => {
+      let paths = vault_paths(&vault)?;
+      let policy = if auto { RecallPolicy::automatic() } else { RecallPolicy::explicit(max) };
+      let opts =
+        RecallOptions { sentence_rescore, ..RecallOptions::new(policy, RetrievalMode::parse(&mode)?) };
+      let started = Instant::now();
+      let r = recall_wiki(&paths, &query, &opts)?;
+      let ms = started.elapsed().as_secs_f64() * 1000.0;
+      if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
+        return Ok(());
+      }
+      if r.results.is_empty() {
+        writeln!(out, "No reliable memory found for {query:?} ({ms:.1} ms, mode {}).", r.mode.as_str()).ok();
+      }
+      for (i, res) in r.results.iter().enumerate() {
+        writeln!(
+          out,
+          "{}. [[{}]] {} — {} (score {:.2}){}",
+          i + 1,
+          res.id,
+          res.page_type,
+          res.title,
+          res.score,
+          res.vault_label.as_deref().map(|l| format!(" {l}")).unwrap_or_default()
+        )
+        .ok();
+        writeln!(out, "   {}", res.preview).ok();
+        if explain {
+          writeln!(
+            out,
+            "   confidence {:.3} × multiplier {:.2}; lines {}-{}; {}",
+            res.confidence,
+            res.multiplier,
+            res.line_start,
+            res.line_end,
+            res.match_reasons.join("; ")
+          )
+          .ok();
+        }
+      }
+      for d in &r.diagnostics {
+        writeln!(out, "diagnostic {}: {}", d.code, d.message).ok();
+      }
+      if explain {
+        writeln!(out, "mode used: {} ({ms:.1} ms)", r.mode.as_str()).ok();
+        for t in &r.trace {
+          writeln!(out, "trace: {t}").ok();
+        }
+      }
+    }
+    Command::Run { vault, queries, out: out_path, mode, depth, tag, sentence_rescore } => {
+      let paths = vault_paths(&vault)?;
+      let queries = load_queries_jsonl(&queries)?;
+      let policy =
+        RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: depth, max_results: depth };
+      let opts =
+        RecallOptions { sentence_rescore, ..RecallOptions::new(policy, RetrievalMode::parse(&mode)?) };
+      let mut lines = Vec::new();
+      let mut times = Vec::with_capacity(queries.len());
+      for (qid, text) in &queries {
+        let started = Instant::now();
+        let r = recall_wiki(&paths, text, &opts)?;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        lines.extend(recall_run_lines(qid, &r.results));
+      }
+      write_run(&out_path, &tag, &lines)?;
+      times.sort_by(|a, b| a.total_cmp(b));
+      let pct = |p: f64| times.get(((times.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
+      writeln!(
+        out,
+        "wrote {} lines for {} queries to {} (per query: p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms)",
+        lines.len(),
+        queries.len(),
+        out_path.display(),
+        pct(0.5),
+        pct(0.95),
+        pct(1.0)
+      )
+      .ok();
+    }
+  }
+  Ok(())
+}
+
+/// Run the user CLI with `args` (without the program name). Returns the process exit code.
+pub fn run<I: IntoIterator<Item = String>>(args: I) -> i32 {
+  run_with(args, |cli: Cli| execute(cli.command, &mut std::io::stdout().lock()))
+}
+
+/// Parse `args` as the command line `C` and run it with `exec`, panics caught: clap's own output
+/// (help, version, usage errors) and exit codes (0 / 2), `error [code]: message` and 1 on failure.
+pub fn run_with<C: Parser, I: IntoIterator<Item = String>>(args: I, exec: impl FnOnce(C) -> Result<()>) -> i32 {
+  let argv = std::iter::once(PROGRAM.to_string()).chain(args);
+  let cli = match C::try_parse_from(argv) {
+    Ok(c) => c,
+    Err(e) => {
+      let _ = e.print();
+      return if e.use_stderr() { 2 } else { 0 };
+    }
+  };
+  match llm_wiki_core::error::catch_panic(|| exec(cli)) {
+    Ok(()) => 0,
+    Err(e) => {
+      eprintln!("error [{}]: {e}", e.code());
+      1
+    }
+  }
+}

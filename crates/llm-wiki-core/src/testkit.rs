@@ -1,0 +1,43 @@
+//! Test helpers: the one preamble of the engine's and the evaluation crate's tests — a vault in a
+//! temporary directory, page files written into it. Compiled for the engine's unit tests and with
+//! the `testkit` feature (dev-dependencies only); never part of a shipped build.
+
+use std::path::{Path, PathBuf};
+
+use crate::vault::VaultPaths;
+
+/// Initialise a vault at `root` in the current layout: `.llm-wiki/config.json` naming it `name`
+/// and an empty `wiki/`. Panics on I/O errors (tests only).
+pub fn init_vault(root: &Path, name: &str) -> VaultPaths {
+  let p = VaultPaths::new_layout(root);
+  std::fs::create_dir_all(&p.wiki).expect("create the wiki directory");
+  let config = serde_json::json!({ "name": name }).to_string();
+  std::fs::write(p.config_file(), config).expect("write config.json");
+  p
+}
+
+/// A vault named `T` at `<new temporary directory>/vault`; the directory is removed when the
+/// returned guard drops.
+pub fn temp_vault() -> (tempfile::TempDir, VaultPaths) {
+  let t = tempfile::tempdir().expect("create a temporary directory");
+  let p = init_vault(&t.path().join("vault"), "T");
+  (t, p)
+}
+
+/// Write `bytes` to `path`, creating its parent directories. Panics on I/O errors (tests only).
+pub fn write_file(path: &Path, bytes: impl AsRef<[u8]>) {
+  std::fs::create_dir_all(path.parent().expect("a file path has a parent")).expect("create parent directories");
+  std::fs::write(path, bytes).expect("write the file");
+}
+
+/// The text of a concept page titled `title` with `body` under its frontmatter.
+pub fn page_text(title: &str, body: &str) -> String {
+  format!("---\ntype: concept\ntitle: {title}\n---\n{body}\n")
+}
+
+/// Write the page `<wiki>/<id>.md` (a concept titled `title`) and return its path.
+pub fn write_page(p: &VaultPaths, id: &str, title: &str, body: &str) -> PathBuf {
+  let path = p.wiki.join(format!("{id}.md"));
+  write_file(&path, page_text(title, body));
+  path
+}

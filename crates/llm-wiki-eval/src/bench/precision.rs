@@ -1,0 +1,399 @@
+//! Automatic-recall precision suite: cross-collection negatives vs. hit rate on positives.
+
+use super::*;
+
+/// One query of the precision suite, with its relevance on the vault it runs against.
+pub(super) struct ProbeQuery {
+  pub(super) id: String,
+  pub(super) text: String,
+  /// `train`/`heldout` (pi) or `test` (SciFact).
+  pub(super) split: String,
+  /// Relevant page ids on this vault (empty = a negative).
+  pub(super) relevant: HashSet<String>,
+}
+
+/// One (query set, vault) combination.
+pub(super) struct Probe<'a> {
+  pub(super) key: &'static str,
+  pub(super) query_set: &'a str,
+  pub(super) vault_name: &'a str,
+  pub(super) paths: &'a VaultPaths,
+  pub(super) queries: Vec<ProbeQuery>,
+}
+
+/// Injection counts of a group of queries.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InjectionStats {
+  pub queries: usize,
+  /// Queries with at least one injected result.
+  pub injected: usize,
+  pub injection_rate: f64,
+  /// Positives only: queries with an injected relevant page.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub hits: Option<usize>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub hit_rate: Option<f64>,
+  pub modes_used: BTreeMap<String, usize>,
+}
+
+impl InjectionStats {
+  pub(super) fn add(&mut self, injected: bool, hit: Option<bool>, used: RetrievalMode) {
+    self.queries += 1;
+    self.injected += usize::from(injected);
+    if let Some(h) = hit {
+      *self.hits.get_or_insert(0) += usize::from(h);
+    }
+    *self.modes_used.entry(used.as_str().to_string()).or_insert(0) += 1;
+  }
+
+  pub(super) fn finish(mut self) -> Self {
+    self.injection_rate = rate(self.injected, self.queries);
+    self.hit_rate = self.hits.map(|h| rate(h, self.queries));
+    self
+  }
+}
+
+pub(super) fn fmt_rate(s: &InjectionStats, hits: bool) -> String {
+  if hits {
+    format!("{}/{} ({})", s.hits.unwrap_or(0), s.queries, s.hit_rate.unwrap_or(0.0))
+  } else {
+    format!("{}/{} ({})", s.injected, s.queries, s.injection_rate)
+  }
+}
+
+/// Run the precision suite: pi fixture + a BEIR set (SciFact), every mode of `common`.
+pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -> Result<BenchOutput> {
+  let context = machine_context();
+  let (fixture_path, pi_vault_src) = match detect_source(pi_fixture)? {
+    BenchSource::Pi { fixture, vault } => (fixture, vault),
+    BenchSource::Beir { .. } => return Err(Error::invalid("--pi must name the pi fixture.json")),
+  };
+  let beir_dir = match detect_source(beir_dir)? {
+    BenchSource::Beir { dir } => dir,
+    BenchSource::Pi { .. } => return Err(Error::invalid("--beir must name a BEIR-style directory")),
+  };
+  let beir_name =
+    beir_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "beir".to_string());
+  let fixture = load_pi_fixture(&fixture_path)?;
+  let beir = load_beir_dir(&beir_dir)?;
+
+  let pi_tmp = common.temp("precision-pi")?;
+  let (pi_paths, _) = prepare_pi_vault(&pi_vault_src, pi_tmp.path())?;
+  let beir_tmp = common.temp(&format!("precision-{beir_name}"))?;
+  let (beir_paths, _) = prepare_beir_vault(&beir_dir, beir_tmp.path())?;
+  let pi_ix = build_index(&pi_paths, common.needs_vectors(), "pi", common)?;
+  let beir_ix = build_index(&beir_paths, common.needs_vectors(), &beir_name, common)?;
+
+  let pi_queries = |on_pi: bool| -> Vec<ProbeQuery> {
+    fixture
+      .queries
+      .iter()
+      .map(|q| ProbeQuery {
+        id: q.id.clone(),
+        text: q.text.clone(),
+        split: match q.split {
+          PiSplit::Train => "train".into(),
+          PiSplit::Heldout => "heldout".into(),
+        },
+        relevant: if on_pi {
+          q.judgments.iter().filter(|j| j.grade > 0).map(|j| j.page_id.clone()).collect()
+        } else {
+          HashSet::new()
+        },
+      })
+      .collect()
+  };
+  let beir_queries = |on_beir: bool| -> Vec<ProbeQuery> {
+    beir
+      .queries
+      .iter()
+      .map(|(id, text)| ProbeQuery {
+        id: id.clone(),
+        text: text.clone(),
+        split: "test".into(),
+        relevant: if on_beir {
+          beir
+            .qrels
+            .get(id)
+            .map(|j| j.iter().filter(|(_, &g)| g > 0).map(|(d, _)| d.clone()).collect())
+            .unwrap_or_default()
+        } else {
+          HashSet::new()
+        },
+      })
+      .collect()
+  };
+  let probes = [
+    Probe { key: "piOnPi", query_set: "pi", vault_name: "pi", paths: &pi_paths, queries: pi_queries(true) },
+    Probe {
+      key: "beirOnPi",
+      query_set: &beir_name,
+      vault_name: "pi",
+      paths: &pi_paths,
+      queries: beir_queries(false),
+    },
+    Probe {
+      key: "piOnBeir",
+      query_set: "pi",
+      vault_name: &beir_name,
+      paths: &beir_paths,
+      queries: pi_queries(false),
+    },
+    Probe {
+      key: "beirOnBeir",
+      query_set: &beir_name,
+      vault_name: &beir_name,
+      paths: &beir_paths,
+      queries: beir_queries(true),
+    },
+  ];
+  // Positives of the pi fixture are its judged queries; its `autoExpectation: none` queries
+  // are negatives on the pi vault.
+  let pi_negatives: HashSet<&str> = fixture
+    .queries
+    .iter()
+    .filter(|q| q.auto_expectation == AutoExpectation::None)
+    .map(|q| q.id.as_str())
+    .collect();
+
+  let floor = RecallPolicy::automatic().min_score;
+  let auto_max = RecallPolicy::automatic().max_results;
+  let mut calibration: Vec<Value> = Vec::new();
+  let mut per_mode = Map::new();
+  let mut md_rows: Vec<Vec<String>> = Vec::new();
+  let mut dist_rows: Vec<Vec<String>> = Vec::new();
+  for &mode in &common.modes {
+    let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
+    // The automatic policy without its floor and with 10 results: the same per-vault candidates.
+    let top_policy = RecallPolicy { min_score: 0.0, max_results: 10, ..RecallPolicy::automatic() };
+    let top_opts = common.recall_options(top_policy, mode);
+    let mut groups: BTreeMap<String, InjectionStats> = BTreeMap::new();
+    let mut mismatches: Vec<String> = Vec::new();
+    let mut non_prefix: Vec<String> = Vec::new();
+    // Top-1 score (what the floor compares) per group: negatives pooled, positives per set.
+    let mut top1: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    let started = Instant::now();
+    for probe in &probes {
+      common.say(format!(
+        "precision {}: {} queries of {} on the {} vault",
+        mode.as_str(),
+        probe.queries.len(),
+        probe.query_set,
+        probe.vault_name
+      ));
+      for q in &probe.queries {
+        let auto = ask(probe.paths, &q.id, &q.text, &auto_opts)?;
+        let top = ask(probe.paths, &q.id, &q.text, &top_opts)?;
+        // Consistency: the automatic list must be the floor-0 list filtered by the floor, cut at 3.
+        let expected_auto: Vec<&String> =
+          top.top.iter().filter(|h| h.raw_score >= floor).map(|h| &h.id).take(auto_max).collect();
+        if expected_auto != auto.ids.iter().collect::<Vec<_>>() {
+          mismatches.push(format!("{}:{}", probe.key, q.id));
+        }
+        // Injected pages that are not simply the head of the ranking (a higher-ranked page fell
+        // under the floor): the confidence is not monotone in rank.
+        let head: Vec<&String> = top.top.iter().take(auto.ids.len()).map(|h| &h.id).collect();
+        let head_differs = head != auto.ids.iter().collect::<Vec<_>>();
+        if head_differs {
+          non_prefix.push(format!("{}:{}", probe.key, q.id));
+        }
+        let injected = !auto.ids.is_empty();
+        let is_negative = q.relevant.is_empty();
+        let hit = auto.ids.iter().any(|id| q.relevant.contains(id));
+        let group = match (probe.key, is_negative) {
+          ("piOnPi", false) => {
+            let g = groups.entry(format!("piOnPi.{}", q.split)).or_default();
+            g.add(injected, Some(hit), auto.used);
+            "piOnPi".to_string()
+          }
+          ("piOnPi", true) => {
+            if !pi_negatives.contains(q.id.as_str()) {
+              // A judged query without a relevant judgment would land here; none exist today.
+              continue;
+            }
+            "piNegativesOnPi".to_string()
+          }
+          ("beirOnBeir", true) => continue, // unjudged BEIR queries: neither positive nor negative
+          (key, _) => key.to_string(),
+        };
+        groups.entry(group.clone()).or_default().add(injected, (!is_negative).then_some(hit), auto.used);
+        let top1_group = match (is_negative, probe.key) {
+          (true, _) => "negatives (pooled)",
+          (false, "piOnPi") => "pi positives",
+          (false, _) => "beir positives",
+        };
+        top1.entry(top1_group).or_default().push(top.top.first().map_or(0.0, |h| h.raw_score));
+        if is_negative {
+          groups.entry("pooledNegatives".into()).or_default().add(injected, None, auto.used);
+        }
+        calibration.push(json!({
+          "mode": mode.as_str(),
+          "modeUsed": auto.used.as_str(),
+          "querySet": probe.query_set,
+          "vault": probe.vault_name,
+          "queryId": q.id,
+          "split": q.split,
+          "polarity": if is_negative { "negative" } else { "positive" },
+          "top1": top.top.first().map(|h| json!({
+            "id": h.id, "confidence": h.confidence, "score": h.score, "multiplier": h.multiplier,
+            "relevant": q.relevant.contains(&h.id),
+          })),
+          "top10": top.top.iter().map(|h| json!({"id": h.id, "confidence": h.confidence, "score": h.score, "relevant": q.relevant.contains(&h.id)})).collect::<Vec<_>>(),
+          "injectedNotHeadOfRanking": head_differs,
+          "injected": auto.ids,
+          "hit": if is_negative { Value::Null } else { json!(hit) },
+        }));
+      }
+    }
+    let groups: BTreeMap<String, InjectionStats> = groups.into_iter().map(|(k, v)| (k, v.finish())).collect();
+    let g = |k: &str| groups.get(k).cloned().unwrap_or_default();
+    common.say(format!(
+      "precision {}: negatives injected {} ({beir_name}→pi {}, pi→{beir_name} {}); pi positives hit {}, {beir_name} \
+       positives hit {} ({:.0} ms); {} queries inject pages that are not the head of the ranking; {} automatic lists \
+       differ from the floored ranking",
+      mode.as_str(),
+      fmt_rate(&g("pooledNegatives"), false),
+      fmt_rate(&g("beirOnPi"), false),
+      fmt_rate(&g("piOnBeir"), false),
+      fmt_rate(&g("piOnPi"), true),
+      fmt_rate(&g("beirOnBeir"), true),
+      ms_since(started),
+      non_prefix.len(),
+      mismatches.len()
+    ));
+    md_rows.push(vec![
+      mode.as_str().to_string(),
+      fmt_rate(&g("beirOnPi"), false),
+      fmt_rate(&g("piOnBeir"), false),
+      fmt_rate(&g("piNegativesOnPi"), false),
+      fmt_rate(&g("pooledNegatives"), false),
+      fmt_rate(&g("piOnPi"), true),
+      fmt_rate(&g("piOnPi"), false),
+      fmt_rate(&g("piOnPi.heldout"), true),
+      fmt_rate(&g("beirOnBeir"), true),
+      fmt_rate(&g("beirOnBeir"), false),
+      fmt_used(&g("pooledNegatives").modes_used),
+      non_prefix.len().to_string(),
+    ]);
+    for (group, values) in &top1 {
+      let d = score_distribution(values, floor);
+      let f = |k: &str| d.get(k).and_then(Value::as_f64).map_or("–".into(), |v| format!("{v:.3}"));
+      dist_rows.push(vec![
+        mode.as_str().to_string(),
+        group.replace("beir", &beir_name),
+        values.len().to_string(),
+        f("p5"),
+        f("p25"),
+        f("p50"),
+        f("p75"),
+        f("p95"),
+        f("max"),
+        format!("{}/{}", d["atOrAboveFloor"], values.len()),
+      ]);
+    }
+    per_mode.insert(
+      mode.as_str().to_string(),
+      json!({
+        "negatives": {
+          format!("{beir_name}OnPi"): g("beirOnPi"),
+          format!("piOn{}", capitalize(&beir_name)): g("piOnBeir"),
+          "piNegativesOnPi": g("piNegativesOnPi"),
+          "pooled": g("pooledNegatives"),
+        },
+        "positives": {
+          "piOnPi": {"all": g("piOnPi"), "train": g("piOnPi.train"), "heldout": g("piOnPi.heldout")},
+          format!("{beir_name}On{}", capitalize(&beir_name)): g("beirOnBeir"),
+        },
+        "injectedNotHeadOfRanking": {"count": non_prefix.len(), "queries": non_prefix},
+        "top1ScoreDistribution": top1.iter().map(|(k, v)| (k.replace("beir", &beir_name), score_distribution(v, floor))).collect::<Map<String, Value>>(),
+        "automaticVsFlooredRankingMismatches": mismatches,
+        "wallMs": r3(ms_since(started)),
+      }),
+    );
+  }
+
+  create_dir(&common.out)?;
+  let mut out = BenchOutput::default();
+  let index = json!({"pi": pi_ix.report, beir_name.clone(): beir_ix.report});
+  let doc = json!({
+    "schema": SCHEMA,
+    "kind": "precision",
+    "context": context,
+    "fixture": report_path(&fixture_path),
+    "beir": report_path(&beir_dir),
+    "automaticPolicy": {"includePersonal": false, "minScore": floor, "maxPerVault": 10, "maxResults": 3},
+    "definitions": {
+      "injectionRate": "share of queries whose automatic list (RecallPolicy::automatic) is non-empty",
+      "hitRate": "share of positive queries with an injected page judged relevant (pi: grade > 0; BEIR: qrels)",
+      "negatives": format!("{beir_name} queries on the pi vault, pi queries on the {beir_name} vault (no relevant page there), and the pi fixture's autoExpectation:none queries on the pi vault"),
+      "positives": format!("pi judged queries on the pi vault; {beir_name} judged queries on the {beir_name} vault"),
+    },
+    "modes": per_mode,
+    "index": index,
+  });
+  let path = common.out.join("precision.json");
+  write_json_file(&path, &doc)?;
+  out.files.push(path);
+  let cal = json!({
+    "schema": SCHEMA,
+    "kind": "precision-calibration",
+    "context": context,
+    "floor": floor,
+    "note": "top1/top10 come from the automatic policy with the floor removed (minScore 0, maxPerVault 10, 10 \
+             results); `injected` is the real automatic list; injectedNotHeadOfRanking marks queries whose injected \
+             pages are not the first ones of that ranking (a higher-ranked page fell under the floor). Entries with split \"heldout\" are pi held-out \
+             queries: measure only, never tune thresholds on them.",
+    "entries": calibration,
+  });
+  let path = common.out.join("precision-calibration.json");
+  write_json_file(&path, &cal)?;
+  out.files.push(path);
+
+  let mut md = String::new();
+  md.push_str("# Automatic-recall precision\n\n");
+  md.push_str(&context_markdown(&context));
+  let _ = writeln!(
+    md,
+    "- Automatic policy: active vault only, floor {floor}, maxPerVault 10, 3 results. Cells: count/queries (rate).\n"
+  );
+  let b = &beir_name;
+  let _ = writeln!(
+    md,
+    "| mode | neg: {b} q → pi vault | neg: pi q → {b} vault | neg: pi negatives | neg: pooled injection | pos: pi \
+     hit | pos: pi injected anything | pos: pi held-out hit | pos: {b} hit | pos: {b} injected anything | modes used \
+     (negatives) | injected ≠ head of ranking |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+  );
+  for row in &md_rows {
+    let _ = writeln!(md, "| {} |", row.join(" | "));
+  }
+  let _ = writeln!(
+    md,
+    "\n## Top-1 score distribution\n\nScore of the first page of the automatic policy's list with the floor removed \
+     (nearest-rank percentiles; a query with no candidate counts as 0).\n\n| mode | query group | n | p5 | p25 | p50 | p75 | \
+     p95 | max | ≥ floor {floor} |\n|---|---|---|---|---|---|---|---|---|---|"
+  );
+  for row in &dist_rows {
+    let _ = writeln!(md, "| {} |", row.join(" | "));
+  }
+  md.push_str("\n## Index cost\n\n");
+  index_markdown(&mut md, &[("pi", &pi_ix.report), (beir_name.as_str(), &beir_ix.report)]);
+  let _ = writeln!(
+    md,
+    "\nThe per-query top-1 confidence dump is `precision-calibration.json` (split marked; pi held-out is for \
+     measuring only)."
+  );
+  let path = common.out.join("precision.md");
+  write_text_file(&path, &md)?;
+  out.files.push(path);
+  out.markdown = md;
+  release_reader(&pi_paths);
+  release_reader(&beir_paths);
+  drop((pi_tmp, beir_tmp));
+  Ok(out)
+}
+
+pub(super) fn capitalize(s: &str) -> String {
+  let mut c = s.chars();
+  c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
+}

@@ -1,0 +1,210 @@
+//! Scale suite: a deterministic synthetic vault of N pages.
+
+use super::*;
+
+/// Options of [`run_scale`].
+#[derive(Clone)]
+pub struct ScaleOptions {
+  pub pages: usize,
+  /// Embed a separate vault of this many pages (same generator and seed) instead of the full one.
+  pub vector_sample: Option<usize>,
+  pub seed: u64,
+  /// Synthetic queries per vault.
+  pub queries: usize,
+  pub common: BenchCommon,
+}
+
+pub(super) fn target_stats(queries: &[(String, String, String)], run: &ModeRun) -> Value {
+  let mut at1 = 0;
+  let mut at10 = 0;
+  let mut rr = 0.0;
+  for (qid, _, target) in queries {
+    let ids = run.ranked.get(qid).map(|a| a.ids.as_slice()).unwrap_or(&[]);
+    if let Some(p) = ids.iter().position(|id| id == target) {
+      at1 += usize::from(p == 0);
+      at10 += usize::from(p < 10);
+      rr += 1.0 / (p as f64 + 1.0);
+    }
+  }
+  let n = queries.len().max(1) as f64;
+  json!({"targetAt1": round6(at1 as f64 / n), "targetAt10": round6(at10 as f64 / n), "targetMrr": round6(rr / n)})
+}
+
+pub(super) fn scale_mode_json(queries: &[(String, String, String)], run: &ModeRun) -> Value {
+  json!({
+    "latency": run.cost_json(),
+    "modesUsed": run.modes_used_json(),
+    "resultsPerQuery": run.result_counts(),
+    "targets": target_stats(queries, run),
+    "nondeterministicQueries": run.nondeterministic,
+  })
+}
+
+pub(super) fn generate_timed(root: &Path, opts: &SynthOptions, common: &BenchCommon) -> Result<(VaultPaths, Value)> {
+  common.say(format!("generating a synthetic vault of {} pages (seed {})", opts.pages, opts.seed));
+  reset_peak_rss();
+  let started = Instant::now();
+  let report = generate_vault(root, opts)?;
+  let ms = ms_since(started);
+  common.say(format!("generated {} pages, {:.1} MiB in {:.0} ms", report.pages, mib(report.bytes), ms));
+  Ok((
+    VaultPaths::for_root(root),
+    json!({
+      "pages": report.pages,
+      "bytes": report.bytes,
+      "ms": r3(ms),
+      "peakRssBytes": peak_rss_bytes(),
+      "seed": opts.seed,
+      "report": report,
+    }),
+  ))
+}
+
+/// Run the scale benchmark (see the module docs).
+pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
+  let common = &opts.common;
+  if opts.pages == 0 {
+    return Err(Error::invalid("--pages must be at least 1"));
+  }
+  let context = machine_context();
+  let n = opts.pages;
+  let synth = SynthOptions::new(n, opts.seed);
+  let tmp = common.temp(&format!("scale-{n}"))?;
+  let (paths, generation) = generate_timed(tmp.path(), &synth, common)?;
+  let label = format!("scale-{n}");
+  let dense_modes: Vec<RetrievalMode> =
+    common.modes.iter().copied().filter(|m| *m != RetrievalMode::Lexical).collect();
+  let embed_full = !dense_modes.is_empty() && opts.vector_sample.is_none();
+  let mut ix = build_lexical(&paths, &label, common)?;
+  let queries = synth_queries(&synth, opts.queries);
+  let qpairs: Vec<(String, String)> = queries.iter().map(|(q, t, _)| (q.clone(), t.clone())).collect();
+  let mut mode_json = Map::new();
+  let mut runs: Vec<(String, ModeRun, Value)> = Vec::new();
+  let mut full_common = common.clone();
+  if !embed_full {
+    full_common.modes.retain(|m| *m == RetrievalMode::Lexical);
+  }
+  for run in run_modes(&mut ix, &qpairs, 10, false, &label, &full_common)? {
+    mode_json.insert(run.mode.as_str().to_string(), scale_mode_json(&queries, &run));
+    let targets = target_stats(&queries, &run);
+    runs.push((format!("{n} pages"), run, targets));
+  }
+  noop_reindex(&mut ix, &label, common)?;
+  let edit1 = edit_reindex(&paths, 1, 1, ix.embedder.is_some())?;
+  common.say(edit_line(&label, "one-page edit", &edit1));
+  let pct = (n / 100).max(1);
+  let edit_pct = edit_reindex(&paths, pct, 2, ix.embedder.is_some())?;
+  common.say(edit_line(&label, "1% edit", &edit_pct));
+  ix.report.edit = Some(edit1);
+  // The sample's memory figures should not include this vault's cached reader.
+  release_reader(&paths);
+
+  // Vectors on a sample vault.
+  let mut sample_json = Value::Null;
+  let mut sample_ix: Option<Indexed> = None;
+  let mut sample_tmp = None;
+  if let (Some(m), false) = (opts.vector_sample, dense_modes.is_empty()) {
+    let sopts = SynthOptions::new(m.max(1), opts.seed);
+    let stmp = common.temp(&format!("scale-sample-{m}"))?;
+    let (spaths, sgen) = generate_timed(stmp.path(), &sopts, common)?;
+    let slabel = format!("sample-{m}");
+    let mut six = build_lexical(&spaths, &slabel, common)?;
+    let squeries = synth_queries(&sopts, opts.queries);
+    let spairs: Vec<(String, String)> = squeries.iter().map(|(q, t, _)| (q.clone(), t.clone())).collect();
+    let mut smodes = Map::new();
+    for run in run_modes(&mut six, &spairs, 10, false, &slabel, common)? {
+      smodes.insert(run.mode.as_str().to_string(), scale_mode_json(&squeries, &run));
+      let targets = target_stats(&squeries, &run);
+      runs.push((format!("{m}-page sample"), run, targets));
+    }
+    noop_reindex(&mut six, &slabel, common)?;
+    let sedit = edit_reindex(&spaths, 1, 1, six.embedder.is_some())?;
+    common.say(edit_line(&slabel, "one-page edit", &sedit));
+    six.report.edit = Some(sedit);
+    release_reader(&spaths);
+    sample_json = json!({
+      "pages": m,
+      "note": format!("the engine embeds every chunk of a vault, so vectors were measured on a separate {m}-page vault \
+                       from the same generator and seed (not a subset of the {n}-page vault); dense-mode latency is on \
+                       that vault"),
+      "generation": sgen,
+      "index": six.report,
+      "modes": smodes,
+    });
+    sample_ix = Some(six);
+    sample_tmp = Some(stmp);
+  }
+
+  let doc = json!({
+    "schema": SCHEMA,
+    "kind": "scale",
+    "context": context,
+    "pages": n,
+    "seed": opts.seed,
+    "queries": opts.queries,
+    "generation": generation,
+    "index": ix.report,
+    "editOnePercent": edit_pct,
+    "modes": mode_json,
+    "vectorSample": sample_json,
+    "sampled": match (opts.vector_sample, dense_modes.is_empty()) {
+      (_, true) => "lexical only (no dense mode requested)".to_string(),
+      (Some(m), false) => format!("vectors and dense modes on a separate {m}-page vault; lexical on all {n} pages"),
+      (None, false) => format!("everything on all {n} pages"),
+    },
+  });
+  create_dir(&common.out)?;
+  let mut out = BenchOutput::default();
+  let json_path = common.out.join(format!("scale-{n}.json"));
+  write_json_file(&json_path, &doc)?;
+  out.files.push(json_path);
+
+  let mut md = String::new();
+  let _ = writeln!(md, "# Scale: {n} synthetic pages (seed {})\n", opts.seed);
+  md.push_str(&context_markdown(&context));
+  let _ = writeln!(
+    md,
+    "- Generated {} pages, {:.1} MiB in {:.0} ms; sampled: {}\n",
+    generation["pages"],
+    mib(generation["bytes"].as_u64().unwrap_or(0)),
+    generation["ms"].as_f64().unwrap_or(0.0),
+    doc["sampled"].as_str().unwrap_or("")
+  );
+  md.push_str("## Index cost\n\n");
+  let mut rows: Vec<(&str, &IndexReport)> = vec![(label.as_str(), &ix.report)];
+  let sample_label = opts.vector_sample.map(|m| format!("sample-{m}")).unwrap_or_default();
+  if let Some(six) = &sample_ix {
+    rows.push((sample_label.as_str(), &six.report));
+  }
+  index_markdown(&mut md, &rows);
+  let _ = writeln!(md, "\n{}", edit_line(&label, "1%-of-pages edit", &edit_pct));
+  md.push_str("\n## Warm recall (top 10, synthetic queries)\n\n");
+  md.push_str(
+    "| vault | mode | p50 ms | p95 ms | max ms | query-phase peak (start) RSS MiB | modes used | target@1 | target@10 |\n\
+     |---|---|---|---|---|---|---|---|---|\n",
+  );
+  for (vault, run, t) in &runs {
+    let l = ModeRun::latency_of(&run.ranked);
+    let _ = writeln!(
+      md,
+      "| {vault} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |",
+      run.mode.as_str(),
+      l.p50_ms,
+      l.p95_ms,
+      l.max_ms,
+      fmt_peak(run.peak_rss, run.start_rss),
+      fmt_used(&ModeRun::used(&run.ranked)),
+      t["targetAt1"],
+      t["targetAt10"]
+    );
+  }
+  method_notes(&mut md);
+  let md_path = common.out.join(format!("scale-{n}.md"));
+  write_text_file(&md_path, &md)?;
+  out.files.push(md_path);
+  out.markdown = md;
+  drop(sample_ix);
+  drop(sample_tmp);
+  drop(tmp);
+  Ok(out)
+}

@@ -1,0 +1,272 @@
+//! The development binary's command line: the user commands of [`llm_wiki_cli`] plus `bench`
+//! (the benchmark suites) and `reliability` (crash injection, concurrency soak).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::bench::{
+  parse_modes, run_precision, run_scale, run_set_bench, stderr_log, BenchCommon, ScaleOptions, SetBenchOptions,
+};
+use llm_wiki_core::error::{Error, Result};
+
+#[derive(Parser, Debug)]
+#[command(name = llm_wiki_cli::PROGRAM, version, about = "Hybrid retrieval over llm-wiki Markdown vaults (development build: benchmarks and reliability harnesses)")]
+struct Cli {
+  #[command(subcommand)]
+  command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+  #[command(flatten)]
+  User(llm_wiki_cli::Command),
+  /// Benchmark an evaluation set (BEIR-style directory or the pi fixture), or run the
+  /// `precision` / `scale` suites. Writes TREC runs, metrics JSON and Markdown under --out.
+  Bench(BenchArgs),
+  /// Reliability harnesses: crash injection and a concurrency soak (docs/RELIABILITY.md).
+  Reliability {
+    #[command(subcommand)]
+    harness: ReliabilityCommand,
+  },
+}
+
+/// Arguments every reliability harness takes.
+#[derive(Args, Debug)]
+struct HarnessArgs {
+  /// A BEIR-style directory (e.g. SciFact) or a vault root; copied to a temporary directory.
+  #[arg(long)]
+  source: PathBuf,
+  #[arg(long, default_value_t = 1)]
+  seed: u64,
+  /// The llm-wiki-retrieval binary to run as children (default: this executable).
+  #[arg(long)]
+  bin: Option<PathBuf>,
+  /// Keep the temporary vault (its path is printed).
+  #[arg(long)]
+  keep_temp: bool,
+  /// Where the temporary vault goes (default: the system temp directory).
+  #[arg(long, value_name = "DIR")]
+  temp_dir: Option<PathBuf>,
+}
+
+impl HarnessArgs {
+  fn options(self, pages: usize, edits: usize, out: PathBuf) -> crate::reliability::HarnessOptions {
+    crate::reliability::HarnessOptions {
+      source: self.source,
+      pages,
+      seed: self.seed,
+      edits,
+      bin: self.bin,
+      out,
+      temp_root: self.temp_dir,
+      keep_temp: self.keep_temp,
+    }
+  }
+}
+
+#[derive(Subcommand, Debug)]
+enum ReliabilityCommand {
+  /// SIGKILL a child `index` at random moments (lexical and vector phase, forced and
+  /// incremental runs) and check the store after every kill.
+  Crash {
+    #[command(flatten)]
+    harness: HarnessArgs,
+    /// Pages kept from the source, in id order (0 = all). Forced vector kills re-embed every
+    /// chunk, so the run time grows with this.
+    #[arg(long, default_value_t = 500)]
+    pages: usize,
+    #[arg(long, default_value_t = 200)]
+    kills: usize,
+    /// Pages revised before every run.
+    #[arg(long, default_value_t = 20)]
+    edits: usize,
+    /// Markdown report (the JSON is written next to it).
+    #[arg(long, default_value = "bench-results/reliability/crash.md")]
+    out: PathBuf,
+    /// Seconds a recovery reindex may take before it counts as hung.
+    #[arg(long, default_value_t = 1800)]
+    recovery_timeout: u64,
+  },
+  /// Two processes reindexing (incremental with edits / forced) and recalling one vault.
+  Soak {
+    #[command(flatten)]
+    harness: HarnessArgs,
+    /// Pages kept from the source, in id order (0 = all).
+    #[arg(long, default_value_t = 1000)]
+    pages: usize,
+    /// Duration in minutes.
+    #[arg(long, default_value_t = 3.0)]
+    minutes: f64,
+    /// Pages revised before every incremental run.
+    #[arg(long, default_value_t = 10)]
+    edits: usize,
+    /// Markdown report (the JSON is written next to it).
+    #[arg(long, default_value = "bench-results/reliability/soak.md")]
+    out: PathBuf,
+  },
+  /// One worker process of `soak` (started by it).
+  #[command(hide = true)]
+  SoakWorker {
+    vault: PathBuf,
+    #[arg(long)]
+    plan: PathBuf,
+    #[arg(long)]
+    role: String,
+    #[arg(long)]
+    out: PathBuf,
+  },
+}
+
+fn run_reliability(cmd: ReliabilityCommand, out: &mut impl Write) -> Result<()> {
+  use crate::reliability::{crash, soak};
+  let files = match cmd {
+    ReliabilityCommand::Crash { harness, pages, kills, edits, out, recovery_timeout } => {
+      crash::run_crash(&crash::CrashOptions {
+        harness: harness.options(pages, edits, out),
+        kills,
+        recovery_timeout: std::time::Duration::from_secs(recovery_timeout),
+      })?
+    }
+    ReliabilityCommand::Soak { harness, pages, minutes, edits, out } => soak::run_soak(&soak::SoakOptions {
+      harness: harness.options(pages, edits, out),
+      seconds: (minutes * 60.0).round().max(1.0) as u64,
+    })?,
+    ReliabilityCommand::SoakWorker { vault, plan, role, out } => {
+      let root = std::path::absolute(&vault).map_err(|e| Error::io("resolve", &vault, e))?;
+      soak::run_soak_worker(&root, &plan, soak::Role::parse(&role)?, &out)?;
+      Vec::new()
+    }
+  };
+  for f in files {
+    writeln!(out, "wrote {}", f.display()).ok();
+  }
+  Ok(())
+}
+
+/// `bench <SOURCE>` or `bench precision|scale ...`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct BenchArgs {
+  #[command(subcommand)]
+  suite: Option<BenchSuite>,
+  /// A BEIR-style directory (vault/ of flat <docid>.md pages, queries.jsonl, qrels.tsv) or the pi
+  /// fixture.json (or its directory; its sibling vault/ is used).
+  #[arg(required = true)]
+  source: Option<PathBuf>,
+  /// Set name used in output file names (default: `pi`, or the directory name).
+  #[arg(long)]
+  set: Option<String>,
+  /// The pi heuristic's per-query runs (default: baseline-runs.json next to the fixture).
+  #[arg(long)]
+  baseline: Option<PathBuf>,
+  /// Depth of the ranked lists.
+  #[arg(long, default_value_t = crate::bench::DEFAULT_DEPTH)]
+  depth: usize,
+  #[command(flatten)]
+  common: BenchCommonArgs,
+}
+
+#[derive(Args, Debug)]
+struct BenchCommonArgs {
+  /// Comma-separated retrieval modes (lexical, hybrid, adaptive, quality; `all`).
+  #[arg(long, default_value = "lexical,hybrid,adaptive,quality")]
+  modes: String,
+  /// Output directory.
+  #[arg(long, default_value = "bench-results")]
+  out: PathBuf,
+  /// Keep the temporary vault copies (their paths are printed).
+  #[arg(long)]
+  keep_temp: bool,
+  /// Where temporary vaults are created (default: the system temp directory).
+  #[arg(long, value_name = "DIR")]
+  temp_dir: Option<PathBuf>,
+  /// Quality mode without a cross-encoder: rescore by sentence windows (the opt-in ablation).
+  #[arg(long)]
+  sentence_rescore: bool,
+}
+
+impl BenchCommonArgs {
+  fn common(&self) -> Result<BenchCommon> {
+    Ok(BenchCommon {
+      modes: parse_modes(&self.modes)?,
+      out: self.out.clone(),
+      keep_temp: self.keep_temp,
+      temp_root: self.temp_dir.clone(),
+      sentence_rescore: self.sentence_rescore,
+      log: stderr_log(),
+    })
+  }
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchSuite {
+  /// Automatic-recall precision: cross-collection negatives vs. hit rate on positives.
+  Precision {
+    /// The pi fixture.json (its sibling vault/ is used).
+    #[arg(long)]
+    pi: PathBuf,
+    /// A BEIR-style directory (e.g. SciFact).
+    #[arg(long)]
+    beir: PathBuf,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
+  /// Scale: a deterministic synthetic vault of N pages.
+  Scale {
+    /// Pages of the synthetic vault.
+    #[arg(long)]
+    pages: usize,
+    /// Embed a separate M-page vault of the same generator instead of all N pages.
+    #[arg(long, value_name = "M")]
+    vector_sample: Option<usize>,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Synthetic queries per vault.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
+}
+
+fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
+  let started = Instant::now();
+  let output = match args.suite {
+    Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
+    Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
+      run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?
+    }
+    None => {
+      let source = args.source.ok_or_else(|| Error::invalid("bench needs a SOURCE"))?;
+      let opts = SetBenchOptions {
+        common: args.common.common()?,
+        set: args.set,
+        baseline: args.baseline,
+        depth: args.depth,
+      };
+      run_set_bench(&source, &opts)?
+    }
+  };
+  writeln!(out, "{}", output.markdown).ok();
+  for f in &output.files {
+    writeln!(out, "wrote {}", f.display()).ok();
+  }
+  writeln!(out, "bench finished in {:.1} s", started.elapsed().as_secs_f64()).ok();
+  Ok(())
+}
+
+/// Run the development CLI with `args` (without the program name). Returns the process exit code.
+pub fn run<I: IntoIterator<Item = String>>(args: I) -> i32 {
+  llm_wiki_cli::run_with(args, |cli: Cli| {
+    let mut out = std::io::stdout().lock();
+    match cli.command {
+      Command::User(command) => llm_wiki_cli::execute(command, &mut out),
+      Command::Bench(args) => run_bench(args, &mut out),
+      Command::Reliability { harness } => run_reliability(harness, &mut out),
+    }
+  })
+}
