@@ -194,7 +194,7 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&s).unwrap_or_default()).ok();
       } else {
         writeln!(out, "state: {}\ndocuments: {} ({} canonical, {} evidence)\nchunks: {}\nembeddings pending: {}\nengine: {}",
-          s.state.as_str(), s.total_documents, s.canonical_documents, s.evidence_documents, s.total_chunks, s.needs_embedding, s.engine_version).ok();
+          s.state.as_str(), s.counts.total_documents, s.counts.canonical_documents, s.counts.evidence_documents, s.counts.total_chunks, s.counts.needs_embedding, s.engine_version).ok();
         for i in &s.issues {
           writeln!(out, "issue {}: {}", i.code, i.message).ok();
         }
@@ -292,7 +292,10 @@ pub fn run<I: IntoIterator<Item = String>>(args: I) -> i32 {
 
 /// Parse `args` as the command line `C` and run it with `exec`, panics caught: clap's own output
 /// (help, version, usage errors) and exit codes (0 / 2), `error [code]: message` and 1 on failure.
-pub fn run_with<C: Parser, I: IntoIterator<Item = String>>(args: I, exec: impl FnOnce(C) -> Result<()>) -> i32 {
+pub fn run_with<C: Parser, I: IntoIterator<Item = String>>(
+  args: I,
+  exec: impl FnOnce(C) -> Result<()>,
+) -> i32 {
   let argv = std::iter::once(PROGRAM.to_string()).chain(args);
   let cli = match C::try_parse_from(argv) {
     Ok(c) => c,

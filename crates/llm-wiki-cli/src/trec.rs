@@ -134,9 +134,9 @@ pub fn parse_queries_jsonl(text: &str) -> Result<Vec<(String, String)>> {
 
 /// Read and parse a JSON-lines query file (see [`parse_queries_jsonl`]).
 pub fn load_queries_jsonl(path: &Path) -> Result<Vec<(String, String)>> {
-  parse_queries_jsonl(&std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
+  parse_queries_jsonl(&std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?)
+    .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
 }
-
 
 #[cfg(test)]
 mod tests {

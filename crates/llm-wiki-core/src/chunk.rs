@@ -390,18 +390,24 @@ pub fn chunk_id(prefix: &str, text: &str) -> String {
 /// A heading section (or a part of a very long one): the unit of lexical (BM25) scoring.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
+  /// 0-based position of the section in the page.
   pub ordinal: u32,
+  /// Heading path from the page's top heading down to this section.
   pub headings: Vec<String>,
   /// Plain text of the section.
   pub plain: String,
+  /// First line of the section in the page file (1-based).
   pub line_start: u32,
+  /// Last line of the section in the page file (1-based, inclusive).
   pub line_end: u32,
 }
 
 /// A page cut into sections (lexical units) and chunks (embedding units, ≤ one model window).
 #[derive(Debug, Clone, Default)]
 pub struct ChunkedPage {
+  /// Sections in page order (lexical section documents).
   pub sections: Vec<Section>,
+  /// Chunks in page order (lexical chunk documents and embedding inputs).
   pub chunks: Vec<Chunk>,
 }
 

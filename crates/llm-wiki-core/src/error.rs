@@ -16,10 +16,20 @@ pub enum Error {
   InvalidArgument(String),
   /// `.llm-wiki/config.json` is missing, unreadable, malformed or not an object.
   #[error("vault config {path} is invalid: {message}")]
-  ConfigInvalid { path: PathBuf, message: String },
+  ConfigInvalid {
+    /// The config file.
+    path: PathBuf,
+    /// What is wrong with it.
+    message: String,
+  },
   /// `vault_id` in config.json exists but is not a v4 UUID string.
   #[error("vault config {path} has an invalid vault_id: {message}")]
-  ConfigInvalidVaultId { path: PathBuf, message: String },
+  ConfigInvalidVaultId {
+    /// The config file.
+    path: PathBuf,
+    /// What is wrong with the id.
+    message: String,
+  },
   /// Another reindex (in this or another process) holds the vault's index lock.
   #[error("retrieval index is being written by another reindex ({0})")]
   IndexBusy(PathBuf),
@@ -35,8 +45,11 @@ pub enum Error {
   /// A filesystem operation failed.
   #[error("{op} {path}: {source}")]
   Io {
+    /// The operation (`read`, `write`, `rename`, ...).
     op: &'static str,
+    /// The path it was applied to.
     path: PathBuf,
+    /// The operating system's error.
     #[source]
     source: std::io::Error,
   },
@@ -45,7 +58,12 @@ pub enum Error {
   QueryEmpty,
   /// The recall query is longer than the accepted maximum (never truncated).
   #[error("recall query has {chars} characters; the maximum is {max}")]
-  QueryTooLong { chars: usize, max: usize },
+  QueryTooLong {
+    /// Characters of the normalized query.
+    chars: usize,
+    /// The accepted maximum.
+    max: usize,
+  },
   /// No ONNX Runtime shared library could be found or loaded.
   #[error("ONNX Runtime unavailable: {0}")]
   RuntimeUnavailable(String),

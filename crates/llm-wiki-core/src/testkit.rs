@@ -26,7 +26,8 @@ pub fn temp_vault() -> (tempfile::TempDir, VaultPaths) {
 
 /// Write `bytes` to `path`, creating its parent directories. Panics on I/O errors (tests only).
 pub fn write_file(path: &Path, bytes: impl AsRef<[u8]>) {
-  std::fs::create_dir_all(path.parent().expect("a file path has a parent")).expect("create parent directories");
+  std::fs::create_dir_all(path.parent().expect("a file path has a parent"))
+    .expect("create parent directories");
   std::fs::write(path, bytes).expect("write the file");
 }
 

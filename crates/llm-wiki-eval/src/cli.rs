@@ -8,7 +8,8 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_precision, run_scale, run_set_bench, stderr_log, BenchCommon, ScaleOptions, SetBenchOptions,
+  parse_modes, run_precision, run_scale, run_set_bench, stderr_log, BenchCommon, ScaleOptions,
+  SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 

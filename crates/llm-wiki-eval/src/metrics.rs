@@ -652,10 +652,7 @@ mod tests {
       source: serde_json::Value::Null,
       grade_scale: Default::default(),
       categories: vec!["c".into(), "a".into()],
-      vault_config: crate::datasets::PiVaultConfig {
-        name: "t".into(),
-        knowledge_format: "legacy".into(),
-      },
+      vault_config: crate::datasets::PiVaultConfig { name: "t".into(), knowledge_format: "legacy".into() },
       counts: serde_json::Value::Null,
       pages: vec![],
       queries: vec![q1, q2, q3, q4],

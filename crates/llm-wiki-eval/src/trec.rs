@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-pub use llm_wiki_cli::trec::{format_run, run_lines_for_query, validate_run, write_run, RunLine};
 use llm_wiki_cli::trec::check_token;
+pub use llm_wiki_cli::trec::{format_run, run_lines_for_query, validate_run, write_run, RunLine};
 use llm_wiki_core::error::{Error, Result};
 use llm_wiki_core::fsutil::atomic_write;
 

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use llm_wiki_eval::bench::{quiet_log, run_set_bench, BenchCommon, SetBenchOptions};
 use llm_wiki_core::retrieve::RetrievalMode;
+use llm_wiki_eval::bench::{quiet_log, run_set_bench, BenchCommon, SetBenchOptions};
 use serde_json::Value;
 
 /// The in-repository mini fixture (same schema as the pi benchmark; our own content).

@@ -45,4 +45,3 @@ fn reindex_memory_is_bounded_on_the_largest_pages() {
   eprintln!("peak RSS of the reindex: {peak_mib:.1} MiB");
   assert!(peak_mib < 1024.0, "peak RSS {peak_mib:.1} MiB");
 }
-

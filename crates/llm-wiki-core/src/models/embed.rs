@@ -16,7 +16,9 @@ const BATCHES_ARE_EXACT: bool = cfg!(any(target_arch = "x86_64", target_arch = "
 /// Whether a text is a query or a document (different prefixes for asymmetric models).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TextKind {
+  /// A search query (the model's query prefix, if any).
   Query,
+  /// A passage being indexed (the model's document prefix, if any).
   Document,
 }
 
@@ -26,6 +28,7 @@ pub struct Embedder {
 }
 
 impl Embedder {
+  /// Load the model and tokenizer of `dir` with the session settings `cfg`.
   pub fn load(dir: &ModelDir, cfg: &SessionConfig) -> Result<Self> {
     if dir.manifest.kind != ModelKind::Embed {
       return Err(Error::ModelUnavailable(format!("{} is not an embedding model", dir.manifest.id)));
@@ -38,6 +41,7 @@ impl Embedder {
     &self.model.dir.manifest.id
   }
 
+  /// Dimensions of the vectors this model produces.
   pub fn dims(&self) -> usize {
     self.model.dir.manifest.dims
   }

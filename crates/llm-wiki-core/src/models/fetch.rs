@@ -29,17 +29,25 @@ pub struct RemoteFile {
 pub struct DownloadSpec {
   /// Server root, default `https://huggingface.co` (`HF_ENDPOINT` overrides the default).
   pub base_url: String,
+  /// Hugging Face repository the files come from (`owner/name`).
   pub repo: String,
   /// Commit id (40 hex digits): a branch or tag name can point at other files tomorrow.
   pub revision: String,
+  /// Files to download, each with its pinned size and SHA-256.
   pub files: Vec<RemoteFile>,
   /// Manifest fields of the model (files are filled in from the download).
   pub id: String,
+  /// Embedding model or cross-encoder.
   pub kind: ModelKind,
+  /// Output dimensions (embedding models).
   pub dims: usize,
+  /// How token vectors become one vector (embedding models).
   pub pooling: Pooling,
+  /// Longest input in tokens; longer inputs are truncated.
   pub max_length: usize,
+  /// Whether vectors are L2-normalized after pooling.
   pub normalize: bool,
+  /// SPDX license of the model, recorded in its manifest.
   pub license: String,
   /// Largest inference batch (manifest `maxBatch`); `Some(1)` for models quantized with
   /// per-batch activation scales, whose vectors would otherwise depend on their batch neighbours.
@@ -49,7 +57,9 @@ pub struct DownloadSpec {
 /// Progress of a download.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DownloadProgress {
+  /// File being downloaded.
   pub file: String,
+  /// Bytes of that file received so far.
   pub downloaded: u64,
   /// Total size when the server says.
   pub total: Option<u64>,

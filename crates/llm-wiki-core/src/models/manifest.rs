@@ -34,7 +34,9 @@ pub enum Pooling {
 /// Size and checksum of one model file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileInfo {
+  /// Lowercase hex SHA-256 of the file.
   pub sha256: String,
+  /// Size in bytes.
   pub size: u64,
 }
 
@@ -45,14 +47,18 @@ pub struct ModelManifest {
   /// Stable identity, e.g. `sentence-transformers/all-MiniLM-L6-v2:int8`. Vectors are valid only
   /// for the id that produced them.
   pub id: String,
+  /// Embedding model or cross-encoder.
   pub kind: ModelKind,
   /// Output dimensions (1 for a cross-encoder).
   pub dims: usize,
+  /// How token vectors become one vector.
   pub pooling: Pooling,
   /// Token limit (inputs are truncated to it).
   pub max_length: usize,
+  /// Text prepended to queries before embedding (E5-style models).
   #[serde(default)]
   pub query_prefix: String,
+  /// Text prepended to passages before embedding.
   #[serde(default)]
   pub document_prefix: String,
   /// L2-normalize pooled vectors (cosine = dot product).
@@ -66,8 +72,10 @@ pub struct ModelManifest {
   pub max_batch: Option<usize>,
   /// `model.onnx`, `tokenizer.json` (and possibly others) with sha256 + size.
   pub files: BTreeMap<String, FileInfo>,
+  /// Where the files came from (repository and revision).
   #[serde(default)]
   pub source: String,
+  /// SPDX license of the model.
   #[serde(default)]
   pub license: String,
 }
@@ -79,7 +87,9 @@ fn yes() -> bool {
 /// A model directory with its parsed manifest.
 #[derive(Debug, Clone)]
 pub struct ModelDir {
+  /// The model directory.
   pub dir: PathBuf,
+  /// Its validated `manifest.json`.
   pub manifest: ModelManifest,
 }
 
@@ -135,10 +145,12 @@ impl ModelDir {
     Ok(())
   }
 
+  /// The ONNX model file.
   pub fn model_file(&self) -> PathBuf {
     self.dir.join("model.onnx")
   }
 
+  /// The `tokenizer.json` of the model.
   pub fn tokenizer_file(&self) -> PathBuf {
     self.dir.join("tokenizer.json")
   }

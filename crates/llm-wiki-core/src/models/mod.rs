@@ -47,10 +47,15 @@ pub const DEFAULT_EMBED_DIR: &str = "all-MiniLM-L6-v2-int8";
 /// Engine-wide model settings.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelConfig {
+  /// Directories searched for model directories, in order.
   pub model_roots: Vec<PathBuf>,
+  /// Explicit embedding model directory (else the first found under the roots).
   pub embed_model: Option<PathBuf>,
+  /// Explicit cross-encoder directory (else none: no reranking).
   pub rerank_model: Option<PathBuf>,
+  /// Explicit ONNX Runtime shared library.
   pub runtime_lib: Option<PathBuf>,
+  /// Other places the runtime library is looked for (e.g. onnxruntime-node's).
   pub runtime_candidates: Vec<PathBuf>,
   /// Inference threads; 0 = default.
   pub threads: usize,
@@ -68,6 +73,7 @@ pub enum Setting<T> {
   Keep,
   /// Back to the default (environment variables, then built-in defaults).
   Reset,
+  /// Use this value.
   Set(T),
 }
 
@@ -114,14 +120,21 @@ impl<T> Setting<T> {
 /// A change of the engine-wide settings: only the settings it names change.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConfigChange {
+  /// See [`ModelConfig::model_roots`].
   pub model_roots: Setting<Vec<PathBuf>>,
+  /// See [`ModelConfig::embed_model`].
   pub embed_model: Setting<PathBuf>,
+  /// See [`ModelConfig::rerank_model`].
   pub rerank_model: Setting<PathBuf>,
+  /// See [`ModelConfig::runtime_lib`].
   pub runtime_lib: Setting<PathBuf>,
+  /// See [`ModelConfig::runtime_candidates`].
   pub runtime_candidates: Setting<Vec<PathBuf>>,
   /// Inference threads (0 means the default, like `Reset`).
   pub threads: Setting<usize>,
+  /// Release loaded models after this long unused.
   pub idle_release: Setting<Duration>,
+  /// Disable dense retrieval and reranking (lexical only).
   pub disabled: Setting<bool>,
 }
 

@@ -25,15 +25,21 @@ pub struct SessionConfig {
 
 /// Batched token ids of a set of inputs, padded to the longest.
 pub struct TokenBatch {
+  /// Texts in the batch.
   pub batch: usize,
+  /// Padded sequence length (tokens per text).
   pub seq: usize,
+  /// Token ids, `batch × seq`, row-major.
   pub input_ids: Vec<i64>,
+  /// 1 for real tokens, 0 for padding, `batch × seq`.
   pub attention_mask: Vec<i64>,
+  /// Segment ids (0 for the first text, 1 for a pair's second), `batch × seq`.
   pub token_type_ids: Vec<i64>,
 }
 
 /// Session + tokenizer of one model directory.
 pub struct OnnxModel {
+  /// The model directory it was loaded from.
   pub dir: ModelDir,
   session: Mutex<Session>,
   tokenizer: Tokenizer,

@@ -22,6 +22,7 @@ pub fn sigmoid(x: f32) -> f32 {
 }
 
 impl CrossEncoder {
+  /// Load the cross-encoder and tokenizer of `dir` with the session settings `cfg`.
   pub fn load(dir: &ModelDir, cfg: &SessionConfig) -> Result<Self> {
     if dir.manifest.kind != ModelKind::Rerank {
       return Err(Error::ModelUnavailable(format!("{} is not a reranker (kind rerank)", dir.manifest.id)));
@@ -29,6 +30,7 @@ impl CrossEncoder {
     Ok(CrossEncoder { model: OnnxModel::load(dir, cfg, "logits")? })
   }
 
+  /// Model id (its directory name), as reported by status.
   pub fn id(&self) -> &str {
     &self.model.dir.manifest.id
   }

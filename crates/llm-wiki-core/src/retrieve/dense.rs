@@ -11,6 +11,7 @@ use crate::store::vectors::{chunk_key, VectorIndex};
 /// One page found by the dense engine.
 #[derive(Debug, Clone)]
 pub struct DenseCandidate {
+  /// The page.
   pub page_id: String,
   /// 0-based rank in the vault's dense list.
   pub rank: usize,
@@ -18,6 +19,7 @@ pub struct DenseCandidate {
   pub cosine: f32,
   /// Id of the best chunk.
   pub chunk_id: String,
+  /// Absolute confidence from the cosine (see `confidence`).
   pub confidence: f64,
 }
 

@@ -27,8 +27,11 @@ use crate::vault::VaultPaths;
 
 /// An open store directory of one vault.
 pub struct VaultReader {
+  /// The vault's store layout.
   pub layout: StoreLayout,
+  /// The store directory this reader opened.
   pub store: StoreDir,
+  /// Its tantivy index.
   pub lexical: LexicalIndex,
   current: Mutex<Option<Arc<GenData>>>,
 }
@@ -39,7 +42,9 @@ pub type PageKeys = HashMap<u64, String>;
 /// Data derived from one page manifest, built lazily and shared by every commit that uses it
 /// (vector batches commit without a new manifest).
 pub struct PageData {
+  /// The page manifest.
   pub manifest: Arc<Manifest>,
+  /// `page_key` → page id for this manifest.
   pub keys: Arc<PageKeys>,
   chunk_keys: OnceLock<HashSet<u64>>,
   chunk_pages: OnceLock<HashMap<u64, Vec<(String, String)>>>,
@@ -59,7 +64,9 @@ impl PageData {
 
 /// Per-commit data: the page data of its manifest and its vectors, shared by recalls.
 pub struct GenData {
+  /// The commit's payload (generation, manifest generation, vector segments).
   pub commit: CommitInfo,
+  /// Page data of the commit's manifest.
   pub pages: Arc<PageData>,
   vectors: OnceLock<std::result::Result<Option<Arc<VectorIndex>>, String>>,
   vectors_dir: PathBuf,
@@ -98,11 +105,17 @@ impl GenData {
 
 /// A consistent view of one store for the duration of a recall.
 pub struct Snapshot {
+  /// Searcher pinned to the commit.
   pub searcher: Searcher,
+  /// Generation of the commit.
   pub generation: u64,
+  /// Page manifest of the commit.
   pub manifest: Arc<Manifest>,
+  /// `page_key` → page id.
   pub keys: Arc<PageKeys>,
+  /// Per-commit data (vectors loaded on first use).
   pub data: Arc<GenData>,
+  /// The reader the snapshot came from.
   pub reader: Arc<VaultReader>,
 }
 
@@ -171,7 +184,9 @@ fn cache() -> &'static Mutex<HashMap<PathBuf, Arc<VaultReader>>> {
 /// Why a store cannot serve recall right now.
 #[derive(Debug, Clone)]
 pub struct NotReady {
+  /// Stable diagnostic code (`index_missing`, `index_recovering`, ...).
   pub code: &'static str,
+  /// Human-readable explanation.
   pub message: String,
 }
 

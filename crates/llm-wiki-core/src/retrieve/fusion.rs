@@ -12,11 +12,14 @@ pub fn reciprocal_rank(rank: usize) -> f64 {
 /// Which vault a result came from; project wins ties and duplicate page ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum VaultKind {
+  /// The active (project) vault.
   Project,
+  /// The user's personal vault.
   Personal,
 }
 
 impl VaultKind {
+  /// Name in results and traces.
   pub fn as_str(self) -> &'static str {
     match self {
       VaultKind::Project => "project",
@@ -28,18 +31,22 @@ impl VaultKind {
 /// An item of a per-vault list entering cross-vault fusion.
 #[derive(Debug, Clone)]
 pub struct LayerItem<T> {
+  /// The page.
   pub page_id: String,
+  /// Which vault's list it comes from.
   pub vault: VaultKind,
   /// 0-based rank within its vault's list.
   pub rank: usize,
   /// Bounded multiplier applied to the reciprocal rank.
   pub multiplier: f64,
+  /// What the caller carries through fusion (the hit).
   pub payload: T,
 }
 
 /// A fused item with its fusion key.
 #[derive(Debug, Clone)]
 pub struct Fused<T> {
+  /// The item.
   pub item: LayerItem<T>,
   /// `multiplier / (60 + rank)`.
   pub key: f64,

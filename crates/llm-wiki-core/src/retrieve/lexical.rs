@@ -20,13 +20,18 @@ pub const MAX_QUERY_TERMS: usize = 64;
 /// Kind of exact identity match between the query and a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExactMatch {
+  /// The query is the page title.
   Title,
+  /// The query is one of the page's aliases.
   Alias,
+  /// The query is the page id.
   Id,
+  /// The query is the page's file name.
   Filename,
 }
 
 impl ExactMatch {
+  /// The match reason shown with the result.
   pub fn reason(self) -> &'static str {
     match self {
       ExactMatch::Title => "exact_title",
@@ -67,6 +72,7 @@ pub fn query_terms(query: &str) -> Vec<String> {
 /// One page found by the lexical engine.
 #[derive(Debug, Clone)]
 pub struct LexicalCandidate {
+  /// The page.
   pub page_id: String,
   /// 0-based rank in the vault's lexical list.
   pub rank: usize,
@@ -74,12 +80,17 @@ pub struct LexicalCandidate {
   pub bm25: f32,
   /// Best-scoring section document of the page.
   pub best_section: DocAddress,
+  /// IDF-weighted share of the query terms the page matches.
   pub coverage: f64,
+  /// Absolute confidence (see `confidence`).
   pub confidence: f64,
+  /// Exact title / alias / id / file-name match, if any.
   pub exact: Option<ExactMatch>,
   /// Names of fields in which some query term matched.
   pub matched_fields: Vec<&'static str>,
+  /// Query terms found in the page.
   pub matched_terms: usize,
+  /// Query terms after analysis.
   pub total_terms: usize,
 }
 

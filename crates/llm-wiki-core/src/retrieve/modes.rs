@@ -21,8 +21,8 @@ use super::dense::{dense_candidates, page_cosines, DenseCandidate};
 use super::fusion::rrf;
 use super::lexical::{exact_match, lexical_candidates, LexicalCandidate};
 use super::query::interrogative_prefix;
-use super::rescore;
 pub use super::ranking::{ModeContext, SubQuery, VaultHit};
+use super::rescore;
 use crate::analysis::{analyze, wiki_analyzer};
 use crate::error::{Error, Result};
 use crate::models::{self, Embedder};
@@ -40,6 +40,7 @@ pub const EXACT_BYPASS: f64 = 0.80;
 pub const PRF_PAGES: usize = 3;
 /// Quality: expansion terms added to the lexical query, and their weight.
 pub const PRF_TERMS: usize = 10;
+/// Weight of the pseudo-relevance-feedback expansion terms against the original query (RM3).
 pub const PRF_WEIGHT: f32 = 0.5;
 /// Quality: weight of the feedback centroid in the Rocchio query vector.
 pub const ROCCHIO_WEIGHT: f32 = 0.5;
@@ -60,6 +61,7 @@ pub enum RetrievalMode {
 }
 
 impl RetrievalMode {
+  /// Parse `lexical`, `hybrid`, `adaptive` or `quality`.
   pub fn parse(s: &str) -> Result<Self> {
     match s {
       "lexical" => Ok(RetrievalMode::Lexical),
@@ -71,6 +73,7 @@ impl RetrievalMode {
       ))),
     }
   }
+  /// The mode's name.
   pub fn as_str(self) -> &'static str {
     match self {
       RetrievalMode::Lexical => "lexical",
@@ -83,8 +86,11 @@ impl RetrievalMode {
 
 /// Result of a mode on one vault.
 pub struct ModeOutcome {
+  /// Pages ranked by the mode.
   pub hits: Vec<VaultHit>,
+  /// The mode that produced them (after fallbacks).
   pub used: RetrievalMode,
+  /// `(code, message)` of every fallback or failure.
   pub diagnostics: Vec<(&'static str, String)>,
 }
 

@@ -13,18 +13,24 @@ use crate::store::CancelFlag;
 /// A typed sub-query: `lex` feeds the lexical list, `vec` the dense list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubQuery {
+  /// Text for the lexical list only.
   Lex(String),
+  /// Text for the dense list only.
   Vec(String),
 }
 
 /// A page ranked by a mode within one vault.
 #[derive(Debug, Clone)]
 pub struct VaultHit {
+  /// The page.
   pub page_id: String,
   /// 0-based rank in the vault's list.
   pub rank: usize,
+  /// Absolute confidence in [0, 1].
   pub confidence: f64,
+  /// Exact title / alias / id / file-name match, if any.
   pub exact: Option<ExactMatch>,
+  /// Match reasons shown with the result.
   pub reasons: Vec<String>,
   /// Chunk document to show, when the mode already knows it (dense hits); lexical hits pick
   /// their passage when results are built.
@@ -35,14 +41,22 @@ pub struct VaultHit {
 
 /// Everything a mode needs.
 pub struct ModeContext<'a> {
+  /// The vault's pinned index snapshot.
   pub snap: &'a Snapshot,
+  /// The normalized query.
   pub query: &'a str,
+  /// Its analyzed lexical terms.
   pub terms: &'a [String],
+  /// Typed sub-queries of the caller.
   pub subqueries: &'a [SubQuery],
+  /// Pages wanted from this vault.
   pub limit: usize,
+  /// Caller's intent, prepended to the query for the cross-encoder.
   pub intent: Option<String>,
+  /// Time budget of the second stage.
   pub rerank_timeout: Duration,
   /// Quality without a cross-encoder: rescore by sentence windows (opt-in; see `rescore`).
   pub sentence_rescore: bool,
+  /// Cancellation, checked between stages.
   pub cancel: &'a CancelFlag,
 }

@@ -67,8 +67,11 @@ impl RecallPolicy {
 /// Options of a recall.
 #[derive(Debug, Clone)]
 pub struct RecallOptions {
+  /// How many results, from which vaults, above which score.
   pub policy: RecallPolicy,
+  /// Retrieval mode.
   pub mode: RetrievalMode,
+  /// Cancellation, checked between stages.
   pub cancel: CancelFlag,
   /// Typed sub-queries (`lex` / `vec`); empty = the query itself for both lists.
   pub subqueries: Vec<SubQuery>,
@@ -101,41 +104,58 @@ impl RecallOptions {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallResult {
+  /// Page id (path under `wiki/` without `.md`).
   pub id: String,
+  /// Page title.
   pub title: String,
+  /// Frontmatter `type`.
   #[serde(rename = "type")]
   pub page_type: String,
   /// Best chunk `#<heading> — <≤180 chars>` (or its text when it has no heading).
   pub preview: String,
   /// Absolute path of the page file.
   pub path: String,
+  /// Label of the vault when several were searched (`[personal]`).
   #[serde(skip_serializing_if = "Option::is_none")]
   pub vault_label: Option<String>,
   /// Final bounded score: confidence × multiplier, in [0, 1]; the floors act on it.
   pub score: f64,
+  /// Id of the vault the page is in.
   pub vault_id: String,
+  /// `project` or `personal`.
   pub vault: &'static str,
+  /// Canonical or evidence page.
   pub role: Role,
+  /// Frontmatter `status`, if any.
   pub status: Option<String>,
   /// Absolute confidence in [0, 1] before the multiplier.
   pub confidence: f64,
+  /// Bounded multiplier applied in fusion (role, status, vault).
   pub multiplier: f64,
   /// Reciprocal-rank fusion key used for ordering.
   pub fusion_score: f64,
   /// 0-based rank in its vault's list.
   pub vault_rank: u32,
+  /// The mode's raw score (BM25, fused RRF or cross-encoder probability).
   pub engine_score: f64,
+  /// Heading of the passage shown.
   pub heading: Option<String>,
+  /// Id of the chunk shown.
   pub chunk_id: String,
+  /// First line of the passage in the page file (1-based).
   pub line_start: u32,
+  /// Last line of the passage (1-based, inclusive).
   pub line_end: u32,
+  /// Why the page matched (exact title, terms, vector, ...).
   pub match_reasons: Vec<String>,
 }
 
 /// `{code, message}` diagnostic of a recall.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecallDiagnostic {
+  /// Stable code.
   pub code: String,
+  /// Human-readable explanation.
   pub message: String,
 }
 
@@ -148,8 +168,11 @@ impl RecallDiagnostic {
 /// Result of `recallWiki`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RecallResponse {
+  /// Results, best first.
   pub results: Vec<RecallResult>,
+  /// Fallbacks and failures, per vault.
   pub diagnostics: Vec<RecallDiagnostic>,
+  /// What ran and why (for `--explain`).
   pub trace: Vec<String>,
   /// Mode actually used (after fallbacks).
   pub mode: RetrievalMode,

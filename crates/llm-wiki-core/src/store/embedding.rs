@@ -15,10 +15,10 @@ use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 
 use super::generation::Generation;
+use super::job::{ReindexOptions, ReindexResult};
 use super::layout::{StoreDir, StoreLayout};
 use super::lexical::CommitInfo;
 use super::manifest::{Manifest, ManifestEntry};
-use super::job::{ReindexOptions, ReindexResult};
 use super::state::{StateFile, StateModels, StateVectors};
 use super::swap::crash_point;
 use super::vectors::{chunk_key, merge_segments, write_segment, SegmentRef, VectorIndex, VectorManifest};
@@ -99,6 +99,7 @@ pub struct ChunkTexts<'a> {
 }
 
 impl<'a> ChunkTexts<'a> {
+  /// Texts of the `wanted` chunks of `manifest`, re-chunked from the pages under `wiki` with `chunking`.
   pub fn new(
     manifest: &'a Manifest,
     wanted: &'a HashSet<u64>,

@@ -13,10 +13,13 @@ use crate::fsutil::JsonFile;
 
 /// An opened, consistent store directory at its last commit.
 pub struct Generation {
+  /// Store directory of the commit.
   pub dir: StoreDir,
+  /// Its opened tantivy index.
   pub lexical: LexicalIndex,
   /// What the last commit records.
   pub commit: CommitInfo,
+  /// The commit's page manifest.
   pub manifest: Arc<Manifest>,
   /// The state file, when it parses.
   pub state: Option<StateFile>,

@@ -11,39 +11,57 @@ use crate::chunk::ChunkConfig;
 /// Options of a reindex.
 #[derive(Clone, Default)]
 pub struct ReindexOptions {
+  /// Trust size + mtime (`changed`) or re-hash every page (`all`).
   pub scope: Scope,
+  /// Components to build. The page scan and the lexical update always run; `vectors` adds the
+  /// embedding phase. With `force`, `lexical` rebuilds the lexical index from scratch and
+  /// `vectors` re-embeds every chunk.
   pub components: Vec<Component>,
+  /// Rebuild from scratch into a new store directory.
   pub force: bool,
+  /// Cancellation, checked between batches.
   pub cancel: CancelFlag,
+  /// Receiver of progress events.
   pub progress: Option<ProgressSink>,
   /// Worker threads for parsing and indexing (0 = available parallelism, at most 4; larger
   /// values are clamped to the number of cores).
   pub threads: usize,
+  /// Chunk sizes.
   pub chunking: ChunkConfig,
 }
 
 /// Page counts of a reindex (the extension's mirror counts).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct DocumentCounts {
+  /// New pages.
   pub indexed: u32,
+  /// Changed pages.
   pub updated: u32,
+  /// Pages left as they were.
   pub unchanged: u32,
+  /// Pages gone from the vault.
   pub removed: u32,
 }
 
 /// Chunk documents written and deleted.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ChunkCounts {
+  /// Chunks in the index after the run.
   pub total: u32,
+  /// Chunk documents written.
   pub added: u32,
+  /// Chunk documents deleted.
   pub removed: u32,
 }
 
 /// Vector work of a reindex.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct VectorCounts {
+  /// Chunks embedded by this run.
   pub generated: u32,
+  /// Chunks that already had a vector.
   pub skipped: u32,
+  /// Chunks that could not be embedded.
   pub errors: u32,
 }
 
@@ -51,35 +69,50 @@ pub struct VectorCounts {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReindexResult {
+  /// True when every requested component was committed.
   pub ok: bool,
+  /// The vault's id (unset when its config is unreadable).
   pub vault_id: Option<String>,
+  /// The scope used.
   pub scope: Scope,
+  /// The components requested (de-duplicated).
   pub components: Vec<Component>,
+  /// Page counts.
   pub documents: DocumentCounts,
+  /// Chunk counts.
   pub chunks: ChunkCounts,
+  /// Vector counts.
   pub vectors: VectorCounts,
+  /// Wall-clock time of the run.
   pub elapsed_ms: f64,
   /// True when the store was rebuilt from scratch (a new store directory published by `CURRENT`).
   pub full_rebuild: bool,
   /// Generation committed by this run (unchanged when nothing was committed).
   pub generation: u64,
+  /// Index status after the run.
   pub status: IndexStatus,
+  /// Pages excluded and degraded components (`{code, message, path?}`).
   pub warnings: Vec<IndexIssue>,
+  /// Why the run failed (empty when `ok`).
   pub errors: Vec<IndexIssue>,
 }
 
 /// One vault's outcome within a multi-vault reindex.
 #[derive(Debug, Clone, Serialize)]
 pub struct VaultReindexResult {
+  /// The vault root.
   pub root: String,
   /// `active`, `personal` or `project`.
   pub label: &'static str,
+  /// Its outcome.
   pub result: ReindexResult,
 }
 
 /// Outcome of `reindexWiki`.
 #[derive(Debug, Clone, Serialize)]
 pub struct WikiReindexResult {
+  /// The target that was asked for (`active`, `personal`, `project`, `all`).
   pub vault: String,
+  /// One outcome per vault.
   pub results: Vec<VaultReindexResult>,
 }

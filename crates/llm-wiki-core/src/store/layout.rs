@@ -37,16 +37,19 @@ pub const ENGINE_NAME: &str = "llm-wiki-retrieval";
 /// Paths inside one store root (`<meta>/retrieval`).
 #[derive(Debug, Clone)]
 pub struct StoreLayout {
+  /// `<meta>/retrieval`.
   pub dir: PathBuf,
 }
 
 /// Paths inside one store directory (`store-<uuid>/`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreDir {
+  /// The store directory.
   pub dir: PathBuf,
 }
 
 impl StoreDir {
+  /// The store directory at `dir`.
   pub fn new(dir: PathBuf) -> Self {
     StoreDir { dir }
   }
@@ -54,15 +57,19 @@ impl StoreDir {
   pub fn name(&self) -> String {
     self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
   }
+  /// `state.json` (counts of the last commit).
   pub fn state_file(&self) -> PathBuf {
     self.dir.join("state.json")
   }
+  /// The tantivy index.
   pub fn lexical_dir(&self) -> PathBuf {
     self.dir.join("lexical")
   }
+  /// The vector segments.
   pub fn vectors_dir(&self) -> PathBuf {
     self.dir.join("vectors")
   }
+  /// The page manifest of `generation`.
   pub fn manifest_file(&self, generation: u64) -> PathBuf {
     self.dir.join(format!("manifest.{generation}.json"))
   }
@@ -94,9 +101,11 @@ pub enum Pointer {
 }
 
 impl StoreLayout {
+  /// The layout under `dir` (`<meta>/retrieval`).
   pub fn new(dir: impl Into<PathBuf>) -> Self {
     StoreLayout { dir: dir.into() }
   }
+  /// `CURRENT`: names the published store directory.
   pub fn pointer_file(&self) -> PathBuf {
     self.dir.join("CURRENT")
   }
@@ -108,9 +117,11 @@ impl StoreLayout {
   pub fn lock_marker_dir(&self) -> PathBuf {
     self.dir.join("index.lock")
   }
+  /// Error of the last failed reindex, reported by status.
   pub fn last_error_file(&self) -> PathBuf {
     self.dir.join("last-error.json")
   }
+  /// The store directory called `name`.
   pub fn store_dir(&self, name: &str) -> StoreDir {
     StoreDir::new(self.dir.join(name))
   }

@@ -42,19 +42,33 @@ pub const MATCH_FIELDS: &[&str] = &["text", "heading", "title", "aliases", "tags
 /// Handles to every schema field.
 #[derive(Debug, Clone)]
 pub struct Fields {
+  /// `chunk` or `section` document.
   pub kind: Field,
+  /// Page id (stored, indexed as one token).
   pub page_id: Field,
+  /// Hash of the page id (fast field, for grouping hits by page).
   pub page_key: Field,
+  /// Section ordinal within the page.
   pub section: Field,
+  /// Content-derived chunk id.
   pub chunk_id: Field,
+  /// Chunk ordinal within the page.
   pub ordinal: Field,
+  /// First line in the page file.
   pub line_start: Field,
+  /// Last line in the page file.
   pub line_end: Field,
+  /// The chunk's Markdown (stored, shown as the preview).
   pub source: Field,
+  /// Heading path of the chunk.
   pub heading_path: Field,
+  /// Generation that wrote the document.
   pub generation: Field,
+  /// Manifest generation of the commit (commit payload).
   pub manifest_generation: Field,
+  /// Vector segment list of the commit (commit payload).
   pub vectors: Field,
+  /// Plain text of the chunk (indexed).
   pub chunk_body: Field,
   /// The scoring field (`MATCH_FIELDS[0]`).
   pub all: Field,
@@ -153,15 +167,20 @@ pub struct CommitInfo {
 
 /// An open tantivy index of one store directory.
 pub struct LexicalIndex {
+  /// The tantivy index.
   pub index: Index,
+  /// Its schema fields.
   pub fields: Fields,
+  /// Reader reloaded on every commit.
   pub reader: IndexReader,
 }
 
 /// A section-level search hit.
 #[derive(Debug, Clone)]
 pub struct SectionHit {
+  /// BM25 score.
   pub score: f32,
+  /// The section document.
   pub address: DocAddress,
   /// [`page_key`] of the page.
   pub page_key: u64,
@@ -170,13 +189,21 @@ pub struct SectionHit {
 /// Stored fields of one chunk document.
 #[derive(Debug, Clone)]
 pub struct StoredChunk {
+  /// The page.
   pub page_id: String,
+  /// Content-derived chunk id.
   pub chunk_id: String,
+  /// Chunk ordinal within the page.
   pub ordinal: u32,
+  /// Section ordinal within the page.
   pub section: u32,
+  /// First line in the page file.
   pub line_start: u32,
+  /// Last line in the page file.
   pub line_end: u32,
+  /// The chunk's Markdown.
   pub source: String,
+  /// Heading path of the chunk.
   pub heading_path: String,
 }
 

@@ -23,8 +23,11 @@ use crate::fsutil::now_iso;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockOwner {
+  /// Process id of the holder.
   pub pid: u32,
+  /// Host of the holder (for a human reading the file; never used to decide anything).
   pub hostname: String,
+  /// When it was taken (RFC 3339).
   pub acquired_at: String,
 }
 

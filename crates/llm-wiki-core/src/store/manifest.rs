@@ -30,9 +30,11 @@ impl ChunkIds {
   pub fn from_ids<'a>(ids: impl IntoIterator<Item = &'a str>) -> Self {
     ChunkIds(ids.into_iter().collect())
   }
+  /// Number of chunks.
   pub fn len(&self) -> usize {
     self.0.len() / CHUNK_ID_LEN
   }
+  /// True when the page has no chunk.
   pub fn is_empty(&self) -> bool {
     self.0.is_empty()
   }
@@ -55,14 +57,19 @@ impl ChunkIds {
 pub struct ManifestEntry {
   /// Path relative to `wiki/`, `/`-separated.
   pub rel_path: String,
+  /// File size in bytes when indexed.
   pub size: u64,
+  /// Modification time (ns since the epoch) when indexed.
   pub mtime_ns: i64,
   /// Lowercase hex sha256 of the file bytes.
   pub content_hash: String,
+  /// Canonical or evidence page.
   pub role: Role,
+  /// Frontmatter fields used by retrieval.
   pub meta: PageMeta,
   /// Number of section documents in the lexical index.
   pub sections: u32,
+  /// Ids of the page's chunks, in order.
   pub chunks: ChunkIds,
 }
 
@@ -71,9 +78,13 @@ pub struct ManifestEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExcludedEntry {
+  /// Path under `wiki/`.
   pub rel_path: String,
+  /// File size in bytes when examined.
   pub size: u64,
+  /// Modification time (ns since the epoch) when examined.
   pub mtime_ns: i64,
+  /// Why it is excluded.
   pub diagnostic: Diagnostic,
 }
 
@@ -82,17 +93,23 @@ pub struct ExcludedEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
+  /// Manifest format version.
   pub version: u32,
+  /// The vault's id.
   pub vault_id: String,
+  /// Generation that wrote it.
   pub generation: u64,
   /// Unix time (ms) at which this generation was built; mtimes at or after it are re-hashed.
   pub built_at_ms: i64,
+  /// Indexed pages by id.
   pub entries: BTreeMap<String, ManifestEntry>,
+  /// Pages left out, by path, with their diagnostic.
   #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
   pub excluded: BTreeMap<String, ExcludedEntry>,
 }
 
 impl Manifest {
+  /// An empty manifest of `vault_id`.
   pub fn empty(vault_id: &str) -> Self {
     Manifest {
       version: MANIFEST_VERSION,
@@ -120,6 +137,7 @@ impl Manifest {
     hex(&h.finalize())
   }
 
+  /// `(canonical, evidence)` page counts.
   pub fn count_roles(&self) -> (u32, u32) {
     let canonical = self.entries.values().filter(|e| e.role == Role::Canonical).count() as u32;
     (canonical, self.entries.len() as u32 - canonical)
@@ -130,6 +148,7 @@ impl Manifest {
     self.entries.values().flat_map(|e| e.chunks.keys()).collect()
   }
 
+  /// Chunks over every page.
   pub fn total_chunks(&self) -> u32 {
     self.entries.values().map(|e| e.chunks.len() as u32).sum()
   }

@@ -28,20 +28,26 @@ pub use status::{read_index_status, IndexState, IndexStatus};
 /// A structured warning or error of an index operation: `{code, message, path?}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexIssue {
+  /// Stable code.
   pub code: String,
+  /// Human-readable explanation.
   pub message: String,
+  /// Page path it concerns, if any.
   #[serde(skip_serializing_if = "Option::is_none", default)]
   pub path: Option<String>,
 }
 
 impl IndexIssue {
+  /// An issue with `code` and `message`.
   pub fn new(code: &str, message: impl Into<String>) -> Self {
     IndexIssue { code: code.to_string(), message: message.into(), path: None }
   }
+  /// The same issue about `path`.
   pub fn at(mut self, path: impl Into<String>) -> Self {
     self.path = Some(path.into());
     self
   }
+  /// The issue of an engine error (its stable code and message).
   pub fn from_error(e: &Error) -> Self {
     IndexIssue::new(e.code(), e.to_string())
   }
@@ -51,17 +57,21 @@ impl IndexIssue {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Component {
+  /// The BM25 index (always built).
   Lexical,
+  /// Chunk embeddings.
   Vectors,
 }
 
 impl Component {
+  /// The component's name.
   pub fn as_str(self) -> &'static str {
     match self {
       Component::Lexical => "lexical",
       Component::Vectors => "vectors",
     }
   }
+  /// Parse `lexical` or `vectors`.
   pub fn parse(s: &str) -> Result<Self> {
     match s {
       "lexical" => Ok(Component::Lexical),
@@ -75,18 +85,22 @@ impl Component {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
+  /// Trust size + mtime.
   #[default]
   Changed,
+  /// Re-hash every page.
   All,
 }
 
 impl Scope {
+  /// The scope's name.
   pub fn as_str(self) -> &'static str {
     match self {
       Scope::Changed => "changed",
       Scope::All => "all",
     }
   }
+  /// Parse `changed` or `all`.
   pub fn parse(s: &str) -> Result<Self> {
     match s {
       "changed" => Ok(Scope::Changed),
@@ -104,9 +118,12 @@ pub struct Progress {
   pub vault: Option<String>,
   /// `mirror` (scan + parse), `copy`, `lexical`, `vectors`, `validate` or `swap`.
   pub stage: &'static str,
+  /// Human-readable progress.
   pub message: String,
+  /// Items done in this stage.
   #[serde(skip_serializing_if = "Option::is_none")]
   pub current: Option<u64>,
+  /// Items of this stage.
   #[serde(skip_serializing_if = "Option::is_none")]
   pub total: Option<u64>,
 }
@@ -119,6 +136,7 @@ pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 pub struct CancelFlag(Arc<AtomicBool>);
 
 impl CancelFlag {
+  /// A flag that is not cancelled.
   pub fn new() -> Self {
     Self::default()
   }
@@ -126,9 +144,11 @@ impl CancelFlag {
   pub fn from_arc(flag: Arc<AtomicBool>) -> Self {
     CancelFlag(flag)
   }
+  /// Request cancellation (seen by every clone).
   pub fn cancel(&self) {
     self.0.store(true, Ordering::SeqCst);
   }
+  /// True once cancelled.
   pub fn is_cancelled(&self) -> bool {
     self.0.load(Ordering::SeqCst)
   }

@@ -16,6 +16,10 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::generation::{self, Generation};
+pub use super::job::{
+  ChunkCounts, DocumentCounts, ReindexOptions, ReindexResult, VaultReindexResult, VectorCounts,
+  WikiReindexResult,
+};
 use super::layout::{new_store_name, StoreDir, StoreLayout};
 use super::lexical::{CommitInfo, LexicalIndex};
 use super::lock;
@@ -23,9 +27,6 @@ use super::manifest::{sha256_hex, ChunkIds, ExcludedEntry, Manifest, ManifestEnt
 use super::state::{StateFile, StateModels, StateVectors};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
 use super::swap::{self, crash_point};
-pub use super::job::{
-  ChunkCounts, DocumentCounts, ReindexOptions, ReindexResult, VaultReindexResult, VectorCounts, WikiReindexResult,
-};
 use super::{Component, IndexIssue, Progress, ProgressSink, Scope};
 use crate::chunk::{chunk_page, ChunkConfig, ChunkedPage};
 use crate::error::{Error, Result};
@@ -568,14 +569,19 @@ fn run_locked(
 /// Which vault a multi-vault reindex targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum VaultTarget {
+  /// The vault given.
   #[default]
   Active,
+  /// The user's personal vault.
   Personal,
+  /// The project vault (the given one unless it is the personal vault).
   Project,
+  /// Every distinct vault of the above.
   All,
 }
 
 impl VaultTarget {
+  /// Parse `active`, `personal`, `project` or `all`.
   pub fn parse(s: &str) -> Result<Self> {
     match s {
       "active" => Ok(VaultTarget::Active),
@@ -585,6 +591,7 @@ impl VaultTarget {
       o => Err(Error::invalid(format!("unknown vault '{o}' (expected active | personal | project | all)"))),
     }
   }
+  /// The target's name.
   pub fn as_str(self) -> &'static str {
     match self {
       VaultTarget::Active => "active",
@@ -717,7 +724,7 @@ mod tests {
       let again = reindex_vault(&p, &ReindexOptions { scope, ..opts.clone() });
       assert!(again.ok, "{:?}", again.errors);
       assert_eq!(again.warnings.iter().filter(|w| w.code == "page_index_panic").count(), 1);
-      assert_eq!(again.status.total_documents, 39);
+      assert_eq!(again.status.counts.total_documents, 39);
     }
   }
 }

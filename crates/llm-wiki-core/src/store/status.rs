@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::layout::{is_real_dir, Pointer, StoreLayout, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
 use super::manifest::Manifest;
-use super::state::StateFile;
+use super::state::{IndexCounts, StateFile};
 use super::{Component, IndexIssue};
 use crate::fsutil::{read_json, JsonFile};
 use crate::vault::config::{read_config, vault_id_of};
@@ -24,15 +24,21 @@ use crate::vault::{discover_pages, VaultPaths};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum IndexState {
+  /// No index has been built.
   #[default]
   Missing,
+  /// The index matches the pages and the configured models.
   Ready,
+  /// Pages or models changed since the last index.
   Stale,
+  /// A reindex was interrupted; the next one repairs it.
   Recovering,
+  /// The index cannot be read.
   Error,
 }
 
 impl IndexState {
+  /// The state's name.
   pub fn as_str(self) -> &'static str {
     match self {
       IndexState::Missing => "missing",
@@ -47,17 +53,22 @@ impl IndexState {
 /// Model identities: resolved now (not the indexed ones).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StatusModels {
+  /// Embedding model recall would use ("" when none).
   pub embed: String,
   /// No generative model is used; always "" (kept for the extension's shape).
   pub generate: String,
+  /// Cross-encoder recall would use ("" when none).
   pub rerank: String,
 }
 
 /// Pages that differ from the indexed manifest (by path, size and mtime).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PendingPages {
+  /// Pages on disk not yet indexed.
   pub added: u32,
+  /// Indexed pages changed on disk.
   pub changed: u32,
+  /// Indexed pages gone from disk.
   pub removed: u32,
 }
 
@@ -65,27 +76,34 @@ pub struct PendingPages {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IndexStatus {
+  /// Overall state.
   pub state: IndexState,
+  /// The vault's id, when its config is readable.
   pub vault_id: Option<String>,
   /// Running engine version (the field keeps its QMD-era name).
   pub qmd_version: String,
+  /// Running engine version.
   pub engine_version: String,
+  /// Index format of the running engine.
   pub format_version: u32,
+  /// Models recall would use now.
   pub models: StatusModels,
-  pub total_documents: u32,
-  pub canonical_documents: u32,
-  pub evidence_documents: u32,
-  pub total_chunks: u32,
-  pub needs_embedding: u32,
-  pub embedded_chunks: u32,
-  pub has_vector_index: bool,
+  /// Page, chunk and vector counts of the indexed generation (flattened into the object).
+  #[serde(flatten)]
+  pub counts: IndexCounts,
+  /// Hash of the pages on disk (when compared).
   pub manifest_hash: Option<String>,
+  /// Hash of the pages at the last index.
   pub indexed_manifest_hash: Option<String>,
+  /// When the last index was committed (RFC 3339).
   pub last_indexed_at: Option<String>,
   /// Phase of an interrupted swap journal (contract field; format 2 has no journal: always unset).
   pub swap_phase: Option<String>,
+  /// Pages that differ from the index (when compared).
   pub pending_pages: Option<PendingPages>,
+  /// Components a repair reindex should target.
   pub repair_components: Vec<Component>,
+  /// Why the state is not `ready`.
   pub issues: Vec<IndexIssue>,
 }
 
@@ -137,13 +155,7 @@ impl IndexStatus {
   }
 
   fn with_state(mut self, s: &StateFile) -> Self {
-    self.total_documents = s.status.total_documents;
-    self.canonical_documents = s.status.canonical_documents;
-    self.evidence_documents = s.status.evidence_documents;
-    self.total_chunks = s.status.total_chunks;
-    self.needs_embedding = s.status.needs_embedding;
-    self.embedded_chunks = s.status.embedded_chunks;
-    self.has_vector_index = s.status.has_vector_index;
+    self.counts = s.status.clone();
     self.indexed_manifest_hash = Some(s.manifest_hash.clone());
     self.last_indexed_at = Some(s.indexed_at.clone());
     self

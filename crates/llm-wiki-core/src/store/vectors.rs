@@ -30,6 +30,7 @@ const DTYPE_I8: u8 = 1;
 pub struct SegmentRef {
   /// File name inside `vectors/`.
   pub file: String,
+  /// Vectors in the segment.
   pub rows: u32,
 }
 
@@ -39,6 +40,7 @@ pub struct SegmentRef {
 pub struct VectorManifest {
   /// Embedding model id the vectors belong to.
   pub model: String,
+  /// Vector dimensions.
   pub dims: usize,
   /// Segments in write order (later rows win for a repeated chunk id).
   pub segments: Vec<SegmentRef>,
@@ -246,7 +248,9 @@ pub fn dot_i8(q: &[f32], row: &[i8]) -> f32 {
 
 /// Memory-mapped vectors of one generation, searchable by exact dot product.
 pub struct VectorIndex {
+  /// Embedding model id of the vectors.
   pub model: String,
+  /// Vector dimensions.
   pub dims: usize,
   segments: Vec<Segment>,
   /// Chunk ids that have a vector.

@@ -21,7 +21,9 @@ pub struct PageFile {
   pub id: String,
   /// Path relative to `wiki/`, `/`-separated, NFC.
   pub rel_path: String,
+  /// Absolute path of the file.
   pub abs_path: PathBuf,
+  /// Size in bytes at discovery.
   pub size: u64,
   /// Modification time in nanoseconds since the Unix epoch.
   pub mtime_ns: i64,

@@ -37,12 +37,19 @@ pub const STANDARD_FIELDS: &[&str] = &[
 /// A YAML value under the core schema. Mappings keep their key order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum YamlValue {
+  /// `null`, `~` or empty.
   Null,
+  /// `true` / `false`.
   Bool(bool),
+  /// An integer scalar.
   Int(i64),
+  /// A floating-point scalar.
   Float(f64),
+  /// A string scalar.
   Str(String),
+  /// A sequence.
   Seq(Vec<YamlValue>),
+  /// A mapping, in document order.
   Map(Vec<(String, YamlValue)>),
 }
 
@@ -101,7 +108,9 @@ impl YamlValue {
 /// repaired). `code` is the extension's diagnostic code, or one of ours (`page_*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrontmatterError {
+  /// Stable diagnostic code.
   pub code: &'static str,
+  /// Human-readable explanation.
   pub message: String,
   /// 1-based line in the page file, when known.
   pub line: Option<u32>,
@@ -110,6 +119,7 @@ pub struct FrontmatterError {
 }
 
 impl FrontmatterError {
+  /// An error with `code` and `message`.
   pub fn new(code: &'static str, message: impl Into<String>) -> Self {
     FrontmatterError { code, message: message.into(), line: None, column: None }
   }

@@ -16,20 +16,27 @@ pub use paths::VaultPaths;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+  /// The page is indexed anyway.
   Warning,
+  /// The page is excluded.
   Error,
 }
 
 /// A knowledge diagnostic with the extension's shape `{severity, code, path, message, line?, column?}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
+  /// Warning or error.
   pub severity: Severity,
+  /// Stable code (the contract's where one exists).
   pub code: String,
   /// Path relative to `wiki/` (or `.` for the directory itself).
   pub path: String,
+  /// Human-readable explanation.
   pub message: String,
+  /// Line in the page file (1-based), when known.
   #[serde(skip_serializing_if = "Option::is_none")]
   pub line: Option<u32>,
+  /// Column (1-based), when known.
   #[serde(skip_serializing_if = "Option::is_none")]
   pub column: Option<u32>,
 }

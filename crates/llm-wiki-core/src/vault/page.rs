@@ -15,7 +15,9 @@ pub const CANONICAL_TYPES: &[&str] =
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+  /// A wiki note (concept, entity, analysis, ...).
   Canonical,
+  /// Supporting material (sources and other evidence pages).
   Evidence,
 }
 
@@ -41,9 +43,12 @@ impl Role {
 /// A typed relation (`relations:` profile extension): `{target, type, scope?}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Relation {
+  /// Page id the relation points to.
   pub target: String,
+  /// Kind of relation (`supports`, `contradicts`, ...).
   #[serde(rename = "type")]
   pub relation_type: String,
+  /// Optional qualifier of the relation.
   #[serde(skip_serializing_if = "Option::is_none", default)]
   pub scope: Option<String>,
 }
@@ -52,25 +57,36 @@ pub struct Relation {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PageMeta {
+  /// Frontmatter `title`.
   pub title: String,
+  /// Frontmatter `type`.
   #[serde(rename = "type")]
   pub page_type: String,
+  /// Frontmatter `status`.
   #[serde(skip_serializing_if = "Option::is_none", default)]
   pub status: Option<String>,
+  /// Frontmatter `aliases`.
   #[serde(skip_serializing_if = "Vec::is_empty", default)]
   pub aliases: Vec<String>,
+  /// Frontmatter `tags`.
   #[serde(skip_serializing_if = "Vec::is_empty", default)]
   pub tags: Vec<String>,
+  /// Frontmatter `description`.
   #[serde(skip_serializing_if = "Option::is_none", default)]
   pub description: Option<String>,
+  /// Frontmatter `summary`.
   #[serde(skip_serializing_if = "Option::is_none", default)]
   pub summary: Option<String>,
+  /// Frontmatter `domain`.
   #[serde(skip_serializing_if = "Option::is_none", default)]
   pub domain: Option<String>,
+  /// Frontmatter `category`.
   #[serde(skip_serializing_if = "Option::is_none", default)]
   pub category: Option<String>,
+  /// Frontmatter `recall_triggers`: phrases that should recall the page.
   #[serde(skip_serializing_if = "Vec::is_empty", default)]
   pub recall_triggers: Vec<String>,
+  /// Frontmatter `relations`.
   #[serde(skip_serializing_if = "Vec::is_empty", default)]
   pub relations: Vec<Relation>,
 }
@@ -82,10 +98,13 @@ pub struct Page {
   pub id: String,
   /// Absolute path of the file.
   pub path: PathBuf,
+  /// Canonical or evidence page.
   pub role: Role,
+  /// Frontmatter fields used by retrieval.
   pub meta: PageMeta,
   /// Top-level keys that are not standard fields (kept verbatim).
   pub extensions: Vec<(String, YamlValue)>,
+  /// Markdown after the frontmatter.
   pub body: String,
   /// 1-based line where the body starts in the file.
   pub body_start_line: u32,

@@ -51,7 +51,11 @@ pub(super) struct GateSpec {
 }
 
 /// The spec's release gates (a)–(f) for every mode against the baseline.
-pub(super) fn release_gates(fixture: &PiFixture, baseline: &PiEval, modes: &[(RetrievalMode, &PiEval)]) -> Vec<Gate> {
+pub(super) fn release_gates(
+  fixture: &PiFixture,
+  baseline: &PiEval,
+  modes: &[(RetrievalMode, &PiEval)],
+) -> Vec<Gate> {
   let eligible: Vec<&PiQuery> = fixture
     .queries
     .iter()

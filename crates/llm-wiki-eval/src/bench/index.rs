@@ -155,7 +155,12 @@ pub(super) struct Indexed {
   pub(super) embedder: Option<Arc<Embedder>>,
 }
 
-pub(super) fn build_index(paths: &VaultPaths, with_vectors: bool, label: &str, common: &BenchCommon) -> Result<Indexed> {
+pub(super) fn build_index(
+  paths: &VaultPaths,
+  with_vectors: bool,
+  label: &str,
+  common: &BenchCommon,
+) -> Result<Indexed> {
   let mut ix = build_lexical(paths, label, common)?;
   if with_vectors {
     add_vectors(&mut ix, label, common)?;
@@ -173,7 +178,7 @@ pub(super) fn build_lexical(paths: &VaultPaths, label: &str, common: &BenchCommo
     Some(throttled_progress(common.log.clone(), format!("{label} lexical"))),
   )?;
   note_warnings(&mut report, &lex.result);
-  report.pages = lex.result.status.total_documents;
+  report.pages = lex.result.status.counts.total_documents;
   report.chunks = lex.result.chunks.total;
   report.lexical = lex.cost;
   common.say(format!(
@@ -289,7 +294,12 @@ pub(super) fn pick_pages(manifest: &Manifest, count: usize) -> Vec<String> {
 }
 
 /// Append a unique sentence to each page's body and push its mtime 5 s forward.
-pub(super) fn edit_pages(paths: &VaultPaths, manifest: &Manifest, ids: &[String], round: usize) -> Result<()> {
+pub(super) fn edit_pages(
+  paths: &VaultPaths,
+  manifest: &Manifest,
+  ids: &[String],
+  round: usize,
+) -> Result<()> {
   for (i, id) in ids.iter().enumerate() {
     let entry = manifest.entries.get(id).ok_or_else(|| Error::Index(format!("page {id} not in manifest")))?;
     let file = paths.wiki.join(&entry.rel_path);
@@ -315,7 +325,12 @@ pub(super) fn edit_pages(paths: &VaultPaths, manifest: &Manifest, ids: &[String]
 }
 
 /// Edit `count` pages and reindex (lexical, then vectors when loaded).
-pub(super) fn edit_reindex(paths: &VaultPaths, count: usize, round: usize, with_vectors: bool) -> Result<EditCost> {
+pub(super) fn edit_reindex(
+  paths: &VaultPaths,
+  count: usize,
+  round: usize,
+  with_vectors: bool,
+) -> Result<EditCost> {
   let before = current_manifest(paths)?;
   let ids = pick_pages(&before, count);
   let keys_before = before.chunk_keys();

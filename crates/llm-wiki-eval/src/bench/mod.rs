@@ -51,7 +51,9 @@ use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, Retrieva
 use llm_wiki_core::store::generation::Generation;
 use llm_wiki_core::store::layout::{StoreLayout, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
 use llm_wiki_core::store::manifest::Manifest;
-use llm_wiki_core::store::{reindex_vault, Component, Progress, ProgressSink, ReindexOptions, ReindexResult, Scope};
+use llm_wiki_core::store::{
+  reindex_vault, Component, Progress, ProgressSink, ReindexOptions, ReindexResult, Scope,
+};
 use llm_wiki_core::vault::VaultPaths;
 
 mod collection;

@@ -42,7 +42,11 @@ pub(super) fn injected_relevant(q: &PiQuery, auto: &[String]) -> bool {
   auto.iter().any(|id| g.get(id).is_some_and(|&x| x > 0))
 }
 
-pub(super) fn pi_auto_stats(fixture: &PiFixture, auto: &HashMap<String, Vec<String>>, slice: Slice) -> AutoStats {
+pub(super) fn pi_auto_stats(
+  fixture: &PiFixture,
+  auto: &HashMap<String, Vec<String>>,
+  slice: Slice,
+) -> AutoStats {
   let mut s = AutoStats::default();
   for q in fixture.queries.iter().filter(|q| slice.contains(q)) {
     let a = auto.get(&q.id).map(Vec::as_slice).unwrap_or(&[]);

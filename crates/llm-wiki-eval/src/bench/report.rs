@@ -52,7 +52,11 @@ pub fn report_path(p: &Path) -> String {
 
 /// A command-line argument as written into a report (absolute paths made relative).
 fn report_arg(arg: &str) -> String {
-  if Path::new(arg).is_absolute() { report_path(Path::new(arg)) } else { arg.to_string() }
+  if Path::new(arg).is_absolute() {
+    report_path(Path::new(arg))
+  } else {
+    arg.to_string()
+  }
 }
 
 pub(super) fn shell_quote(arg: &str) -> String {

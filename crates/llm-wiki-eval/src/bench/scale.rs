@@ -40,7 +40,11 @@ pub(super) fn scale_mode_json(queries: &[(String, String, String)], run: &ModeRu
   })
 }
 
-pub(super) fn generate_timed(root: &Path, opts: &SynthOptions, common: &BenchCommon) -> Result<(VaultPaths, Value)> {
+pub(super) fn generate_timed(
+  root: &Path,
+  opts: &SynthOptions,
+  common: &BenchCommon,
+) -> Result<(VaultPaths, Value)> {
   common.say(format!("generating a synthetic vault of {} pages (seed {})", opts.pages, opts.seed));
   reset_peak_rss();
   let started = Instant::now();

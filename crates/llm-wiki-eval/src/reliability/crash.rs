@@ -29,9 +29,9 @@ use super::{
   resolve_bin, say, sleep_until, split_mutable, write_report, Editor, HarnessOptions, RecallCheck,
   RunningIndex,
 };
-use llm_wiki_core::error::{Error, Result};
 use crate::bench::machine_context;
 use crate::synth::{derive_seed, Rng};
+use llm_wiki_core::error::{Error, Result};
 use llm_wiki_core::retrieve::RetrievalMode;
 use llm_wiki_core::store::status::{read_index_status, IndexState};
 
@@ -297,10 +297,10 @@ fn after_kill(
   if st.state != IndexState::Ready {
     failures.push(format!("status after recovery is {status_after_recovery} ({:?})", st.issues));
   }
-  if st.needs_embedding > 0 || !st.has_vector_index || st.models.embed != embed_model {
+  if st.counts.needs_embedding > 0 || !st.counts.has_vector_index || st.models.embed != embed_model {
     failures.push(format!(
       "vectors after recovery: {} chunks pending, vector index {}",
-      st.needs_embedding, st.has_vector_index
+      st.counts.needs_embedding, st.counts.has_vector_index
     ));
   }
 
@@ -342,7 +342,7 @@ fn after_kill(
     recovery_ms,
     recovery_detail,
     status_after_recovery,
-    needs_embedding: st.needs_embedding,
+    needs_embedding: st.counts.needs_embedding,
     pages: pages.summary(),
     recall_edit,
     recall_hybrid: hybrid.label(),

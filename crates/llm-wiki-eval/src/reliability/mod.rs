@@ -297,7 +297,11 @@ pub fn recall_check(
     max_per_vault: 10,
     max_results: 10,
   };
-  match llm_wiki_core::retrieve::recall_wiki(paths, query, &llm_wiki_core::retrieve::RecallOptions::new(policy, mode)) {
+  match llm_wiki_core::retrieve::recall_wiki(
+    paths,
+    query,
+    &llm_wiki_core::retrieve::RecallOptions::new(policy, mode),
+  ) {
     Err(e) => RecallCheck::Error(e.code().to_string()),
     Ok(r) if r.results.is_empty() => RecallCheck::Empty(r.diagnostics.into_iter().map(|d| d.code).collect()),
     Ok(r) => match r.results.iter().position(|x| x.id == expect) {
@@ -464,7 +468,8 @@ pub fn known_queries(paths: &VaultPaths, stable: &[String], want: usize) -> Resu
     if title.chars().count() < 12 {
       continue;
     }
-    if recall_check(paths, &title, id, llm_wiki_core::retrieve::RetrievalMode::Lexical) == RecallCheck::Hit(1) {
+    if recall_check(paths, &title, id, llm_wiki_core::retrieve::RetrievalMode::Lexical) == RecallCheck::Hit(1)
+    {
       out.push((title, id.clone()));
     }
     if out.len() == want {

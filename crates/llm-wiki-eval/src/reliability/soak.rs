@@ -27,9 +27,9 @@ use super::{
   check_page_set, index_command, known_queries, percentile, prepare_vault, recall_check, require_embedder,
   resolve_bin, say, split_mutable, write_report, Editor, HarnessOptions, RecallCheck, RunningIndex,
 };
-use llm_wiki_core::error::{Error, Result};
 use crate::bench::machine_context;
 use crate::synth::{derive_seed, Rng};
+use llm_wiki_core::error::{Error, Result};
 use llm_wiki_core::retrieve::RetrievalMode;
 use llm_wiki_core::store::status::{read_index_status, IndexState};
 use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
