@@ -250,14 +250,21 @@ pub(super) fn run_beir(dir: &Path, opts: &SetBenchOptions) -> Result<BenchOutput
   nondeterminism_markdown(&mut md, &runs);
   md.push_str("\n## Index cost\n\n");
   index_markdown(&mut md, &[(set.as_str(), &ix.report)]);
-  method_notes(&mut md);
-  let md_path = common.out.join(format!("{set}.md"));
-  write_text_file(&md_path, &md)?;
-  out.files.push(md_path);
-  out.markdown = md;
+  finish_report(&mut out, &common.out, &set, md)?;
   release_reader(&paths);
   drop(tmp);
   Ok(out)
+}
+
+/// The end every collection and scale report shares: the method notes, then `<dir>/<set>.md` written and
+/// recorded in `out` (files and markdown).
+pub(super) fn finish_report(out: &mut BenchOutput, dir: &Path, set: &str, mut md: String) -> Result<()> {
+  method_notes(&mut md);
+  let md_path = dir.join(format!("{set}.md"));
+  write_text_file(&md_path, &md)?;
+  out.files.push(md_path);
+  out.markdown = md;
+  Ok(())
 }
 
 pub(super) fn method_notes(md: &mut String) {

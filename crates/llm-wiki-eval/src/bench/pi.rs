@@ -380,11 +380,7 @@ pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) 
   } else {
     md.push_str("\n## Release gates\n\nNo baseline runs found: gates not checked.\n");
   }
-  method_notes(&mut md);
-  let md_path = common.out.join(format!("{set}.md"));
-  write_text_file(&md_path, &md)?;
-  out.files.push(md_path);
-  out.markdown = md;
+  finish_report(&mut out, &common.out, &set, md)?;
   release_reader(&paths);
   drop(tmp);
   Ok(out)

@@ -202,11 +202,7 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
       t["targetAt10"]
     );
   }
-  method_notes(&mut md);
-  let md_path = common.out.join(format!("scale-{n}.md"));
-  write_text_file(&md_path, &md)?;
-  out.files.push(md_path);
-  out.markdown = md;
+  finish_report(&mut out, &common.out, &format!("scale-{n}"), md)?;
   drop(sample_ix);
   drop(sample_tmp);
   drop(tmp);
