@@ -737,6 +737,24 @@ mod tests {
     }
   }
 
+  /// Checks `pi_report` (and `pi_metrics`, its per-slice form) against expected rows of
+  /// `(slice, queries, judged, metrics)`.
+  fn assert_pi_report(
+    fixture: &PiFixture,
+    ranked: &HashMap<String, Vec<String>>,
+    auto: &HashMap<String, Vec<String>>,
+    expected: [(Slice, usize, usize, PiMetrics); 3],
+  ) {
+    let report = pi_report(fixture, ranked, auto);
+    assert_eq!(report.len(), expected.len());
+    for (got, (slice, queries, judged, metrics)) in report.iter().zip(expected) {
+      assert_eq!(got.slice, slice);
+      assert_eq!((got.queries, got.judged), (queries, judged), "{slice:?} counts");
+      assert_eq!(got.metrics, metrics, "{slice:?}");
+      assert_eq!(pi_metrics(fixture, ranked, auto, slice), metrics, "{slice:?} pi_metrics");
+    }
+  }
+
   /// The metrics of a run set equal the values computed for it by an independent implementation
   /// of the contract's definitions (a Python script, not this code) on the in-repository mini
   /// fixture.
@@ -751,12 +769,7 @@ mod tests {
       (Slice::Train, 5, 4, row([1.0, 0.6875, 0.692854, 0.692854, 0.75, 1.0, 0.0, 1.0])),
       (Slice::Heldout, 2, 2, row([1.0, 1.0, 0.977915, 0.977915, 1.0, 1.0, 1.0, 0.0])),
     ];
-    let report = pi_report(&fixture, &ranked, &auto);
-    for (got, (slice, queries, judged, metrics)) in report.iter().zip(expected) {
-      assert_eq!(got.slice, slice);
-      assert_eq!((got.queries, got.judged), (queries, judged), "{slice:?} counts");
-      assert_eq!(got.metrics, metrics, "{slice:?}");
-    }
+    assert_pi_report(&fixture, &ranked, &auto, expected);
   }
 
   /// The committed phase-1 baseline (pi contract §8) from the heuristic's per-query runs.
@@ -772,13 +785,7 @@ mod tests {
       (Slice::Train, 45, 40, row([0.9625, 0.749444, 0.69355, 0.749919, 0.825, 0.88, 0.0, 0.4])),
       (Slice::Heldout, 15, 15, row([0.811111, 0.661111, 0.653508, 0.701043, 0.666667, 0.7, 0.6, 0.0])),
     ];
-    let report = pi_report(&fixture, &ranked, &auto);
-    for (got, (slice, queries, judged, metrics)) in report.iter().zip(expected) {
-      assert_eq!(got.slice, slice);
-      assert_eq!((got.queries, got.judged), (queries, judged), "{slice:?} counts");
-      assert_eq!(got.metrics, metrics, "{slice:?}");
-      assert_eq!(pi_metrics(&fixture, &ranked, &auto, slice), metrics);
-    }
+    assert_pi_report(&fixture, &ranked, &auto, expected);
     let by_cat = pi_metrics_by_category(&fixture, &ranked, &auto, Slice::All);
     assert_eq!(by_cat.len(), 12);
     let neg = &by_cat.iter().find(|(c, _)| c == "negative").unwrap().1;
