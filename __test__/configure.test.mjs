@@ -149,7 +149,9 @@ test(
   async (t) => {
     // A model directory whose tokenizer.json is a FIFO: loading the model blocks reading it until
     // the test writes the real tokenizer into it, which it does only after the synchronous calls
-    // returned. If they waited for the load, the child would deadlock and time out.
+    // returned. If they waited for the load, the child would deadlock and time out. The FIFO is
+    // read twice: first by the lexical phase (chunk sizes are counted with the model's tokenizer),
+    // fed once the reindex reports it, then by the model load the calls run against.
     const base = tmpDir(t)
     noPersonalVault(base)
     const model = path.join(base, 'model')
@@ -169,18 +171,31 @@ test(
       addon.configure({ modelRoots: [${JSON.stringify(modelRoot)}], embedModel: ${JSON.stringify(model)}, threads: 1 });
       const fifo = ${JSON.stringify(fifo)};
       (async () => {
-        const job = addon.reindexWiki({ root: ${JSON.stringify(v.root)} }, { components: ['lexical', 'vectors'] });
-        // A non-blocking open for writing succeeds once the loader has the FIFO open for reading.
-        let fd;
-        while (fd === undefined) {
-          try { fd = fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK) }
-          catch (e) { if (e.code !== 'ENXIO') throw e; await new Promise((r) => setTimeout(r, 10)) }
-        }
+        let lexical = false;
+        const job = addon.reindexWiki({ root: ${JSON.stringify(v.root)} }, {
+          components: ['lexical', 'vectors'],
+          onProgress: (e) => { if (e.progress.stage === 'lexical') lexical = true },
+        });
+        const tokenizer = fs.readFileSync(${JSON.stringify(path.join(int8, 'tokenizer.json'))});
+        // A non-blocking open for writing succeeds once a reader has the FIFO open.
+        const opened = async () => {
+          for (;;) {
+            try { return fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK) }
+            catch (e) { if (e.code !== 'ENXIO') throw e; await new Promise((r) => setTimeout(r, 10)) }
+          }
+        };
+        // First reader: the chunker's token counter, before the pages are indexed.
+        let fd = await opened();
+        await fs.promises.writeFile(fifo, tokenizer);
+        fs.closeSync(fd);
+        while (!lexical) await new Promise((r) => setTimeout(r, 10));
+        // Second reader: the embedding model's load.
+        fd = await opened();
         const during = addon.modelStatus();
         addon.configure({ idleReleaseSeconds: 120 });
         addon.configure({ threads: 1 });
         const during2 = addon.modelStatus();
-        await fs.promises.writeFile(fifo, fs.readFileSync(${JSON.stringify(path.join(int8, 'tokenizer.json'))}));
+        await fs.promises.writeFile(fifo, tokenizer);
         fs.closeSync(fd);
         const r = (await job).results[0].result;
         console.log('RESULT ' + JSON.stringify({ during: during.loadedModels, during2: during2.loadedModels, ok: r.ok, vectors: r.vectors.generated, after: addon.modelStatus().loadedModels }));

@@ -194,6 +194,27 @@ describe('fallbacks (design error table)', () => {
     assert.equal(r.results[0].id, 'concepts/backups')
   })
 
+  test('unloadable tokenizer: reindex warns tokenizer_unavailable and chunks by the estimate; a working one rebuilds once', async (t) => {
+    const root = tmpDir(t)
+    noPersonalVault(root)
+    const v = makeVault(path.join(root, 'vault'), { pages: NOTES })
+    const bad = tmpDir(t)
+    for (const f of ['manifest.json', 'model.onnx']) fs.copyFileSync(path.join(int8, f), path.join(bad, f))
+    fs.writeFileSync(path.join(bad, 'tokenizer.json'), Buffer.alloc(fs.statSync(path.join(int8, 'tokenizer.json')).size, 7))
+    const reindex = async () => {
+      const r = (await addon.reindexWiki({ root: v.root }, { components: ['lexical'] })).results[0].result
+      assert.equal(r.ok, true, JSON.stringify(r.errors))
+      return { rebuilt: r.fullRebuild, unavailable: r.warnings.filter((w) => w.code === 'tokenizer_unavailable').length }
+    }
+    useModels({ embedModel: bad })
+    assert.deepEqual(await reindex(), { rebuilt: true, unavailable: 1 })
+    assert.deepEqual(await reindex(), { rebuilt: false, unavailable: 1 })
+    // The model's tokenizer loads again: the chunks are rebuilt with it once, then incremental.
+    useModels()
+    assert.deepEqual(await reindex(), { rebuilt: true, unavailable: 0 })
+    assert.deepEqual(await reindex(), { rebuilt: false, unavailable: 0 })
+  })
+
   test('missing vectors: recall continues on BM25 with a diagnostic; automatic stays quiet', async (t) => {
     useModels()
     const root = tmpDir(t)

@@ -4,9 +4,16 @@
 //! that does not is split at line, then sentence, then word boundaries, and a split code fence is
 //! re-fenced so every chunk stays valid Markdown. Consecutive chunks of one section overlap.
 //!
+//! Sizes are counted by a [`TokenCounter`]: the embedding model's own tokenizer when the reindex
+//! has one configured (see `models::tokens`), else [`Estimate`], a tokenizer-free guess that the
+//! lexical-only path keeps (chunking must work without any model, and lexical chunk documents
+//! only need sizes of the right order).
+//!
 //! Every chunk carries a contextual prefix (`Title › Heading › Sub-heading`), its 1-based source
 //! line range, and a stable id: the hash of prefix + text, so unchanged chunks keep their id (and
 //! their embedding) across edits elsewhere in the page.
+
+use std::sync::Arc;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 use sha2::{Digest, Sha256};
@@ -14,7 +21,7 @@ use sha2::{Digest, Sha256};
 /// Separator between the title and heading levels in a chunk prefix.
 pub const PREFIX_SEPARATOR: &str = " › ";
 
-/// Chunk sizes, in estimated model tokens.
+/// Chunk sizes, in tokens of the chunker's [`TokenCounter`].
 #[derive(Debug, Clone, Copy)]
 pub struct ChunkConfig {
   /// Upper bound for a chunk's text (the prefix adds a few more tokens; the model window is 256).
@@ -94,6 +101,128 @@ pub fn estimate_tokens(text: &str) -> usize {
   }
   flush(&mut word, &mut tokens);
   tokens
+}
+
+/// Counts tokens for the chunker. Implemented by [`Estimate`] (no model) and by the embedding
+/// model's tokenizer (`models::tokens::TokenizerCounter`). The chunker relies on counts being
+/// additive over whitespace-separated words (the count of `"a b"` is the count of `"a"` plus
+/// that of `"b"`): pieces are counted once and packed by summing.
+pub trait TokenCounter: Send + Sync {
+  /// Tokens of `text` (no special tokens).
+  fn count(&self, text: &str) -> usize;
+  /// What built the chunks, recorded in the page manifest (`chunker`): `estimate` or
+  /// `tokenizer:<model id>`. Chunks are rebuilt when it changes.
+  fn label(&self) -> String;
+  /// Cut `body[start..end]` into consecutive ranges of at most `max` tokens, preferring
+  /// whitespace, cutting inside a word only when one word alone is longer than `max`.
+  fn split(&self, body: &str, start: usize, end: usize, max: usize) -> Vec<(usize, usize)> {
+    split_by_count(self, body, start, end, max)
+  }
+}
+
+/// Label of the [`Estimate`] counter in the page manifest.
+pub const ESTIMATE_LABEL: &str = "estimate";
+
+/// The tokenizer-free counter ([`estimate_tokens`]), used when no embedding model is configured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Estimate;
+
+impl TokenCounter for Estimate {
+  fn count(&self, text: &str) -> usize {
+    estimate_tokens(text)
+  }
+  fn label(&self) -> String {
+    ESTIMATE_LABEL.to_string()
+  }
+  fn split(&self, body: &str, start: usize, end: usize, max: usize) -> Vec<(usize, usize)> {
+    split_words(body, start, end, max)
+  }
+}
+
+/// [`TokenCounter::split`] for any counter: words (with the whitespace before them) are added
+/// while they fit; a word longer than `max` on its own is cut at the longest prefix that fits
+/// (binary search over its characters; counts are not always monotone in the prefix, so any
+/// prefix that fits is taken, at least one character).
+pub fn split_by_count<C: TokenCounter + ?Sized>(
+  c: &C,
+  body: &str,
+  start: usize,
+  end: usize,
+  max: usize,
+) -> Vec<(usize, usize)> {
+  let mut out = Vec::new();
+  let mut from = start;
+  let mut tokens = 0;
+  let text = &body[start..end];
+  let mut words = Vec::new(); // (whitespace start, word start, word end), absolute
+  let mut ws = start;
+  let mut word: Option<usize> = None;
+  for (off, ch) in text.char_indices() {
+    let i = start + off;
+    match (ch.is_whitespace(), word) {
+      (true, Some(w)) => {
+        words.push((ws, w, i));
+        word = None;
+        ws = i;
+      }
+      (false, None) => word = Some(i),
+      _ => {}
+    }
+  }
+  if let Some(w) = word {
+    words.push((ws, w, end));
+  }
+  for (ws, w, e) in words {
+    let t = c.count(&body[w..e]);
+    if tokens + t > max && tokens > 0 && ws > from {
+      out.push((from, ws));
+      (from, tokens) = (ws, 0);
+    }
+    if t <= max {
+      tokens += t;
+      continue;
+    }
+    // One word longer than `max`: cut it where a prefix fits. Each cut searches the next
+    // characters only (doubling from `max` characters, then bisecting), so a long blob costs
+    // O(log) counts of about a chunk's text per cut, never counts of the whole blob.
+    let ends: Vec<usize> = body[from..e].char_indices().map(|(k, _)| from + k).skip(1).chain([e]).collect();
+    let last = ends.len() - 1;
+    let fits = |s: usize, i: usize| c.count(&body[s..ends[i]]) <= max;
+    let (mut s, mut first) = (from, 0); // ends[first..] are the cut candidates after `s`
+    loop {
+      let mut fit = None; // largest candidate known to fit
+      let mut probe = (first + max.max(1) - 1).min(last);
+      let over = loop {
+        if !fits(s, probe) {
+          break Some(probe);
+        }
+        fit = Some(probe);
+        if probe == last {
+          break None;
+        }
+        probe = (first + 2 * (probe - first) + 1).min(last);
+      };
+      let Some(over) = over else { break }; // the rest of the word fits
+                                            // Largest fitting candidate below `over` (one character when none fits).
+      let (mut a, mut b) = (fit.unwrap_or(first), over.saturating_sub(1).max(fit.unwrap_or(first)));
+      while a < b {
+        let mid = (a + b).div_ceil(2);
+        if fits(s, mid) {
+          a = mid;
+        } else {
+          b = mid - 1;
+        }
+      }
+      out.push((s, ends[a]));
+      (s, first) = (ends[a], a + 1);
+    }
+    from = s;
+    tokens = c.count(&body[s..e]);
+  }
+  if from < end {
+    out.push((from, end));
+  }
+  out
 }
 
 /// Plain text of Markdown: the text and code content of every event, space separated.
@@ -181,9 +310,9 @@ struct Piece {
   tokens: usize,
 }
 
-fn piece(body: &str, start: usize, end: usize) -> Piece {
+fn piece(c: &dyn TokenCounter, body: &str, start: usize, end: usize) -> Piece {
   let text = body[start..end].trim_end().to_string();
-  Piece { start, end, tokens: estimate_tokens(&text), text }
+  Piece { start, end, tokens: c.count(&text), text }
 }
 
 /// Split `[start, end)` at line boundaries (keeping each line's newline in the range).
@@ -203,7 +332,7 @@ fn line_ranges(body: &str, start: usize, end: usize) -> Vec<(usize, usize)> {
 }
 
 /// Split one over-long line at sentence ends, then at word boundaries if still too long.
-fn split_line(body: &str, start: usize, end: usize, max: usize) -> Vec<Piece> {
+fn split_line(c: &dyn TokenCounter, body: &str, start: usize, end: usize, max: usize) -> Vec<Piece> {
   let line = &body[start..end];
   let mut cuts = vec![0];
   let chars: Vec<(usize, char)> = line.char_indices().collect();
@@ -221,16 +350,16 @@ fn split_line(body: &str, start: usize, end: usize, max: usize) -> Vec<Piece> {
     if body[a..b].trim().is_empty() {
       continue;
     }
-    let p = piece(body, a, b);
+    let p = piece(c, body, a, b);
     if p.tokens <= max {
       out.push(p);
       continue;
     }
     // A sentence longer than a chunk: word-level pieces of about a quarter chunk, so that
     // consecutive chunks can still overlap by whole pieces.
-    for (s, e) in split_words(body, a, b, (max / 4).max(8)) {
+    for (s, e) in c.split(body, a, b, (max / 4).max(8)) {
       if !body[s..e].trim().is_empty() {
-        out.push(piece(body, s, e));
+        out.push(piece(c, body, s, e));
       }
     }
   }
@@ -281,8 +410,15 @@ fn split_words(body: &str, start: usize, end: usize, max: usize) -> Vec<(usize, 
 }
 
 /// Cut a content block into pieces that each fit `max` tokens.
-fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usize) -> Vec<Piece> {
-  let whole = piece(body, start, end);
+fn block_pieces(
+  c: &dyn TokenCounter,
+  body: &str,
+  kind: BlockKind,
+  start: usize,
+  end: usize,
+  max: usize,
+) -> Vec<Piece> {
+  let whole = piece(c, body, start, end);
   if whole.tokens <= max {
     return vec![whole];
   }
@@ -296,10 +432,10 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
     let close_line = if has_close { closing.to_string() } else { marker.clone() };
     // Every part repeats the fences: the original lines when they leave room for code, else the
     // bare marker (a long info string), else none (the block is split like prose).
-    let fits = |(o, c): &(String, String)| estimate_tokens(o) + estimate_tokens(c) + 8 <= max;
+    let fits = |(o, cl): &(String, String)| c.count(o) + c.count(cl) + 8 <= max;
     let fences = [(open_line, close_line), (marker.clone(), marker)].into_iter().find(fits);
     if let Some((fence_open, fence_close)) = fences {
-      return fenced_pieces(body, &lines, has_close, &fence_open, &fence_close, max);
+      return fenced_pieces(c, body, &lines, has_close, &fence_open, &fence_close, max);
     }
   }
   let mut out = Vec::new();
@@ -307,11 +443,11 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
     if body[a..b].trim().is_empty() {
       continue;
     }
-    let p = piece(body, a, b);
+    let p = piece(c, body, a, b);
     if p.tokens <= max {
       out.push(p);
     } else {
-      out.extend(split_line(body, a, b, max));
+      out.extend(split_line(c, body, a, b, max));
     }
   }
   out
@@ -320,6 +456,7 @@ fn block_pieces(body: &str, kind: BlockKind, start: usize, end: usize, max: usiz
 /// Parts of a fenced code block (`lines`, fences included), each re-fenced with `fence_open` /
 /// `fence_close`, which leave room for at least 8 tokens of code in `max`.
 fn fenced_pieces(
+  c: &dyn TokenCounter,
   body: &str,
   lines: &[(usize, usize)],
   has_close: bool,
@@ -328,7 +465,7 @@ fn fenced_pieces(
   max: usize,
 ) -> Vec<Piece> {
   let inner = if has_close { &lines[1..lines.len() - 1] } else { &lines[1..] };
-  let budget = max.saturating_sub(estimate_tokens(fence_open) + estimate_tokens(fence_close)).max(8);
+  let budget = max.saturating_sub(c.count(fence_open) + c.count(fence_close)).max(8);
   let mut out = Vec::new();
   let mut cur: Vec<(usize, usize)> = Vec::new();
   let mut cur_tokens = 0;
@@ -336,26 +473,36 @@ fn fenced_pieces(
     if let (Some(f), Some(l)) = (cur.first(), cur.last()) {
       let code = body[f.0..l.1].trim_end_matches('\n');
       let text = format!("{fence_open}\n{code}\n{fence_close}");
-      out.push(Piece { start: f.0, end: l.1, tokens: estimate_tokens(&text), text });
+      out.push(Piece { start: f.0, end: l.1, tokens: c.count(&text), text });
     }
     cur.clear();
   };
   // A code line longer than the budget (minified code, a data blob) is cut inside the line.
   let units = inner.iter().flat_map(|&(a, b)| {
-    if estimate_tokens(&body[a..b]) > budget {
-      split_words(body, a, b, budget)
+    if c.count(&body[a..b]) > budget {
+      c.split(body, a, b, budget)
     } else {
       vec![(a, b)]
     }
   });
   for (a, b) in units {
-    let t = estimate_tokens(&body[a..b]);
-    if cur_tokens + t > budget && !cur.is_empty() {
+    let t = c.count(&body[a..b]);
+    // A unit that continues a word cut by `split` is re-joined with it in the part's text: count
+    // the joined text (a tokenizer's count of a whole word is not the sum of its parts').
+    let joined = cur.last().is_some_and(|l| l.1 == a && !body[..a].ends_with(char::is_whitespace));
+    let total = match cur.first() {
+      Some(f) if joined => c.count(&body[f.0..b]),
+      _ => cur_tokens + t,
+    };
+    if total > budget && !cur.is_empty() {
       flush(&mut cur, &mut out);
       cur_tokens = 0;
+      cur.push((a, b));
+      cur_tokens += t;
+      continue;
     }
     cur.push((a, b));
-    cur_tokens += t;
+    cur_tokens = total;
   }
   flush(&mut cur, &mut out);
   out
@@ -466,8 +613,51 @@ fn make_prefix(title: &str, headings: &[String]) -> String {
   std::iter::once(title).chain(headings.iter().map(String::as_str)).collect::<Vec<_>>().join(PREFIX_SEPARATOR)
 }
 
-/// Chunk a page body. `body_start_line` is the 1-based file line where the body begins.
+/// Chunk sizes and the counter that measures them: what a reindex chunks every page with (the
+/// lexical phase and the vector phase must agree, chunk ids depend on both).
+#[derive(Clone)]
+pub struct Chunker {
+  /// Chunk sizes, in the counter's tokens.
+  pub config: ChunkConfig,
+  /// The token counter.
+  pub counter: Arc<dyn TokenCounter>,
+}
+
+impl Chunker {
+  /// `config` counted by [`Estimate`].
+  pub fn estimate(config: ChunkConfig) -> Self {
+    Chunker { config, counter: Arc::new(Estimate) }
+  }
+  /// What counted the sizes (recorded in the page manifest).
+  pub fn label(&self) -> String {
+    self.counter.label()
+  }
+  /// Chunk a page body (see [`chunk_page_with`]).
+  pub fn chunk(&self, title: &str, body: &str, body_start_line: u32) -> ChunkedPage {
+    chunk_page_with(title, body, body_start_line, &self.config, self.counter.as_ref())
+  }
+}
+
+impl std::fmt::Debug for Chunker {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.debug_struct("Chunker").field("config", &self.config).field("counter", &self.label()).finish()
+  }
+}
+
+/// Chunk a page body with the tokenizer-free [`Estimate`]. `body_start_line` is the 1-based file
+/// line where the body begins.
 pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConfig) -> ChunkedPage {
+  chunk_page_with(title, body, body_start_line, cfg, &Estimate)
+}
+
+/// Chunk a page body, sizes counted by `counter`.
+pub fn chunk_page_with(
+  title: &str,
+  body: &str,
+  body_start_line: u32,
+  cfg: &ChunkConfig,
+  counter: &dyn TokenCounter,
+) -> ChunkedPage {
   let lines = LineIndex::new(body, body_start_line);
   let mut out = ChunkedPage::default();
   let mut headings: Vec<(usize, String)> = Vec::new();
@@ -523,7 +713,7 @@ pub fn chunk_page(title: &str, body: &str, body_start_line: u32, cfg: &ChunkConf
         section_start = Some(start);
       }
       Block::Content { kind, start, end } => {
-        pieces.extend(block_pieces(body, kind, start, end, cfg.max_tokens))
+        pieces.extend(block_pieces(counter, body, kind, start, end, cfg.max_tokens))
       }
     }
   }
@@ -730,6 +920,47 @@ mod tests {
     let cuts = split_words(&word, 0, word.len(), 2);
     assert!(cuts.iter().all(|&(a, b)| estimate_tokens(&word[a..b]) <= 2 && word.is_char_boundary(a)));
     assert_eq!(cuts.iter().map(|&(a, b)| b - a).sum::<usize>(), word.len());
+  }
+
+  /// A counter with no relation to the estimate: one token per character of each word.
+  struct Chars;
+  impl TokenCounter for Chars {
+    fn count(&self, text: &str) -> usize {
+      text.split_whitespace().map(|w| w.chars().count()).sum()
+    }
+    fn label(&self) -> String {
+      "chars".into()
+    }
+  }
+
+  #[test]
+  fn split_by_count_cuts_before_words_and_inside_over_long_ones() {
+    let text = "ab cd efghijklmn op";
+    let cuts = split_by_count(&Chars, text, 0, text.len(), 4);
+    let parts: Vec<&str> = cuts.iter().map(|&(a, b)| &text[a..b]).collect();
+    assert_eq!(parts, vec!["ab cd", " efgh", "ijkl", "mn op"]);
+    let word = "é".repeat(9);
+    let cuts = split_by_count(&Chars, &word, 0, word.len(), 4);
+    assert_eq!(cuts.iter().map(|&(a, b)| word[a..b].chars().count()).collect::<Vec<_>>(), vec![4, 4, 1]);
+  }
+
+  #[test]
+  fn chunks_are_sized_by_the_given_counter() {
+    let cfg = ChunkConfig { max_tokens: 60, overlap_tokens: 8 };
+    let code: String = (0..40).map(|i| format!("let value_{i} = compute({i});\n")).collect();
+    let blob = "x".repeat(500);
+    let body = format!(
+      "# A\n\n{}\n\n```rust\n{code}```\n\n```\n{blob}\n```\n\n{blob} tail",
+      "Words of a sentence here. ".repeat(40)
+    );
+    let by_chars = chunk_page_with("T", &body, 1, &cfg, &Chars).chunks;
+    let by_estimate = chunk_page_with("T", &body, 1, &cfg, &Estimate).chunks;
+    assert!(by_chars.len() > by_estimate.len(), "{} vs {}", by_chars.len(), by_estimate.len());
+    for c in &by_chars {
+      assert!(Chars.count(&c.text) <= cfg.max_tokens, "{} chars-tokens: {}", Chars.count(&c.text), c.text);
+    }
+    // The estimate path is `chunk_page`'s.
+    assert_eq!(by_estimate, chunk_page("T", &body, 1, &cfg).chunks);
   }
 
   #[test]

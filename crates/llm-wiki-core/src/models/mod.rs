@@ -26,6 +26,7 @@ pub mod manifest;
 pub mod onnx;
 pub mod rerank;
 pub mod runtime;
+pub mod tokens;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

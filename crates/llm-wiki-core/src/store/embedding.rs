@@ -23,7 +23,7 @@ use super::state::{StateFile, StateModels, StateVectors};
 use super::swap::crash_point;
 use super::vectors::{chunk_key, merge_segments, write_segment, SegmentRef, VectorIndex, VectorManifest};
 use super::{Component, IndexIssue, Progress};
-use crate::chunk::{chunk_page, ChunkConfig};
+use crate::chunk::Chunker;
 use crate::error::{Error, Result};
 use crate::fsutil::sync_dir;
 use crate::models::{self, TextKind};
@@ -92,25 +92,20 @@ pub struct ChunkTexts<'a> {
   pages: btree_map::Iter<'a, String, ManifestEntry>,
   wanted: &'a HashSet<u64>,
   wiki: &'a Path,
-  chunking: &'a ChunkConfig,
+  chunker: &'a Chunker,
   ready: VecDeque<(u64, String)>,
   seen: HashSet<u64>,
   pages_read: usize,
 }
 
 impl<'a> ChunkTexts<'a> {
-  /// Texts of the `wanted` chunks of `manifest`, re-chunked from the pages under `wiki` with `chunking`.
-  pub fn new(
-    manifest: &'a Manifest,
-    wanted: &'a HashSet<u64>,
-    wiki: &'a Path,
-    chunking: &'a ChunkConfig,
-  ) -> Self {
+  /// Texts of the `wanted` chunks of `manifest`, re-chunked from the pages under `wiki` with `chunker`.
+  pub fn new(manifest: &'a Manifest, wanted: &'a HashSet<u64>, wiki: &'a Path, chunker: &'a Chunker) -> Self {
     ChunkTexts {
       pages: manifest.entries.iter(),
       wanted,
       wiki,
-      chunking,
+      chunker,
       ready: VecDeque::new(),
       seen: HashSet::new(),
       pages_read: 0,
@@ -142,7 +137,7 @@ impl<'a> ChunkTexts<'a> {
       return;
     }
     let Ok(page) = Page::parse(id, path, &String::from_utf8_lossy(&bytes)) else { return };
-    for c in chunk_page(&page.meta.title, &page.body, page.body_start_line, self.chunking).chunks {
+    for c in self.chunker.chunk(&page.meta.title, &page.body, page.body_start_line).chunks {
       let key = chunk_key(&c.id);
       if self.wanted.contains(&key) && self.seen.insert(key) {
         self.ready.push_back((key, c.embedding_text()));
@@ -334,6 +329,7 @@ pub fn vector_phase(
   paths: &VaultPaths,
   layout: &StoreLayout,
   opts: &ReindexOptions,
+  chunker: &Chunker,
   current: Option<Generation>,
   res: &mut ReindexResult,
 ) -> Result<()> {
@@ -401,7 +397,7 @@ pub fn vector_phase(
     res.generation = vw.finish()?;
     return Ok(());
   }
-  let mut texts = ChunkTexts::new(&gen.manifest, &missing, &paths.wiki, &opts.chunking);
+  let mut texts = ChunkTexts::new(&gen.manifest, &missing, &paths.wiki, chunker);
   let total = missing.len() as u64;
   emit(opts, "embedding chunks", 0, total);
   let mut done = 0u64;
@@ -434,6 +430,7 @@ pub fn vector_phase(
 #[cfg(test)]
 mod tests {
   use super::*;
+  use crate::chunk::{chunk_page, ChunkConfig};
   use crate::store::manifest::{sha256_hex, ChunkIds};
   use crate::vault::{PageMeta, Role};
 
@@ -475,7 +472,8 @@ mod tests {
     let m = pages(t.path(), 50, 3, &cfg);
     let wanted = m.chunk_keys();
     assert_eq!(wanted.len(), 150);
-    let mut texts = ChunkTexts::new(&m, &wanted, t.path(), &cfg);
+    let chunker = Chunker::estimate(cfg);
+    let mut texts = ChunkTexts::new(&m, &wanted, t.path(), &chunker);
     let first = texts.next_batch(4);
     assert_eq!(first.len(), 4);
     // Two pages of three chunks fill a batch of four: the other 48 pages are not read yet.
@@ -510,13 +508,14 @@ mod tests {
     let m = pages(t.path(), 10, 2, &small);
     // Only the chunks of one page are missing.
     let wanted: HashSet<u64> = m.entries["p007"].chunks.keys().collect();
-    let mut texts = ChunkTexts::new(&m, &wanted, t.path(), &small);
+    let chunker = Chunker::estimate(small);
+    let mut texts = ChunkTexts::new(&m, &wanted, t.path(), &chunker);
     let got: HashSet<u64> = texts.next_batch(100).into_iter().map(|(k, _)| k).collect();
     assert_eq!(got, wanted);
     assert_eq!(texts.pages_read(), 1);
     // With the default chunking the same pages yield other chunk ids: nothing would match.
-    let mut default =
-      ChunkTexts::new(&m, &wanted, t.path(), &ChunkConfig { max_tokens: 200, overlap_tokens: 32 });
+    let default_chunker = Chunker::estimate(ChunkConfig { max_tokens: 200, overlap_tokens: 32 });
+    let mut default = ChunkTexts::new(&m, &wanted, t.path(), &default_chunker);
     assert!(default.next_batch(100).is_empty());
   }
 }

@@ -106,6 +106,15 @@ pub struct Manifest {
   /// Pages left out, by path, with their diagnostic.
   #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
   pub excluded: BTreeMap<String, ExcludedEntry>,
+  /// What counted the chunk sizes ([`crate::chunk::TokenCounter::label`]): `estimate`, or
+  /// `tokenizer:<embedding model id>`. A reindex whose counter differs rebuilds the store once.
+  /// Manifests written before the field existed were chunked by the estimate.
+  #[serde(default = "estimate_label")]
+  pub chunker: String,
+}
+
+fn estimate_label() -> String {
+  crate::chunk::ESTIMATE_LABEL.to_string()
 }
 
 impl Manifest {
@@ -118,6 +127,7 @@ impl Manifest {
       built_at_ms: 0,
       entries: BTreeMap::new(),
       excluded: BTreeMap::new(),
+      chunker: estimate_label(),
     }
   }
 

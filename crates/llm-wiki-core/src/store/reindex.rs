@@ -28,7 +28,7 @@ use super::state::{StateFile, StateModels, StateVectors};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
 use super::swap::{self, crash_point};
 use super::{Component, IndexIssue, Progress, ProgressSink, Scope};
-use crate::chunk::{chunk_page, ChunkConfig, ChunkedPage};
+use crate::chunk::{ChunkedPage, Chunker};
 use crate::error::{Error, Result};
 use crate::fsutil::{now_iso, now_ms, remove_dir_all_if_exists, write_json};
 use crate::vault::config::{ensure_vault_id, read_config};
@@ -78,8 +78,8 @@ fn threads(opts: &ReindexOptions) -> usize {
 
 /// [`load_one`] with a panic turned into the page's diagnostic (`page_index_panic`): a bug hit
 /// by one page must not take the others down or pair them with the wrong results.
-fn load_guarded(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &ChunkConfig) -> Loaded {
-  match std::panic::catch_unwind(AssertUnwindSafe(|| load_one(file, prior, trust_stat, cfg))) {
+fn load_guarded(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, chunker: &Chunker) -> Loaded {
+  match std::panic::catch_unwind(AssertUnwindSafe(|| load_one(file, prior, trust_stat, chunker))) {
     Ok(loaded) => loaded,
     Err(payload) => {
       let what = payload
@@ -97,7 +97,7 @@ fn load_guarded(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg
 }
 
 /// Read, hash and (when changed) parse + chunk one page file.
-fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &ChunkConfig) -> Loaded {
+fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, chunker: &Chunker) -> Loaded {
   #[cfg(test)]
   tests::panic_hook(&file.id);
   let prev = prior.and_then(|m| m.entries.get(&file.id));
@@ -141,7 +141,7 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, cfg: &C
   match Page::from_file_bytes(&file.id, file.abs_path.clone(), &bytes) {
     Err(e) => Loaded::Invalid(Diagnostic::from_frontmatter(&file.rel_path, &e)),
     Ok((page, warning)) => {
-      let chunks = chunk_page(&page.meta.title, &page.body, page.body_start_line, cfg);
+      let chunks = chunker.chunk(&page.meta.title, &page.body, page.body_start_line);
       let entry = ManifestEntry {
         rel_path: file.rel_path.clone(),
         size: file.size,
@@ -232,6 +232,7 @@ fn scan_pages(
   files: &[PageFile],
   prior: Option<&Manifest>,
   opts: &ReindexOptions,
+  chunker: &Chunker,
   sink: &mut Sink,
   res: &mut ReindexResult,
 ) -> Result<Scan> {
@@ -254,7 +255,7 @@ fn scan_pages(
   for (b, batch) in files.chunks(BATCH * n_threads).enumerate() {
     opts.cancel.check()?;
     let loaded: Vec<Loaded> =
-      pool.install(|| batch.par_iter().map(|f| load_guarded(f, prior, trust_stat, &opts.chunking)).collect());
+      pool.install(|| batch.par_iter().map(|f| load_guarded(f, prior, trust_stat, chunker)).collect());
     debug_assert_eq!(loaded.len(), batch.len());
     for (file, l) in batch.iter().zip(loaded) {
       let prev = prior.and_then(|m| m.entries.get(&file.id));
@@ -331,6 +332,7 @@ fn commit_generation(
   scan: Scan,
   commit: &CommitInfo,
   vault_id: &str,
+  chunker: &str,
   opts: &ReindexOptions,
 ) -> Result<Manifest> {
   let gen = commit.manifest_generation;
@@ -344,6 +346,7 @@ fn commit_generation(
       built_at_ms: now_ms(),
       entries: scan.entries,
       excluded: scan.excluded,
+      chunker: chunker.to_string(),
     };
     manifest.save(&dir.manifest_file(gen))?;
     opts.cancel.check()?;
@@ -453,6 +456,24 @@ pub fn reindex_vault(paths: &VaultPaths, opts: &ReindexOptions) -> ReindexResult
 
 type LockedOutcome = std::result::Result<(), (Error, bool)>;
 
+/// The chunker of a run: the configured embedding model's tokenizer counts chunk sizes (capped to
+/// its window), so chunks fit the model by its own count; without a model (lexical only, or dense
+/// retrieval off) the estimate does. A tokenizer that cannot be loaded falls back to the estimate
+/// with a `tokenizer_unavailable` warning, never an error (the vector phase reports the model).
+fn run_chunker(opts: &ReindexOptions, res: &mut ReindexResult) -> Chunker {
+  match crate::models::tokens::chunk_counter(&crate::models::effective_config()) {
+    None => Chunker::estimate(opts.chunking),
+    Some(Ok(t)) => Chunker { config: t.chunking(&opts.chunking), counter: t },
+    Some(Err(e)) => {
+      res.warnings.push(IndexIssue::new(
+        "tokenizer_unavailable",
+        format!("chunk sizes are estimated: the embedding model's tokenizer cannot be loaded ({e})"),
+      ));
+      Chunker::estimate(opts.chunking)
+    }
+  }
+}
+
 fn run_locked(
   paths: &VaultPaths,
   layout: &StoreLayout,
@@ -474,7 +495,17 @@ fn run_locked(
     res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
   }
   let force_lexical = opts.force && components.contains(&Component::Lexical);
-  let current = if force_lexical { None } else { open_current(layout, &vault_id) };
+  let chunker = run_chunker(opts, res);
+  let label = chunker.label();
+  let current = match if force_lexical { None } else { open_current(layout, &vault_id) } {
+    // Chunks counted by another counter: rebuilt once, as a new store (vectors carried over, keyed
+    // by chunk content); the new manifest records this counter, so the next run is incremental.
+    Some(gen) if gen.manifest.chunker != label => {
+      emit(opts, "mirror", format!("chunk sizes now counted by {label}: rebuilding"), None, None);
+      None
+    }
+    other => other,
+  };
   opts.cancel.check().map_err(pre)?;
   // Cancellation is not a failure of the store (no last-error.json); anything else after the
   // scan started is.
@@ -486,7 +517,8 @@ fn run_locked(
     Some(gen) => {
       let prior = gen.manifest.clone();
       let mut sink = Sink::new(&gen.lexical, threads);
-      let scan = scan_pages(&discovery.files, Some(&prior), opts, &mut sink, res).map_err(classify)?;
+      let scan =
+        scan_pages(&discovery.files, Some(&prior), opts, &chunker, &mut sink, res).map_err(classify)?;
       if scan.nothing() {
         drop(sink);
         res.generation = gen.generation();
@@ -501,7 +533,7 @@ fn run_locked(
         let commit =
           CommitInfo { generation: next, manifest_generation: next, vectors: gen.commit.vectors.clone() };
         let manifest =
-          commit_generation(&mut sink, &gen.dir, scan, &commit, &vault_id, opts).map_err(classify)?;
+          commit_generation(&mut sink, &gen.dir, scan, &commit, &vault_id, &label, opts).map_err(classify)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
         write_state(&gen.dir, &manifest, &commit, &gen.store_id()).map_err(post)?;
@@ -532,9 +564,9 @@ fn run_locked(
             + 1;
         drop(previous);
         let mut sink = Sink::new(&lexical, threads);
-        let scan = scan_pages(&discovery.files, None, opts, &mut sink, res)?;
+        let scan = scan_pages(&discovery.files, None, opts, &chunker, &mut sink, res)?;
         let commit = CommitInfo { generation: first, manifest_generation: first, vectors: carried };
-        let manifest = commit_generation(&mut sink, &staging, scan, &commit, &vault_id, opts)?;
+        let manifest = commit_generation(&mut sink, &staging, scan, &commit, &vault_id, &label, opts)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
         let store_id = name.strip_prefix("store-").unwrap_or(&name);
@@ -560,7 +592,7 @@ fn run_locked(
     }
   };
   if components.contains(&Component::Vectors) {
-    super::embedding::vector_phase(paths, layout, opts, unchanged, res).map_err(classify)?;
+    super::embedding::vector_phase(paths, layout, opts, &chunker, unchanged, res).map_err(classify)?;
   }
   let _ = std::fs::remove_file(layout.last_error_file());
   Ok(())
