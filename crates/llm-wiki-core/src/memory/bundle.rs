@@ -173,6 +173,32 @@ fn linked_any(g: &LinkGraph, card: &str) -> HashSet<String> {
   g.out_edges(card).iter().map(|e| e.to.clone()).chain(g.in_edges(card).map(|e| e.from.clone())).collect()
 }
 
+/// The item for a page linked to `seed` by `l`: the retrieved candidate when there is one (it
+/// carries rank, score and the best excerpt), else a fresh admission; labelled with the relation.
+fn take_linked(
+  candidates: &[MemoryItem],
+  source: &mut dyn MemorySource,
+  seed: &MemoryItem,
+  l: &Linked,
+) -> Option<MemoryItem> {
+  let mut item = candidates
+    .iter()
+    .find(|c| c.vault == seed.vault && c.page_id == l.page)
+    .cloned()
+    .or_else(|| source.admit(&seed.vault, &l.page))?;
+  item.relation = l.relation.clone();
+  item.relation_direction = Some(l.direction.to_string());
+  item.scope = l.scope.clone().or(item.scope);
+  let reason = format!("relation:{}", l.relation);
+  if !item.match_reasons.contains(&reason) {
+    item.match_reasons.push(reason);
+  }
+  if l.relation == "supersedes" && l.direction == "outgoing" {
+    item.warnings.push(format!("superseded by {}", seed.page_id));
+  }
+  Some(item)
+}
+
 /// Group `candidates` (best first) into bundles under `opts`.
 pub fn assemble(candidates: &[MemoryItem], source: &mut dyn MemorySource, opts: &AssemblyOptions) -> Vec<MemoryBundle> {
   let key = |i: &MemoryItem| (i.vault.clone(), i.page_id.clone());
@@ -216,29 +242,13 @@ pub fn assemble(candidates: &[MemoryItem], source: &mut dyn MemorySource, opts: 
       Some(g) => (vec![], vec![], linked_any(g, &card.page_id)),
       None => (vec![], vec![], HashSet::new()),
     };
-    // Retrieved candidates win over a fresh admission (they carry rank, score, best excerpt).
-    let mut take = |l: &Linked, source: &mut dyn MemorySource| -> Option<MemoryItem> {
-      let k = (card.vault.clone(), l.page.clone());
-      let mut item = candidates.iter().find(|c| key(c) == k).cloned().or_else(|| source.admit(&card.vault, &l.page))?;
-      item.relation = l.relation.clone();
-      item.relation_direction = Some(l.direction.to_string());
-      item.scope = l.scope.clone().or(item.scope);
-      let reason = format!("relation:{}", l.relation);
-      if !item.match_reasons.contains(&reason) {
-        item.match_reasons.push(reason);
-      }
-      if l.relation == "supersedes" && l.direction == "outgoing" {
-        item.warnings.push(format!("superseded by {}", card.page_id));
-      }
-      Some(item)
-    };
     let mut cf_sorted: Vec<&Linked> = typed_cf.iter().collect();
     cf_sorted.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
     for l in cf_sorted {
       if conflicts.len() >= MAX_CONFLICTS || used.contains(&(card.vault.clone(), l.page.clone())) {
         continue;
       }
-      if let Some(item) = take(l, source) {
+      if let Some(item) = take_linked(candidates, source, card, l) {
         used.insert(key(&item));
         if l.relation == "supersedes" && l.direction == "incoming" {
           card_item.warnings.push(format!("superseded by {}", item.page_id));
@@ -250,7 +260,7 @@ pub fn assemble(candidates: &[MemoryItem], source: &mut dyn MemorySource, opts: 
       if evidence.len() >= MAX_EVIDENCE || used.contains(&(card.vault.clone(), l.page.clone())) {
         continue;
       }
-      if let Some(item) = take(l, source) {
+      if let Some(item) = take_linked(candidates, source, card, l) {
         if seen_text.insert(norm_text(&item.excerpt)) {
           used.insert(key(&item));
           evidence.push((0, item));
@@ -285,18 +295,39 @@ pub fn assemble(candidates: &[MemoryItem], source: &mut dyn MemorySource, opts: 
     });
   }
   if bundles.is_empty() {
-    // No card covers the need: the strongest evidence, labelled as unpromoted.
+    // No card covers the need: the strongest evidence, labelled as unpromoted, with the claims
+    // that compete with it (the same typed hop a card gets).
     for c in candidates.iter().filter(|c| c.role == "evidence") {
       if bundles.len() >= opts.max_bundles {
         break;
       }
-      if !seen_text.insert(norm_text(&c.excerpt)) {
+      if used.contains(&key(c)) || !seen_text.insert(norm_text(&c.excerpt)) {
         continue;
       }
+      used.insert(key(c));
       let mut item = c.clone();
       item.relation = "unpromoted".into();
       item.warnings.push("unpromoted evidence: not an established conclusion".into());
-      bundles.push(MemoryBundle { card: None, evidence: vec![item], conflicts: vec![] });
+      let mut conflicts = Vec::new();
+      let typed_cf = match source.graph(&c.vault) {
+        Some(g) if opts.typed_expansion => typed_neighbours(g, &c.page_id).1,
+        _ => vec![],
+      };
+      let mut cf_sorted: Vec<&Linked> = typed_cf.iter().collect();
+      cf_sorted.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
+      for l in cf_sorted {
+        if conflicts.len() >= MAX_CONFLICTS || used.contains(&(c.vault.clone(), l.page.clone())) {
+          continue;
+        }
+        if let Some(other) = take_linked(candidates, source, c, l) {
+          used.insert(key(&other));
+          if l.relation == "supersedes" && l.direction == "incoming" {
+            item.warnings.push(format!("superseded by {}", other.page_id));
+          }
+          conflicts.push(other);
+        }
+      }
+      bundles.push(MemoryBundle { card: None, evidence: vec![item], conflicts });
     }
   }
   pack(bundles, opts.budget_chars)
@@ -535,6 +566,19 @@ mod tests {
     assert!(b[0].card.is_none());
     assert_eq!(b[0].evidence[0].relation, "unpromoted");
     assert!(render_bundles(&b).contains("Unpromoted evidence:"));
+  }
+
+  #[test]
+  fn unpromoted_evidence_keeps_its_competing_claim() {
+    let mut src = fake(&[
+      ("s/new", "source", &rel("s/old", "contradicts"), "Newer measurement than [[s/old]]."),
+      ("s/old", "source", "", "old"),
+    ]);
+    let cands = vec![item("s/old", "source", Some(0), "Old claim"), item("s/other", "source", Some(1), "Other")];
+    let b = assemble(&cands, &mut src, &AssemblyOptions::default());
+    assert_eq!(b[0].evidence[0].page_id, "s/old");
+    assert_eq!(b[0].conflicts.iter().map(|c| (c.page_id.as_str(), c.relation_direction.as_deref())).collect::<Vec<_>>(), vec![("s/new", Some("incoming"))]);
+    assert_eq!(b.len(), 2);
   }
 
   #[test]
