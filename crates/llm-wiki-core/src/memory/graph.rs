@@ -349,7 +349,7 @@ pub(crate) mod tests {
     assert_eq!(g.out_edges("concepts/b").len(), 1, "two links to one page are one edge");
     assert_eq!(g.in_edges("concepts/b").count(), 1);
     assert_eq!(g.in_edges("concepts/a").map(|e| e.from.as_str()).collect::<Vec<_>>(), vec!["concepts/b"]);
-    assert_eq!(g.dangling, vec![("concepts/a".to_string(), "concepts/missing".to_string(), 9)]);
+    assert_eq!(g.dangling, vec![("concepts/a".to_string(), "concepts/missing".to_string(), 13)]);
     let mut c = codes(&g, "concepts/a");
     c.sort();
     assert_eq!(
