@@ -34,7 +34,7 @@ const claims = {
     extra: rel(['concepts/cache-forever', 'contradicts']),
     body: '## Claim\n\nThe zephyrcache entries expire after five minutes.\n\n## Related\n\nDisputed by [forever](cache-forever.md#claim).',
   }),
-  'concepts/cache-forever.md': page({ title: 'Entries never expire', body: '## Claim\n\nEntries are kept until restart.' }),
+  'concepts/cache-forever.md': page({ title: 'Entries are kept forever', body: '## Claim\n\nEntries are kept until restart.' }),
   'sources/ttl-benchmark.md': page({
     type: 'source',
     title: 'TTL measurement',
@@ -61,7 +61,7 @@ describe('recallMemory bundles', () => {
     assert.ok(conflict, JSON.stringify(top))
     assert.equal(conflict.relation, 'contradicts')
     assert.equal(conflict.relationDirection, 'outgoing')
-    assert.equal(conflict.qmdRank, undefined, 'admitted by the relation, not retrieved')
+    assert.ok(conflict.qmdRank == null, 'admitted by the relation, not retrieved')
     assert.ok(conflict.matchReasons.includes('relation:contradicts'))
     const ev = top.evidence.map((e) => [e.pageId, e.relation])
     assert.deepEqual(ev, [['sources/ttl-benchmark', 'supports']])
@@ -202,7 +202,8 @@ describe('link graph: neighbours and linkPath', () => {
     assert.equal(now.found, true)
     assert.equal(now.hops.length, 1)
     // An index that does not exist is a diagnostic, not a rejection.
-    const nowhere = await neighbours({ root: path.join(base, 'nowhere') }, 'a')
+    const unindexed = makeVault(path.join(base, 'unindexed'))
+    const nowhere = await neighbours(unindexed.paths, 'a')
     assert.ok(nowhere.diagnostics.length === 1)
   })
 
@@ -229,7 +230,7 @@ describe('link graph: neighbours and linkPath', () => {
     const { v } = await indexed('vault', claims)
     const mem = await runCli(['memory', v.paths.root, 'zephyrcache expire', '--mode', 'lexical'])
     assert.equal(mem.code, 0, mem.stderr)
-    assert.match(mem.stdout, /Competing claim: Entries never expire/)
+    assert.match(mem.stdout, /Competing claim: Entries are kept forever/)
     const nb = await runCli(['neighbours', v.paths.root, 'concepts/cache-ttl'])
     assert.equal(JSON.parse(nb.stdout).page.id, 'concepts/cache-ttl')
     const p = await runCli(['path', v.paths.root, 'concepts/v3', 'concepts/v1'])

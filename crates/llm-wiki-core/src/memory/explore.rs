@@ -198,9 +198,16 @@ pub fn neighbours_in(
   let depth = depth.clamp(1, MAX_DEPTH);
   let page = page_of(manifest, paths, start, 0);
   let mut used = json_len(&page);
-  out.dangling = graph.dangling.iter().filter(|(f, _, _)| f == start).map(|(_, t, _)| t.clone()).collect();
-  used += json_len(&out.dangling);
   out.page = Some(page);
+  for (_, target, _) in graph.dangling.iter().filter(|(f, _, _)| f == start) {
+    let cost = target.len() + 3;
+    if used + cost > max_bytes / 4 {
+      out.truncated = true; // dangling targets get at most a quarter of the budget
+      break;
+    }
+    used += cost;
+    out.dangling.push(target.clone());
+  }
   let mut seen: HashSet<&str> = HashSet::from([start]);
   let mut queue: VecDeque<(&str, u32)> = VecDeque::from([(start, 0)]);
   'bfs: while let Some((id, d)) = queue.pop_front() {
@@ -220,7 +227,8 @@ pub fn neighbours_in(
       let new_page = !seen.contains(other);
       let p = new_page.then(|| page_of(manifest, paths, other, d + 1));
       let cost = json_len(&edge) + p.as_ref().map_or(0, json_len);
-      if used + cost > max_bytes || seen.len() >= MAX_VISITED {
+      // Edges and pages take at most three quarters of the budget; the page text gets the rest.
+      if used + cost > max_bytes / 4 * 3 || seen.len() >= MAX_VISITED {
         out.truncated = true;
         break 'bfs;
       }
@@ -237,10 +245,10 @@ pub fn neighbours_in(
       }
     }
   }
-  // The page text gets what the edges left (at least a quarter of the budget when it fits).
+  // The page text gets what the edges left.
   let file = out.page.as_ref().map(|p| p.path.clone()).unwrap_or_default();
   if let Ok(text) = std::fs::read_to_string(&file) {
-    let room = max_bytes.saturating_sub(used).max(max_bytes / 4);
+    let room = max_bytes.saturating_sub(used);
     let mut cut = text.len().min(room);
     while !text.is_char_boundary(cut) {
       cut -= 1;
