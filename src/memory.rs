@@ -135,7 +135,11 @@ impl From<core_memory::MemoryResponse> for MemoryResponse {
         })
         .collect(),
       context: r.context,
-      diagnostics: r.diagnostics.into_iter().map(|d| RecallDiagnostic { code: d.code, message: d.message }).collect(),
+      diagnostics: r
+        .diagnostics
+        .into_iter()
+        .map(|d| RecallDiagnostic { code: d.code, message: d.message })
+        .collect(),
       trace: r.trace,
       mode: r.mode.as_str().to_string(),
     }
@@ -153,11 +157,12 @@ pub fn recall_memory<'env>(
   opts: RecallMemoryOptions,
 ) -> Result<PromiseRaw<'env, MemoryResponse>> {
   let cancel = cancel_flag(opts.signal.as_ref(), opts.aborted.unwrap_or(false));
-  let mode: Outcome<RetrievalMode> = match (&opts.mode, opts.config.as_ref().and_then(|c| c.retrieval_mode.as_deref())) {
-    (Some(m), _) => RetrievalMode::parse(m).map_err(core_err),
-    (None, Some(m)) => Ok(RetrievalMode::parse(m).unwrap_or_default()),
-    (None, None) => Ok(RetrievalMode::default()),
-  };
+  let mode: Outcome<RetrievalMode> =
+    match (&opts.mode, opts.config.as_ref().and_then(|c| c.retrieval_mode.as_deref())) {
+      (Some(m), _) => RetrievalMode::parse(m).map_err(core_err),
+      (None, Some(m)) => Ok(RetrievalMode::parse(m).unwrap_or_default()),
+      (None, None) => Ok(RetrievalMode::default()),
+    };
   let policy = core_retrieve::RecallPolicy {
     include_personal: opts.policy.include_personal,
     min_score: opts.policy.min_score,

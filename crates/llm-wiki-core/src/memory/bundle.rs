@@ -147,7 +147,12 @@ fn typed_neighbours(g: &LinkGraph, card: &str) -> (Vec<Linked>, Vec<Linked>) {
   let (mut ev, mut cf) = (Vec::new(), Vec::new());
   for e in g.out_edges(card) {
     for r in e.expanding() {
-      let l = Linked { page: e.to.clone(), relation: r.relation_type.clone(), direction: "outgoing", scope: r.scope.clone() };
+      let l = Linked {
+        page: e.to.clone(),
+        relation: r.relation_type.clone(),
+        direction: "outgoing",
+        scope: r.scope.clone(),
+      };
       match r.relation_type.as_str() {
         "derived_from" => ev.push(l),
         "supports" => {}
@@ -157,7 +162,12 @@ fn typed_neighbours(g: &LinkGraph, card: &str) -> (Vec<Linked>, Vec<Linked>) {
   }
   for e in g.in_edges(card) {
     for r in e.expanding() {
-      let l = Linked { page: e.from.clone(), relation: r.relation_type.clone(), direction: "incoming", scope: r.scope.clone() };
+      let l = Linked {
+        page: e.from.clone(),
+        relation: r.relation_type.clone(),
+        direction: "incoming",
+        scope: r.scope.clone(),
+      };
       match r.relation_type.as_str() {
         "supports" => ev.push(l),
         "derived_from" => {}
@@ -200,7 +210,11 @@ fn take_linked(
 }
 
 /// Group `candidates` (best first) into bundles under `opts`.
-pub fn assemble(candidates: &[MemoryItem], source: &mut dyn MemorySource, opts: &AssemblyOptions) -> Vec<MemoryBundle> {
+pub fn assemble(
+  candidates: &[MemoryItem],
+  source: &mut dyn MemorySource,
+  opts: &AssemblyOptions,
+) -> Vec<MemoryBundle> {
   let key = |i: &MemoryItem| (i.vault.clone(), i.page_id.clone());
   let mut used: HashSet<(String, String)> = HashSet::new();
   let mut seen_text: HashSet<String> = HashSet::new();
@@ -283,10 +297,18 @@ pub fn assemble(candidates: &[MemoryItem], source: &mut dyn MemorySource, opts: 
       }
     }
     evidence.sort_by(|a, b| {
-      (a.0, a.1.qmd_rank.unwrap_or(u32::MAX), &a.1.page_id).cmp(&(b.0, b.1.qmd_rank.unwrap_or(u32::MAX), &b.1.page_id))
+      (a.0, a.1.qmd_rank.unwrap_or(u32::MAX), &a.1.page_id).cmp(&(
+        b.0,
+        b.1.qmd_rank.unwrap_or(u32::MAX),
+        &b.1.page_id,
+      ))
     });
     conflicts.sort_by(|a, b| {
-      (a.0, a.1.qmd_rank.unwrap_or(u32::MAX), &a.1.page_id).cmp(&(b.0, b.1.qmd_rank.unwrap_or(u32::MAX), &b.1.page_id))
+      (a.0, a.1.qmd_rank.unwrap_or(u32::MAX), &a.1.page_id).cmp(&(
+        b.0,
+        b.1.qmd_rank.unwrap_or(u32::MAX),
+        &b.1.page_id,
+      ))
     });
     bundles.push(MemoryBundle {
       card: Some(card_item),
@@ -481,8 +503,10 @@ mod tests {
 
   /// `(id, type, frontmatter extra, body)`.
   fn fake(pages: &[(&str, &str, &str, &str)]) -> Fake {
-    let texts: Vec<(String, String)> =
-      pages.iter().map(|(id, ty, fm, body)| (id.to_string(), format!("---\ntype: {ty}\n{fm}---\n{body}\n"))).collect();
+    let texts: Vec<(String, String)> = pages
+      .iter()
+      .map(|(id, ty, fm, body)| (id.to_string(), format!("---\ntype: {ty}\n{fm}---\n{body}\n")))
+      .collect();
     let refs: Vec<(&str, &str)> = texts.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     Fake {
       graph: LinkGraph::build(&manifest_of(&refs)),
@@ -504,12 +528,19 @@ mod tests {
       ("c/y", "concept", "", "y"),
     ]);
     // b is not retrieved at all; a, x, y are (all concept, no domain: one (type, domain) pair).
-    let cands = vec![item("c/a", "concept", Some(0), "A"), item("c/x", "concept", Some(1), "X"), item("c/y", "concept", Some(2), "Y")];
+    let cands = vec![
+      item("c/a", "concept", Some(0), "A"),
+      item("c/x", "concept", Some(1), "X"),
+      item("c/y", "concept", Some(2), "Y"),
+    ];
     let b = assemble(&cands, &mut src, &AssemblyOptions::default());
     assert_eq!(b[0].card.as_ref().unwrap().page_id, "c/a");
     assert_eq!(b[0].conflicts.len(), 1);
     let c = &b[0].conflicts[0];
-    assert_eq!((c.page_id.as_str(), c.relation.as_str(), c.relation_direction.as_deref()), ("c/b", "contradicts", Some("outgoing")));
+    assert_eq!(
+      (c.page_id.as_str(), c.relation.as_str(), c.relation_direction.as_deref()),
+      ("c/b", "contradicts", Some("outgoing"))
+    );
     assert!(c.match_reasons.contains(&"relation:contradicts".to_string()));
     assert_eq!(c.qmd_rank, None);
     // Diversity cap 2 per (type, domain): x fills the second slot, y only because no alternative.
@@ -540,7 +571,12 @@ mod tests {
   #[test]
   fn evidence_order_cap_and_only_typed_edges_admit() {
     let mut src = fake(&[
-      ("c/a", "concept", &(rel("s/d", "derived_from") + "  - target: c/r\n    type: related_to\n"), "[[s/d]] [[c/r]] [[s/plain]] [[s/ret]] [[s/ret2]]"),
+      (
+        "c/a",
+        "concept",
+        &(rel("s/d", "derived_from") + "  - target: c/r\n    type: related_to\n"),
+        "[[s/d]] [[c/r]] [[s/plain]] [[s/ret]] [[s/ret2]]",
+      ),
       ("s/d", "source", "", "d"),
       ("s/sup", "source", &rel("c/a", "supports"), "[[c/a]]"),
       ("c/r", "concept", "", "r"),
@@ -550,7 +586,8 @@ mod tests {
     ]);
     let cands = vec![item("c/a", "concept", Some(0), "A"), item("s/ret", "source", Some(1), "R")];
     let b = assemble(&cands, &mut src, &AssemblyOptions::default());
-    let ev: Vec<(&str, &str)> = b[0].evidence.iter().map(|e| (e.page_id.as_str(), e.relation.as_str())).collect();
+    let ev: Vec<(&str, &str)> =
+      b[0].evidence.iter().map(|e| (e.page_id.as_str(), e.relation.as_str())).collect();
     assert_eq!(ev, vec![("s/d", "derived_from"), ("s/sup", "supports")], "typed first, capped at 2");
     let mut admitted = src.admitted.clone();
     admitted.sort();
@@ -560,7 +597,8 @@ mod tests {
   #[test]
   fn unpromoted_evidence_only_without_cards_and_duplicates_dropped() {
     let mut src = fake(&[("s/a", "source", "", "a"), ("s/b", "source", "", "b")]);
-    let cands = vec![item("s/a", "source", Some(0), "Same  text"), item("s/b", "source", Some(1), "same text")];
+    let cands =
+      vec![item("s/a", "source", Some(0), "Same  text"), item("s/b", "source", Some(1), "same text")];
     let b = assemble(&cands, &mut src, &AssemblyOptions::default());
     assert_eq!(b.len(), 1, "a repeated observation is dropped");
     assert!(b[0].card.is_none());
@@ -574,10 +612,18 @@ mod tests {
       ("s/new", "source", &rel("s/old", "contradicts"), "Newer measurement than [[s/old]]."),
       ("s/old", "source", "", "old"),
     ]);
-    let cands = vec![item("s/old", "source", Some(0), "Old claim"), item("s/other", "source", Some(1), "Other")];
+    let cands =
+      vec![item("s/old", "source", Some(0), "Old claim"), item("s/other", "source", Some(1), "Other")];
     let b = assemble(&cands, &mut src, &AssemblyOptions::default());
     assert_eq!(b[0].evidence[0].page_id, "s/old");
-    assert_eq!(b[0].conflicts.iter().map(|c| (c.page_id.as_str(), c.relation_direction.as_deref())).collect::<Vec<_>>(), vec![("s/new", Some("incoming"))]);
+    assert_eq!(
+      b[0]
+        .conflicts
+        .iter()
+        .map(|c| (c.page_id.as_str(), c.relation_direction.as_deref()))
+        .collect::<Vec<_>>(),
+      vec![("s/new", Some("incoming"))]
+    );
     assert_eq!(b.len(), 2);
   }
 
@@ -585,8 +631,11 @@ mod tests {
   fn budget_drops_lower_bundles_first_then_trims_the_top() {
     let mut src = fake(&[("c/a", "concept", "", ""), ("c/b", "entity", "", ""), ("c/c", "skill", "", "")]);
     let long = "word ".repeat(160);
-    let cands: Vec<MemoryItem> =
-      [("c/a", "concept"), ("c/b", "entity"), ("c/c", "skill")].iter().enumerate().map(|(i, (id, ty))| item(id, ty, Some(i as u32), &long)).collect();
+    let cands: Vec<MemoryItem> = [("c/a", "concept"), ("c/b", "entity"), ("c/c", "skill")]
+      .iter()
+      .enumerate()
+      .map(|(i, (id, ty))| item(id, ty, Some(i as u32), &long))
+      .collect();
     let full = assemble(&cands, &mut src, &AssemblyOptions::default());
     assert_eq!(full.len(), 3);
     let one = render_bundles(&full[..1]).chars().count();
@@ -597,7 +646,9 @@ mod tests {
     let tiny = assemble(&cands, &mut src, &AssemblyOptions { budget_chars: 300, ..Default::default() });
     assert_eq!(tiny.len(), 1);
     assert!(render_bundles(&tiny).chars().count() <= 300);
-    assert!(assemble(&cands, &mut src, &AssemblyOptions { budget_chars: 10, ..Default::default() }).is_empty());
+    assert!(
+      assemble(&cands, &mut src, &AssemblyOptions { budget_chars: 10, ..Default::default() }).is_empty()
+    );
     for bundles in [&full, &b, &tiny] {
       for i in bundles.iter().flat_map(|b| b.items()) {
         assert!(i.excerpt.chars().count() <= MAX_EXCERPT_CHARS);

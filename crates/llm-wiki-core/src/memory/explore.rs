@@ -274,7 +274,9 @@ pub fn link_path_in(
   let (Some(a), Some(b)) = (find_id(manifest, from), find_id(manifest, to)) else {
     for (x, name) in [(from, "from"), (to, "to")] {
       if find_id(manifest, x).is_none() {
-        out.diagnostics.push(("page_not_found".into(), format!("{name}: no indexed page '{x}' in this vault")));
+        out
+          .diagnostics
+          .push(("page_not_found".into(), format!("{name}: no indexed page '{x}' in this vault")));
       }
     }
     return out;
@@ -292,7 +294,9 @@ pub fn link_path_in(
       for (e, reversed) in steps {
         let other = if reversed { e.from.as_str() } else { e.to.as_str() };
         if prev.len() >= MAX_VISITED {
-          out.diagnostics.push(("path_search_bounded".into(), format!("stopped after visiting {MAX_VISITED} pages")));
+          out
+            .diagnostics
+            .push(("path_search_bounded".into(), format!("stopped after visiting {MAX_VISITED} pages")));
           return out;
         }
         if let std::collections::hash_map::Entry::Vacant(v) = prev.entry(other) {
@@ -324,7 +328,9 @@ pub fn link_path_in(
   out
 }
 
-fn snapshot_or(paths: &VaultPaths) -> std::result::Result<crate::retrieve::engine::Snapshot, (String, String)> {
+fn snapshot_or(
+  paths: &VaultPaths,
+) -> std::result::Result<crate::retrieve::engine::Snapshot, (String, String)> {
   open_snapshot(paths).map_err(|u| match u {
     Unavailable::NotReady(nr) => (nr.code.to_string(), nr.message),
     Unavailable::Failed(e) => ("qmd_index_error".to_string(), format!("index cannot open: {e}")),
@@ -333,7 +339,13 @@ fn snapshot_or(paths: &VaultPaths) -> std::result::Result<crate::retrieve::engin
 
 /// A page of the vault's index with its outbound and inbound edges up to `depth` (1..=3) hops,
 /// within `max_bytes` of output. An unavailable index or unknown page is a diagnostic.
-pub fn neighbours(paths: &VaultPaths, page_id: &str, depth: u32, direction: Direction, max_bytes: usize) -> Neighbourhood {
+pub fn neighbours(
+  paths: &VaultPaths,
+  page_id: &str,
+  depth: u32,
+  direction: Direction,
+  max_bytes: usize,
+) -> Neighbourhood {
   match snapshot_or(paths) {
     Ok(snap) => {
       let g = super::graph::graph_for(&snap.reader.store.dir, &snap.manifest);

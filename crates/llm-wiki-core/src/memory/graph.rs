@@ -42,7 +42,10 @@ impl PageLinks {
     if extracted.dropped > 0 {
       issues.push(RelationIssue::new(
         "page_links_truncated",
-        format!("{} more distinct links than the {MAX_LINKS_PER_PAGE} kept per page were ignored", extracted.dropped),
+        format!(
+          "{} more distinct links than the {MAX_LINKS_PER_PAGE} kept per page were ignored",
+          extracted.dropped
+        ),
       ));
     }
     PageLinks { links: extracted.links, relations, issues }
@@ -89,7 +92,8 @@ pub struct LinkGraph {
 
 /// Join `rel` onto folder `dir`, resolving `.` and `..`; `None` when it climbs out of the vault.
 fn join(dir: &str, rel: &str) -> Option<String> {
-  let mut parts: Vec<&str> = if rel.starts_with('/') { Vec::new() } else { dir.split('/').filter(|s| !s.is_empty()).collect() };
+  let mut parts: Vec<&str> =
+    if rel.starts_with('/') { Vec::new() } else { dir.split('/').filter(|s| !s.is_empty()).collect() };
   for seg in rel.split('/') {
     match seg {
       "" | "." => {}
@@ -352,10 +356,7 @@ pub(crate) mod tests {
     assert_eq!(g.dangling, vec![("concepts/a".to_string(), "concepts/missing".to_string(), 13)]);
     let mut c = codes(&g, "concepts/a");
     c.sort();
-    assert_eq!(
-      c,
-      vec!["relation_missing_body_link", "relation_missing_target", "relation_unknown_type"],
-    );
+    assert_eq!(c, vec!["relation_missing_body_link", "relation_missing_target", "relation_unknown_type"],);
   }
 
   #[test]

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::bundle::{assemble, render_bundles, render_links, truncate_chars, AssemblyOptions, MemoryBundle, MemoryItem, MemorySource, MAX_EXCERPT_CHARS};
+use super::bundle::{
+  assemble, render_bundles, render_links, truncate_chars, AssemblyOptions, MemoryBundle, MemoryItem,
+  MemorySource, MAX_EXCERPT_CHARS,
+};
 use super::graph::{graph_for, LinkGraph};
 use crate::error::Result;
 use crate::retrieve::engine::{open_snapshot, Snapshot};
@@ -50,7 +53,11 @@ pub struct MemoryResponse {
 fn file_lines(path: &str, start: u32, end: u32) -> Option<String> {
   let text = std::fs::read_to_string(path).ok()?;
   let text = text.replace("\r\n", "\n");
-  let lines: Vec<&str> = text.split('\n').skip(start.saturating_sub(1) as usize).take((end.saturating_sub(start) + 1) as usize).collect();
+  let lines: Vec<&str> = text
+    .split('\n')
+    .skip(start.saturating_sub(1) as usize)
+    .take((end.saturating_sub(start) + 1) as usize)
+    .collect();
   let s = lines.join("\n").trim().to_string();
   (!s.is_empty()).then_some(s)
 }
@@ -69,8 +76,13 @@ impl MemorySource for Source {
     let (paths, snap, _) = self.vaults.get(vault)?;
     let entry = snap.manifest.entries.get(page_id)?;
     let lex = &snap.reader.lexical;
-    let chunk = lex.best_chunk(&snap.searcher, page_id, &self.terms).ok().flatten().and_then(|a| lex.chunk_doc(&snap.searcher, a).ok());
-    let path = crate::vault::discover::resolve_page_file(&paths.wiki, &entry.rel_path).to_string_lossy().into_owned();
+    let chunk = lex
+      .best_chunk(&snap.searcher, page_id, &self.terms)
+      .ok()
+      .flatten()
+      .and_then(|a| lex.chunk_doc(&snap.searcher, a).ok());
+    let path =
+      crate::vault::discover::resolve_page_file(&paths.wiki, &entry.rel_path).to_string_lossy().into_owned();
     let (heading, start, end, source) = match &chunk {
       Some(c) => (
         c.heading_path.rsplit(" › ").next().filter(|s| !s.is_empty()).map(str::to_string),
@@ -139,7 +151,10 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
     .iter()
     .map(|r| {
       let excerpt = file_lines(&r.path, r.line_start, r.line_end).unwrap_or_else(|| r.preview.clone());
-      let domain = vaults.get(r.vault).and_then(|(_, s, _)| s.manifest.entries.get(&r.id)).and_then(|e| e.meta.domain.clone());
+      let domain = vaults
+        .get(r.vault)
+        .and_then(|(_, s, _)| s.manifest.entries.get(&r.id))
+        .and_then(|e| e.meta.domain.clone());
       MemoryItem {
         vault: r.vault.to_string(),
         vault_id: r.vault_id.clone(),
@@ -167,7 +182,8 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
     })
     .collect();
   let mut source = Source { vaults, terms: query_terms(raw_query) };
-  let assembly = AssemblyOptions { max_bundles, budget_chars: opts.budget_chars, typed_expansion: opts.typed_expansion };
+  let assembly =
+    AssemblyOptions { max_bundles, budget_chars: opts.budget_chars, typed_expansion: opts.typed_expansion };
   let bundles = assemble(&candidates, &mut source, &assembly);
   let admitted = bundles
     .iter()

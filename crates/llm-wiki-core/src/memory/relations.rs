@@ -90,7 +90,8 @@ pub fn parse_relations(page_id: &str, value: Option<&YamlValue>) -> (Vec<TypedRe
     None | Some(YamlValue::Null) => return (rels, issues),
     Some(YamlValue::Seq(items)) => items,
     Some(_) => {
-      issues.push(RelationIssue::new("relation_invalid", "relations must be a list of {target, type, scope?}"));
+      issues
+        .push(RelationIssue::new("relation_invalid", "relations must be a list of {target, type, scope?}"));
       return (rels, issues);
     }
   };
@@ -117,7 +118,8 @@ pub fn parse_relations(page_id: &str, value: Option<&YamlValue>) -> (Vec<TypedRe
     let target = match normalize_target(target_raw) {
       Ok(t) => t,
       Err(why) => {
-        issues.push(RelationIssue::new("relation_invalid_target", format!("{at}.target '{target_raw}' {why}")));
+        issues
+          .push(RelationIssue::new("relation_invalid_target", format!("{at}.target '{target_raw}' {why}")));
         continue;
       }
     };
@@ -144,7 +146,10 @@ pub fn parse_relations(page_id: &str, value: Option<&YamlValue>) -> (Vec<TypedRe
         format!("{at}.type '{}' is not a known relation type; it is kept but ignored", rel.relation_type),
       ));
     } else if rel.relation_type == "applies_under" && rel.scope.as_deref().is_none_or(str::is_empty) {
-      issues.push(RelationIssue::new("relation_invalid_scope", format!("{at}: applies_under requires a non-empty scope")));
+      issues.push(RelationIssue::new(
+        "relation_invalid_scope",
+        format!("{at}: applies_under requires a non-empty scope"),
+      ));
       continue;
     } else if rel.relation_type != "applies_under" && rel.scope.is_some() {
       issues.push(RelationIssue::new(
@@ -219,7 +224,8 @@ mod tests {
 
   #[test]
   fn unknown_types_are_kept_inert_and_invalid_entries_dropped() {
-    let (r, _) = parse("relations:\n  - target: concepts/b\n    type: refutes\n  - target: x#y\n    type: supports\n");
+    let (r, _) =
+      parse("relations:\n  - target: concepts/b\n    type: refutes\n  - target: x#y\n    type: supports\n");
     assert_eq!(r.len(), 1);
     assert!(!r[0].is_known() && !r[0].is_expanding());
   }

@@ -45,7 +45,10 @@ pub fn apply_overlay(paths: &VaultPaths, overlay: &[(&str, &str, &str)]) -> Resu
   for (page, rels) in &by_page {
     let file = paths.wiki.join(format!("{page}.md"));
     let text = std::fs::read_to_string(&file).map_err(|e| Error::io("read", &file, e))?;
-    let close = text[4..].find("\n---\n").map(|i| i + 4).ok_or_else(|| Error::invalid(format!("{page}: no frontmatter")))?;
+    let close = text[4..]
+      .find("\n---\n")
+      .map(|i| i + 4)
+      .ok_or_else(|| Error::invalid(format!("{page}: no frontmatter")))?;
     let mut fm = String::from("\nrelations:");
     let mut links = String::from("\n");
     for (ty, target) in rels {
@@ -89,15 +92,22 @@ fn bundle_pages(r: &MemoryResponse) -> Vec<Vec<String>> {
     .collect()
 }
 
-fn metrics(fixture: &PiFixture, answers: &HashMap<String, (MemoryResponse, MemoryResponse)>, slice: Slice, budget: usize) -> MemoryMetrics {
+fn metrics(
+  fixture: &PiFixture,
+  answers: &HashMap<String, (MemoryResponse, MemoryResponse)>,
+  slice: Slice,
+  budget: usize,
+) -> MemoryMetrics {
   let mut m = MemoryMetrics::default();
   let (mut c3, mut cov, mut ev, mut fits) = (0usize, 0usize, 0.0f64, 0usize);
   for q in fixture.queries.iter().filter(|q| slice.contains(q)) {
     let Some((r, auto)) = answers.get(&q.id) else { continue };
     m.queries += 1;
     let bundles = bundle_pages(r);
-    let cards: Vec<&str> = r.bundles.iter().filter_map(|b| b.card.as_ref().map(|c| c.page_id.as_str())).take(3).collect();
-    let canonical: Vec<&str> = q.judgments.iter().filter(|j| j.role == Role::Canonical).map(|j| j.page_id.as_str()).collect();
+    let cards: Vec<&str> =
+      r.bundles.iter().filter_map(|b| b.card.as_ref().map(|c| c.page_id.as_str())).take(3).collect();
+    let canonical: Vec<&str> =
+      q.judgments.iter().filter(|j| j.role == Role::Canonical).map(|j| j.page_id.as_str()).collect();
     if !canonical.is_empty() {
       m.canonical_queries += 1;
       c3 += usize::from(cards.iter().any(|c| canonical.contains(c)));
@@ -106,7 +116,8 @@ fn metrics(fixture: &PiFixture, answers: &HashMap<String, (MemoryResponse, Memor
       m.conflict_queries += 1;
       cov += usize::from(bundles.iter().any(|b| q.expected_conflicts.iter().all(|id| b.contains(id))));
     }
-    let evidence: Vec<&str> = q.judgments.iter().filter(|j| j.role == Role::Evidence).map(|j| j.page_id.as_str()).collect();
+    let evidence: Vec<&str> =
+      q.judgments.iter().filter(|j| j.role == Role::Evidence).map(|j| j.page_id.as_str()).collect();
     if !evidence.is_empty() {
       m.evidence_queries += 1;
       let all: HashSet<&str> = bundles.iter().flatten().map(String::as_str).collect();
@@ -115,7 +126,12 @@ fn metrics(fixture: &PiFixture, answers: &HashMap<String, (MemoryResponse, Memor
     let chars = r.context.chars().count().max(auto.context.chars().count());
     m.max_context_chars = m.max_context_chars.max(chars);
     fits += usize::from(chars <= budget);
-    m.admitted_items += r.bundles.iter().flat_map(|b| b.evidence.iter().chain(&b.conflicts)).filter(|i| i.qmd_rank.is_none()).count();
+    m.admitted_items += r
+      .bundles
+      .iter()
+      .flat_map(|b| b.evidence.iter().chain(&b.conflicts))
+      .filter(|i| i.qmd_rank.is_none())
+      .count();
     if q.auto_expectation == AutoExpectation::None {
       m.negatives += 1;
       m.auto_false_positives += usize::from(!auto.bundles.is_empty());
@@ -160,12 +176,16 @@ pub fn run_memory(fixture_path: &Path, common: &BenchCommon) -> Result<BenchOutp
           budget_chars: budget,
           typed_expansion: typed,
         };
-        let auto = MemoryOptions { recall: common.recall_options(RecallPolicy::automatic(), mode), ..explicit.clone() };
+        let auto = MemoryOptions {
+          recall: common.recall_options(RecallPolicy::automatic(), mode),
+          ..explicit.clone()
+        };
         let _ = recall_memory(&paths, &q.text, &explicit)?; // warm-up
         let t = Instant::now();
         let r = recall_memory(&paths, &q.text, &explicit)?;
         t_mem.push(ms_since(t));
-        let plain_opts = common.recall_options(RecallPolicy { max_results: 10, ..RecallPolicy::explicit(Some(5)) }, mode);
+        let plain_opts =
+          common.recall_options(RecallPolicy { max_results: 10, ..RecallPolicy::explicit(Some(5)) }, mode);
         let t = Instant::now();
         let _ = recall_wiki(&paths, &q.text, &plain_opts)?;
         t_plain.push(ms_since(t));
@@ -179,17 +199,36 @@ pub fn run_memory(fixture_path: &Path, common: &BenchCommon) -> Result<BenchOutp
         let _ = writeln!(
           md,
           "| {} | {} | {} | {} | {:.3} ({}) | {:.3} ({}) | {:.3} ({}) | {:.3} | {} | {} | {}/{} |",
-          mode.as_str(), label, s.as_str(), m.queries, m.canonical_at3, m.canonical_queries, m.contradiction_coverage,
-          m.conflict_queries, m.evidence_recall, m.evidence_queries, m.budget_adherence, m.max_context_chars,
-          m.admitted_items, m.auto_false_positives, m.negatives
+          mode.as_str(),
+          label,
+          s.as_str(),
+          m.queries,
+          m.canonical_at3,
+          m.canonical_queries,
+          m.contradiction_coverage,
+          m.conflict_queries,
+          m.evidence_recall,
+          m.evidence_queries,
+          m.budget_adherence,
+          m.max_context_chars,
+          m.admitted_items,
+          m.auto_false_positives,
+          m.negatives
         );
         slices.insert(s.as_str().to_string(), to_value(&m));
       }
-      let lat = json!({ "recallMemory": to_value(&latency(&t_mem)), "recallWiki10": to_value(&latency(&t_plain)) });
+      let lat =
+        json!({ "recallMemory": to_value(&latency(&t_mem)), "recallWiki10": to_value(&latency(&t_plain)) });
       mode_json.insert(label.to_string(), json!({ "slices": slices, "latencyMs": lat }));
       if typed {
         let (a, b) = (latency(&t_mem), latency(&t_plain));
-        let _ = writeln!(md, "| {} | latency | p50 recallMemory {:.2} ms vs recall (10 candidates) {:.2} ms | | | | | | | | |", mode.as_str(), a.p50_ms, b.p50_ms);
+        let _ = writeln!(
+          md,
+          "| {} | latency | p50 recallMemory {:.2} ms vs recall (10 candidates) {:.2} ms | | | | | | | | |",
+          mode.as_str(),
+          a.p50_ms,
+          b.p50_ms
+        );
       }
     }
     per_mode.insert(mode.as_str().to_string(), Value::Object(mode_json));
@@ -236,13 +275,15 @@ mod tests {
     create_dir(&paths.wiki.join("s")).unwrap();
     create_dir(&paths.wiki.join("c")).unwrap();
     write_text_file(&paths.config_file(), "{\"name\":\"t\"}").unwrap();
-    write_text_file(&paths.wiki.join("s/e.md"), "---\ntype: source\ntitle: \"E\"\n---\n\nEvidence text.\n").unwrap();
+    write_text_file(&paths.wiki.join("s/e.md"), "---\ntype: source\ntitle: \"E\"\n---\n\nEvidence text.\n")
+      .unwrap();
     write_text_file(&paths.wiki.join("c/k.md"), "---\ntype: concept\n---\n\nCard.\n").unwrap();
     apply_overlay(&paths, &[("s/e", "supports", "c/k")]).unwrap();
     let text = std::fs::read_to_string(paths.wiki.join("s/e.md")).unwrap();
     assert!(text.contains("relations:\n  - target: c/k\n    type: supports\n---\n"), "{text}");
     assert!(text.ends_with("[→](../c/k.md)\n"), "{text}");
-    let r = reindex_vault(&paths, &ReindexOptions { components: vec![Component::Lexical], ..Default::default() });
+    let r =
+      reindex_vault(&paths, &ReindexOptions { components: vec![Component::Lexical], ..Default::default() });
     assert!(r.ok, "{:?}", r.errors);
     assert!(!r.warnings.iter().any(|w| w.code.starts_with("relation_")), "{:?}", r.warnings);
   }

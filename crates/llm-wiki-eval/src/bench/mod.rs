@@ -69,7 +69,9 @@ mod queries;
 mod report;
 mod scale;
 
-pub use self::{collection::*, gates::*, index::*, memory::*, pi::*, precision::*, queries::*, report::*, scale::*};
+pub use self::{
+  collection::*, gates::*, index::*, memory::*, pi::*, precision::*, queries::*, report::*, scale::*,
+};
 
 /// Schema tag of every JSON file the harness writes.
 pub const SCHEMA: &str = "llm-wiki-bench/1";
