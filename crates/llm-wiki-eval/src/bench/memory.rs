@@ -157,7 +157,7 @@ pub fn run_memory(fixture_path: &Path, common: &BenchCommon) -> Result<BenchOutp
   let budget = DEFAULT_BUDGET_CHARS;
   let mut per_mode = Map::new();
   let mut md = String::new();
-  let _ = writeln!(md, "# pi memory bench\n\nOverlay: {overlay} relations (module docs of `bench/memory.rs`); lint warnings on the overlay: {}.\n", lint.len());
+  let _ = writeln!(md, "# pi memory bench\n\nBundles: recallMemory with 10 candidates, no floor, 5 bundles, budget {budget} chars (metrics); automatic policy for auto FP. Overlay: {overlay} relations (module docs of `bench/memory.rs`); lint warnings on the overlay: {}.\n", lint.len());
   let _ = writeln!(md, "| mode | assembly | slice | queries | canonical@3 | contradiction (same bundle) | evidence recall | budget adherence | max context | admitted | auto FP |");
   let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
   let mut vectors_added = false;
@@ -171,8 +171,13 @@ pub fn run_memory(fixture_path: &Path, common: &BenchCommon) -> Result<BenchOutp
       let mut answers = HashMap::new();
       let (mut t_mem, mut t_plain) = (Vec::new(), Vec::new());
       for q in &fixture.queries {
+        // Bundles from the same candidates the ranked metrics see (no floor), so canonical@3
+        // compares assembly with ranking; the automatic policy (floor 0.50, 3 bundles) gives the
+        // false-positive count.
+        let ranked =
+          RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: 10, max_results: 5 };
         let explicit = MemoryOptions {
-          recall: common.recall_options(RecallPolicy::explicit(Some(5)), mode),
+          recall: common.recall_options(ranked.clone(), mode),
           budget_chars: budget,
           typed_expansion: typed,
         };
