@@ -7,7 +7,7 @@
 #![deny(clippy::all)]
 
 mod error;
-mod memory;
+pub mod memory;
 mod task;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;

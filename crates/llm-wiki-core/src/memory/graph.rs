@@ -276,11 +276,12 @@ pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
 }
 
 type CacheKey = (PathBuf, String, u64);
+type GraphCache = Mutex<Vec<(CacheKey, Arc<LinkGraph>)>>;
 
 /// Graph of a manifest, built once per (store, vault, manifest generation) and shared. A few
 /// recent generations are kept (a reader may still hold the previous one).
 pub fn graph_for(store: &std::path::Path, manifest: &Manifest) -> Arc<LinkGraph> {
-  static CACHE: OnceLock<Mutex<Vec<(CacheKey, Arc<LinkGraph>)>>> = OnceLock::new();
+  static CACHE: OnceLock<GraphCache> = OnceLock::new();
   const KEEP: usize = 8;
   let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
   let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
