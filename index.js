@@ -54,6 +54,9 @@ const wrapped = {
   readIndexStatus: reject(binding.readIndexStatus),
   downloadModel: reject((options) => binding.downloadModel(withAbortState(options))),
   runCli: reject(binding.runCli),
+  recallMemory: reject((paths, rawQuery, opts) => binding.recallMemory(paths, rawQuery, withAbortState(opts))),
+  neighbours: reject(binding.neighbours),
+  linkPath: reject(binding.linkPath),
 }
 
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
@@ -63,9 +66,12 @@ exports.addOnnxRuntimeCandidates = binding.addOnnxRuntimeCandidates
 exports.configure = binding.configure
 exports.downloadModel = wrapped.downloadModel
 exports.engineInfo = binding.engineInfo
+exports.linkPath = wrapped.linkPath
 exports.modelStatus = binding.modelStatus
+exports.neighbours = wrapped.neighbours
 exports.personalVaultPaths = binding.personalVaultPaths
 exports.readIndexStatus = wrapped.readIndexStatus
+exports.recallMemory = wrapped.recallMemory
 exports.recallWiki = wrapped.recallWiki
 exports.reindexWiki = wrapped.reindexWiki
 exports.resolveVaultPaths = binding.resolveVaultPaths

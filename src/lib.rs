@@ -7,6 +7,7 @@
 #![deny(clippy::all)]
 
 mod error;
+pub mod memory;
 mod task;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;

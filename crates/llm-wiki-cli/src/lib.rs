@@ -1,4 +1,5 @@
-//! The user commands of `llm-wiki-retrieval` — `index`, `status`, `recall`, `run` — over a vault
+//! The user commands of `llm-wiki-retrieval` — `index`, `status`, `recall`, `run`, `memory`,
+//! `neighbours`, `path` — over a vault
 //! directory. The npm package's `bin` runs them inside the addon ([`run`]); the evaluation crate's
 //! development binary adds its `bench` and `reliability` subcommands to the same [`Command`] enum.
 //! Nothing here depends on the evaluation code, so the published addon does not contain it.
@@ -14,6 +15,8 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use llm_wiki_core::error::{Error, Result};
+use llm_wiki_core::memory::explore;
+use llm_wiki_core::memory::{recall_memory, MemoryOptions};
 use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
 use llm_wiki_core::store::{read_index_status, reindex_vault, Component, Progress, ReindexOptions, Scope};
 use llm_wiki_core::vault::VaultPaths;
@@ -99,6 +102,46 @@ pub enum Command {
     /// Quality mode without a cross-encoder: rescore by sentence windows (opt-in).
     #[arg(long)]
     sentence_rescore: bool,
+  },
+  /// Recall memory bundles (card, evidence, competing claims) and print the packed context.
+  Memory {
+    vault: PathBuf,
+    query: String,
+    /// lexical | hybrid | adaptive | quality.
+    #[arg(long, default_value = "adaptive")]
+    mode: String,
+    /// Use the automatic (precision-first) policy: 3 bundles, floor 0.50.
+    #[arg(long)]
+    auto: bool,
+    /// Context budget in characters.
+    #[arg(long, default_value_t = 8000)]
+    budget: usize,
+    /// Print the response as JSON.
+    #[arg(long)]
+    json: bool,
+  },
+  /// A page with its outbound and inbound links (zoom-out), typed relations labelled.
+  Neighbours {
+    vault: PathBuf,
+    page: String,
+    /// Hops from the page (1..=3).
+    #[arg(long, default_value_t = 1)]
+    depth: u32,
+    /// outbound | inbound | both.
+    #[arg(long, default_value = "both")]
+    direction: String,
+    /// Output budget in bytes.
+    #[arg(long, default_value_t = 32768)]
+    max_bytes: usize,
+  },
+  /// A shortest link path between two pages (links followed either way).
+  Path {
+    vault: PathBuf,
+    from: String,
+    to: String,
+    /// Longest path searched (1..=8).
+    #[arg(long, default_value_t = 4)]
+    max_hops: u32,
   },
 }
 
@@ -280,6 +323,33 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
         pct(1.0)
       )
       .ok();
+    }
+    Command::Memory { vault, query, mode, auto, budget, json } => {
+      let paths = vault_paths(&vault)?;
+      let policy = if auto { RecallPolicy::automatic() } else { RecallPolicy::explicit(None) };
+      let recall = RecallOptions::new(policy, RetrievalMode::parse(&mode)?);
+      let opts = MemoryOptions { recall, budget_chars: budget, typed_expansion: true };
+      let r = recall_memory(&paths, &query, &opts)?;
+      if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
+      } else if r.bundles.is_empty() && r.context.is_empty() {
+        writeln!(out, "No reliable memory found for {query:?} (mode {}).", r.mode.as_str()).ok();
+      } else {
+        write!(out, "{}", r.context).ok();
+      }
+      for d in &r.diagnostics {
+        writeln!(out, "diagnostic {}: {}", d.code, d.message).ok();
+      }
+    }
+    Command::Neighbours { vault, page, depth, direction, max_bytes } => {
+      let paths = vault_paths(&vault)?;
+      let n = explore::neighbours(&paths, &page, depth, explore::Direction::parse(&direction)?, max_bytes);
+      writeln!(out, "{}", serde_json::to_string_pretty(&n).unwrap_or_default()).ok();
+    }
+    Command::Path { vault, from, to, max_hops } => {
+      let paths = vault_paths(&vault)?;
+      let p = explore::link_path(&paths, &from, &to, max_hops);
+      writeln!(out, "{}", serde_json::to_string_pretty(&p).unwrap_or_default()).ok();
     }
   }
   Ok(())

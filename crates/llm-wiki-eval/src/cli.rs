@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_precision, run_scale, run_set_bench, stderr_log, BenchCommon, ScaleOptions,
+  parse_modes, run_memory, run_precision, run_scale, run_set_bench, stderr_log, BenchCommon, ScaleOptions,
   SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
@@ -215,6 +215,14 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
+  /// Memory bundles on the pi vault (curated relation overlay), with the typed-link ablation.
+  Memory {
+    /// The pi fixture.json (its sibling vault/ is used).
+    #[arg(long)]
+    pi: PathBuf,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
   /// Scale: a deterministic synthetic vault of N pages.
   Scale {
     /// Pages of the synthetic vault.
@@ -238,6 +246,7 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
   let started = Instant::now();
   let output = match args.suite {
     Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
+    Some(BenchSuite::Memory { pi, common }) => run_memory(&pi, &common.common()?)?,
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?
     }

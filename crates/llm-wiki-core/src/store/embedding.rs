@@ -459,6 +459,7 @@ mod tests {
           meta: PageMeta { title: format!("P{i}"), page_type: "concept".into(), ..Default::default() },
           sections: chunks.sections.len() as u32,
           chunks: ChunkIds::from_ids(chunks.chunks.iter().map(|c| c.id.as_str())),
+          links: Default::default(),
         },
       );
     }

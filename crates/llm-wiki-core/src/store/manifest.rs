@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::fsutil::{read_json, JsonFile};
+use crate::memory::graph::PageLinks;
 use crate::vault::{Diagnostic, PageMeta, Role};
 
 /// Version of the manifest file format.
@@ -71,6 +72,9 @@ pub struct ManifestEntry {
   pub sections: u32,
   /// Ids of the page's chunks, in order.
   pub chunks: ChunkIds,
+  /// Outbound links and validated relations (the link graph's per-page part).
+  #[serde(default, skip_serializing_if = "PageLinks::is_empty")]
+  pub links: PageLinks,
 }
 
 /// A page file that was excluded (malformed, too large, unreadable) and why. Recorded so that a
@@ -247,6 +251,7 @@ mod tests {
       meta: PageMeta { title: "B".into(), page_type: "concept".into(), ..Default::default() },
       sections: 0,
       chunks: ChunkIds::default(),
+      links: PageLinks::default(),
     }
   }
 

@@ -151,6 +151,7 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, chunker
         meta: page.meta.clone(),
         sections: chunks.sections.len() as u32,
         chunks: ChunkIds::from_ids(chunks.chunks.iter().map(|c| c.id.as_str())),
+        links: crate::memory::graph::PageLinks::of_page(&page),
       };
       let warning = warning.map(|w| Diagnostic::from_frontmatter(&file.rel_path, &w));
       Loaded::Changed { entry, chunks, is_new: prev.is_none(), page: Box::new(page), warning }
@@ -523,6 +524,7 @@ fn run_locked(
         drop(sink);
         res.generation = gen.generation();
         res.chunks.total = gen.manifest.total_chunks();
+        res.warnings.extend(crate::memory::graph::lint_issues(&gen.manifest));
         // Repair a state file left behind by a crash between commit and state write.
         if gen.state.as_ref().is_none_or(|s| s.generation != gen.generation()) {
           write_state(&gen.dir, &gen.manifest, &gen.commit, &gen.store_id()).map_err(post)?;
@@ -536,6 +538,7 @@ fn run_locked(
           commit_generation(&mut sink, &gen.dir, scan, &commit, &vault_id, &label, opts).map_err(classify)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
+        res.warnings.extend(crate::memory::graph::lint_issues(&manifest));
         write_state(&gen.dir, &manifest, &commit, &gen.store_id()).map_err(post)?;
         crash_point("after-state");
         gc_manifests(&gen.dir, &[gen.commit.manifest_generation, next]);
@@ -569,6 +572,7 @@ fn run_locked(
         let manifest = commit_generation(&mut sink, &staging, scan, &commit, &vault_id, &label, opts)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
+        res.warnings.extend(crate::memory::graph::lint_issues(&manifest));
         let store_id = name.strip_prefix("store-").unwrap_or(&name);
         write_state(&staging, &manifest, &commit, store_id)?;
         drop(lexical);

@@ -103,7 +103,8 @@ pub struct IndexStatus {
   pub pending_pages: Option<PendingPages>,
   /// Components a repair reindex should target.
   pub repair_components: Vec<Component>,
-  /// Why the state is not `ready`.
+  /// Why the state is not `ready`; then relation and link lint findings (`relation_*`,
+  /// `page_links_truncated`), which never change the state.
   pub issues: Vec<IndexIssue>,
 }
 
@@ -365,13 +366,17 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
     issues.push(IndexIssue::new("qmd_index_stale", "Index vault identity changed"));
     other_reason = true;
   }
+  // Relation / link lint is reported but never changes the state (a reindex cannot fix it).
+  let lint = manifest.as_ref().map(crate::memory::graph::lint_issues).unwrap_or_default();
   if !issues.is_empty() {
     st.state = IndexState::Stale;
     let needs_vectors = embed_changed || (state.status.has_vector_index && other_reason);
     st.repair_components = vec![if needs_vectors { Component::Vectors } else { Component::Lexical }];
     st.issues = issues;
+    st.issues.extend(lint);
     return st;
   }
   st.state = IndexState::Ready;
+  st.issues = lint;
   st
 }

@@ -11,6 +11,8 @@
 //! * [`run_precision`]: automatic-recall precision with cross-collection negatives (SciFact
 //!   queries on the pi vault, pi queries on the SciFact vault) beside the hit rates on positives,
 //!   and a per-query top-1 confidence dump for calibration analysis.
+//! * [`run_memory`]: `recallMemory` on the pi vault with a curated relation overlay: bundle
+//!   metrics per slice, the "without typed-link assembly" ablation, assembly latency.
 //! * [`run_scale`]: a deterministic synthetic vault of N pages: cold index, no-op and edit
 //!   reindexes, warm recall latency, peak RSS and disk size.
 //!
@@ -54,18 +56,22 @@ use llm_wiki_core::store::manifest::Manifest;
 use llm_wiki_core::store::{
   reindex_vault, Component, Progress, ProgressSink, ReindexOptions, ReindexResult, Scope,
 };
+use llm_wiki_core::vault::page::Role;
 use llm_wiki_core::vault::VaultPaths;
 
 mod collection;
 mod gates;
 mod index;
+mod memory;
 mod pi;
 mod precision;
 mod queries;
 mod report;
 mod scale;
 
-pub use self::{collection::*, gates::*, index::*, pi::*, precision::*, queries::*, report::*, scale::*};
+pub use self::{
+  collection::*, gates::*, index::*, memory::*, pi::*, precision::*, queries::*, report::*, scale::*,
+};
 
 /// Schema tag of every JSON file the harness writes.
 pub const SCHEMA: &str = "llm-wiki-bench/1";

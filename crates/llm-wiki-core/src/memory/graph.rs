@@ -1,0 +1,393 @@
+//! The per-vault link graph. Each page's outbound links and validated relations are stored in
+//! its manifest entry ([`PageLinks`]), so an incremental reindex re-parses only changed pages;
+//! the graph (targets resolved, backlinks, relations attached to their body edge) is derived
+//! from a manifest in one pass over its edges and cached per manifest generation.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+use super::links::{extract_links, LinkKind, RawLink, MAX_LINKS_PER_PAGE};
+use super::relations::{parse_relations, RelationIssue, TypedRelation};
+use crate::store::manifest::Manifest;
+use crate::vault::Page;
+
+/// Links and relations of one page, as stored in its manifest entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageLinks {
+  /// Outbound body links (deduplicated, at most [`MAX_LINKS_PER_PAGE`]).
+  #[serde(skip_serializing_if = "Vec::is_empty", default)]
+  pub links: Vec<RawLink>,
+  /// Relations that passed the page-level rules (unknown types included, inert).
+  #[serde(skip_serializing_if = "Vec::is_empty", default)]
+  pub relations: Vec<TypedRelation>,
+  /// Page-level lint findings.
+  #[serde(skip_serializing_if = "Vec::is_empty", default)]
+  pub issues: Vec<RelationIssue>,
+}
+
+impl PageLinks {
+  /// True when the page has no link, relation or issue.
+  pub fn is_empty(&self) -> bool {
+    self.links.is_empty() && self.relations.is_empty() && self.issues.is_empty()
+  }
+
+  /// Links and relations of a parsed page.
+  pub fn of_page(page: &Page) -> PageLinks {
+    let extracted = extract_links(&page.body, page.body_start_line);
+    let value = page.extensions.iter().find(|(k, _)| k == "relations").map(|(_, v)| v);
+    let (relations, mut issues) = parse_relations(&page.id, value);
+    if extracted.dropped > 0 {
+      issues.push(RelationIssue::new(
+        "page_links_truncated",
+        format!(
+          "{} more distinct links than the {MAX_LINKS_PER_PAGE} kept per page were ignored",
+          extracted.dropped
+        ),
+      ));
+    }
+    PageLinks { links: extracted.links, relations, issues }
+  }
+}
+
+/// One resolved page edge (all body links from one page to another collapse into it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Edge {
+  /// Linking page.
+  pub from: String,
+  /// Linked page (an existing page id).
+  pub to: String,
+  /// Heading / block anchors of the body links, in order.
+  pub anchors: Vec<String>,
+  /// How the first body link was written.
+  pub kind: LinkKind,
+  /// Line of the first body link.
+  pub line: u32,
+  /// Validated relations from `from` to `to` carried by this edge (known types only).
+  pub relations: Vec<TypedRelation>,
+}
+
+impl Edge {
+  /// Relation types of the edge that may admit a page in expansion.
+  pub fn expanding(&self) -> impl Iterator<Item = &TypedRelation> {
+    self.relations.iter().filter(|r| r.is_expanding())
+  }
+}
+
+/// The resolved graph of one manifest.
+#[derive(Debug, Default)]
+pub struct LinkGraph {
+  /// Edges by linking page, in link order.
+  pub outbound: HashMap<String, Vec<Edge>>,
+  /// (linking page, index into its outbound list) by linked page.
+  pub inbound: HashMap<String, Vec<(String, usize)>>,
+  /// Links whose target is no page of the vault: (linking page, target as resolved, line).
+  pub dangling: Vec<(String, String, u32)>,
+  /// Lint findings by page (page-level and graph-level).
+  pub issues: BTreeMap<String, Vec<RelationIssue>>,
+}
+
+/// Join `rel` onto folder `dir`, resolving `.` and `..`; `None` when it climbs out of the vault.
+fn join(dir: &str, rel: &str) -> Option<String> {
+  let mut parts: Vec<&str> =
+    if rel.starts_with('/') { Vec::new() } else { dir.split('/').filter(|s| !s.is_empty()).collect() };
+  for seg in rel.split('/') {
+    match seg {
+      "" | "." => {}
+      ".." => {
+        parts.pop()?;
+      }
+      s => parts.push(s),
+    }
+  }
+  (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+struct Resolver<'a> {
+  by_lower: HashMap<String, &'a str>,
+  by_name: HashMap<String, Vec<&'a str>>,
+}
+
+impl<'a> Resolver<'a> {
+  fn new(manifest: &'a Manifest) -> Self {
+    let mut by_lower = HashMap::new();
+    let mut by_name: HashMap<String, Vec<&str>> = HashMap::new();
+    for id in manifest.entries.keys() {
+      by_lower.insert(id.to_lowercase(), id.as_str());
+      by_name.entry(id.rsplit('/').next().unwrap_or(id).to_lowercase()).or_default().push(id.as_str());
+    }
+    Resolver { by_lower, by_name }
+  }
+
+  fn exact(&self, id: &str) -> Option<&'a str> {
+    self.by_lower.get(&id.to_lowercase()).copied()
+  }
+
+  /// A link's target page id, or `Err(best guess)` for a dangling link.
+  fn resolve(&self, from: &str, link: &RawLink) -> Result<&'a str, String> {
+    let dir = from.rsplit_once('/').map_or("", |(d, _)| d);
+    let relative = join(dir, &link.target);
+    let rooted = join("", &link.target);
+    let mut tries: Vec<&Option<String>> = match link.kind {
+      LinkKind::Markdown => vec![&relative, &rooted],
+      LinkKind::Wiki => vec![&rooted, &relative],
+    };
+    tries.dedup();
+    for t in tries.into_iter().flatten() {
+      if let Some(id) = self.exact(t) {
+        return Ok(id);
+      }
+    }
+    if link.kind == LinkKind::Wiki && !link.target.contains('/') {
+      // Obsidian's shortest-path form: a bare name resolves to the unique (or shortest) page.
+      if let Some(c) = self.by_name.get(&link.target.to_lowercase()) {
+        return Ok(c.iter().min_by_key(|id| (id.len(), **id)).copied().expect("non-empty"));
+      }
+    }
+    Err(relative.unwrap_or_else(|| link.target.clone()))
+  }
+}
+
+impl LinkGraph {
+  /// Resolve every page's links and relations of `manifest`.
+  pub fn build(manifest: &Manifest) -> LinkGraph {
+    let r = Resolver::new(manifest);
+    let mut g = LinkGraph::default();
+    for (id, entry) in &manifest.entries {
+      let pl = &entry.links;
+      let mut edges: Vec<Edge> = Vec::new();
+      let mut index: HashMap<&str, usize> = HashMap::new();
+      for link in &pl.links {
+        match r.resolve(id, link) {
+          Ok(to) if to == id => {} // a link within the page is navigation, not an edge
+          Ok(to) => {
+            let i = *index.entry(to).or_insert_with(|| {
+              edges.push(Edge {
+                from: id.clone(),
+                to: to.to_string(),
+                anchors: vec![],
+                kind: link.kind,
+                line: link.line,
+                relations: vec![],
+              });
+              edges.len() - 1
+            });
+            if let Some(a) = &link.anchor {
+              if !edges[i].anchors.contains(a) {
+                edges[i].anchors.push(a.clone());
+              }
+            }
+          }
+          Err(target) => g.dangling.push((id.clone(), target, link.line)),
+        }
+      }
+      let mut issues = pl.issues.clone();
+      for rel in &pl.relations {
+        let Some(target) = r.exact(&rel.target) else {
+          issues.push(RelationIssue::new(
+            "relation_missing_target",
+            format!(
+              "{} → {}: no such page in this vault (relations never cross vaults); the relation is ignored",
+              rel.relation_type, rel.target
+            ),
+          ));
+          continue;
+        };
+        if !rel.is_known() {
+          continue; // preserved in the manifest, inert
+        }
+        match index.get(target) {
+          Some(&i) => {
+            let attached = TypedRelation { target: target.to_string(), ..rel.clone() };
+            if !edges[i].relations.contains(&attached) {
+              edges[i].relations.push(attached);
+            }
+          }
+          None => issues.push(RelationIssue::new(
+            "relation_missing_body_link",
+            format!(
+              "{} → {target} has no Markdown or wiki link to that page in the body; the relation does not take part in expansion",
+              rel.relation_type
+            ),
+          )),
+        }
+      }
+      if !issues.is_empty() {
+        g.issues.insert(id.clone(), issues);
+      }
+      for (i, e) in edges.iter().enumerate() {
+        g.inbound.entry(e.to.clone()).or_default().push((id.clone(), i));
+      }
+      if !edges.is_empty() {
+        g.outbound.insert(id.clone(), edges);
+      }
+    }
+    g
+  }
+
+  /// Outbound edges of a page.
+  pub fn out_edges(&self, id: &str) -> &[Edge] {
+    self.outbound.get(id).map_or(&[], |v| v.as_slice())
+  }
+
+  /// Inbound edges of a page.
+  pub fn in_edges<'a>(&'a self, id: &str) -> impl Iterator<Item = &'a Edge> + 'a {
+    self.inbound.get(id).into_iter().flatten().map(move |(from, i)| &self.outbound[from][*i])
+  }
+
+  /// Every lint finding as `(page id, issue)`, in page order.
+  pub fn lint(&self) -> impl Iterator<Item = (&str, &RelationIssue)> {
+    self.issues.iter().flat_map(|(id, v)| v.iter().map(move |i| (id.as_str(), i)))
+  }
+}
+
+/// Lint findings reported at most per reindex or status (not fitted: keeps results small on a
+/// vault with thousands of broken relations; the rest are counted in one summary issue).
+pub const MAX_LINT_REPORTED: usize = 200;
+
+/// The relation and link lint of a manifest as index issues (path = the page's file under
+/// `wiki/`), capped at [`MAX_LINT_REPORTED`] plus a `relation_lint_truncated` summary.
+pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
+  use crate::store::IndexIssue;
+  // Only pages with stored links or relations can have findings: skip the build otherwise.
+  if manifest.entries.values().all(|e| e.links.is_empty()) {
+    return Vec::new();
+  }
+  let g = LinkGraph::build(manifest);
+  let all: Vec<(&str, &RelationIssue)> = g.lint().collect();
+  let mut out: Vec<IndexIssue> = all
+    .iter()
+    .take(MAX_LINT_REPORTED)
+    .map(|(id, i)| {
+      let path = manifest.entries.get(*id).map_or_else(|| format!("{id}.md"), |e| e.rel_path.clone());
+      IndexIssue::new(&i.code, i.message.clone()).at(path)
+    })
+    .collect();
+  if all.len() > MAX_LINT_REPORTED {
+    out.push(IndexIssue::new(
+      "relation_lint_truncated",
+      format!("{} more relation/link findings not listed", all.len() - MAX_LINT_REPORTED),
+    ));
+  }
+  out
+}
+
+type CacheKey = (PathBuf, String, u64);
+type GraphCache = Mutex<Vec<(CacheKey, Arc<LinkGraph>)>>;
+
+/// Graph of a manifest, built once per (store, vault, manifest generation) and shared. A few
+/// recent generations are kept (a reader may still hold the previous one).
+pub fn graph_for(store: &std::path::Path, manifest: &Manifest) -> Arc<LinkGraph> {
+  static CACHE: OnceLock<GraphCache> = OnceLock::new();
+  const KEEP: usize = 8;
+  let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
+  let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+  if let Some((_, g)) = cache.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key) {
+    return g.clone();
+  }
+  let g = Arc::new(LinkGraph::build(manifest));
+  let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+  c.retain(|(k, _)| *k != key);
+  c.push((key, g.clone()));
+  if c.len() > KEEP {
+    c.remove(0);
+  }
+  g
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+  use super::*;
+  use crate::store::manifest::{ChunkIds, ManifestEntry};
+  use crate::vault::{PageMeta, Role};
+
+  /// A manifest of `(id, type, page text)` pages (links and relations parsed from the text).
+  pub(crate) fn manifest_of(pages: &[(&str, &str)]) -> Manifest {
+    let mut m = Manifest::empty("v");
+    for (id, text) in pages {
+      let page = Page::parse(id, PathBuf::from(format!("/w/{id}.md")), text).unwrap();
+      m.entries.insert(
+        id.to_string(),
+        ManifestEntry {
+          rel_path: format!("{id}.md"),
+          size: text.len() as u64,
+          mtime_ns: 0,
+          content_hash: "0".repeat(64),
+          role: page.role,
+          meta: PageMeta { ..page.meta.clone() },
+          sections: 1,
+          chunks: ChunkIds::default(),
+          links: PageLinks::of_page(&page),
+        },
+      );
+    }
+    let _ = Role::Canonical;
+    m
+  }
+
+  fn codes(g: &LinkGraph, id: &str) -> Vec<String> {
+    g.issues.get(id).map(|v| v.iter().map(|i| i.code.clone()).collect()).unwrap_or_default()
+  }
+
+  #[test]
+  fn edges_backlinks_and_attached_relations() {
+    let m = manifest_of(&[
+      (
+        "concepts/a",
+        "---\ntype: concept\nrelations:\n  - target: concepts/b\n    type: contradicts\n  - target: concepts/c\n    type: supports\n  - target: concepts/gone\n    type: supports\n  - target: concepts/b\n    type: refutes\n---\nSee [B](b.md#claim) and [[concepts/b^blk]] and [[d]] and [x](missing.md).\n",
+      ),
+      ("concepts/b", "---\ntype: concept\n---\nBack to [[a]] and [[concepts/a]].\n"),
+      ("concepts/c", "---\ntype: concept\n---\nNo links.\n"),
+      ("notes/d", "---\ntype: source\n---\nx\n"),
+    ]);
+    let g = LinkGraph::build(&m);
+    let out = g.out_edges("concepts/a");
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[0].to, "concepts/b");
+    assert_eq!(out[0].anchors, vec!["claim".to_string(), "^blk".to_string()]);
+    assert_eq!(out[0].relations.len(), 1, "one edge, relation attached, unknown type inert");
+    assert_eq!(out[0].relations[0].relation_type, "contradicts");
+    assert_eq!(out[1].to, "notes/d");
+    assert_eq!(g.out_edges("concepts/b").len(), 1, "two links to one page are one edge");
+    assert_eq!(g.in_edges("concepts/b").count(), 1);
+    assert_eq!(g.in_edges("concepts/a").map(|e| e.from.as_str()).collect::<Vec<_>>(), vec!["concepts/b"]);
+    assert_eq!(g.dangling, vec![("concepts/a".to_string(), "concepts/missing".to_string(), 13)]);
+    let mut c = codes(&g, "concepts/a");
+    c.sort();
+    assert_eq!(c, vec!["relation_missing_body_link", "relation_missing_target", "relation_unknown_type"],);
+  }
+
+  #[test]
+  fn cycles_and_self_links_are_bounded() {
+    let m = manifest_of(&[
+      (
+        "a",
+        "---\ntype: concept\nrelations:\n  - target: b\n    type: supersedes\n  - target: a\n    type: supports\n---\n[[b]] [[a]] [self](a.md)\n",
+      ),
+      ("b", "---\ntype: concept\nrelations:\n  - target: a\n    type: supersedes\n---\n[[a]]\n"),
+    ]);
+    let g = LinkGraph::build(&m);
+    assert_eq!(g.out_edges("a").len(), 1);
+    assert_eq!(codes(&g, "a"), vec!["relation_self_link"]);
+    assert_eq!(g.out_edges("b")[0].relations[0].relation_type, "supersedes");
+  }
+
+  #[test]
+  fn ten_thousand_links() {
+    let body: String = (0..10_000).map(|i| format!("[[p{i}]] ")).collect();
+    let m = manifest_of(&[("hub", &format!("---\ntype: concept\n---\n{body}\n"))]);
+    let g = LinkGraph::build(&m);
+    assert_eq!(g.dangling.len(), MAX_LINKS_PER_PAGE);
+    assert_eq!(codes(&g, "hub"), vec!["page_links_truncated"]);
+  }
+
+  #[test]
+  fn joins() {
+    assert_eq!(join("a/b", "../c").as_deref(), Some("a/c"));
+    assert_eq!(join("a", "/x/y").as_deref(), Some("x/y"));
+    assert_eq!(join("", "../x"), None);
+  }
+}

@@ -1,0 +1,12 @@
+//! Memory, not a list: typed relations (validated), the per-vault link graph, memory bundles
+//! assembled with one typed hop under a context budget, and zoom-out / path over links.
+
+pub mod bundle;
+pub mod explore;
+pub mod graph;
+pub mod links;
+pub mod recall;
+pub mod relations;
+
+pub use bundle::{MemoryBundle, MemoryItem};
+pub use recall::{recall_memory, MemoryOptions, MemoryResponse};

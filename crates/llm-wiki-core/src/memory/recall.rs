@@ -1,0 +1,210 @@
+//! `recallMemory`: recall candidates (the normal recall pipeline, more candidates than results)
+//! → exact excerpts → bundles with one typed hop → packed context.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::bundle::{
+  assemble, render_bundles, render_links, truncate_chars, AssemblyOptions, MemoryBundle, MemoryItem,
+  MemorySource, MAX_EXCERPT_CHARS,
+};
+use super::graph::{graph_for, LinkGraph};
+use crate::error::Result;
+use crate::retrieve::engine::{open_snapshot, Snapshot};
+use crate::retrieve::fusion::VaultKind;
+use crate::retrieve::lexical::query_terms;
+use crate::retrieve::recall::{recall_vaults, recall_wiki, RecallDiagnostic, RecallOptions, PERSONAL_LABEL};
+use crate::retrieve::RetrievalMode;
+use crate::vault::VaultPaths;
+
+/// Candidates asked of recall for grouping (the spec's per-vault candidate count).
+pub const MEMORY_CANDIDATES: usize = 10;
+
+/// Options of a memory recall.
+#[derive(Debug, Clone)]
+pub struct MemoryOptions {
+  /// The recall options (policy `max_results` = bundles returned).
+  pub recall: RecallOptions,
+  /// Context budget in characters (default 8,000).
+  pub budget_chars: usize,
+  /// Typed-link expansion (off = ablation).
+  pub typed_expansion: bool,
+}
+
+/// Result of `recallMemory`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryResponse {
+  /// Bundles, best first.
+  pub bundles: Vec<MemoryBundle>,
+  /// The bundles rendered for injection, or links-first lines when none fits the budget.
+  pub context: String,
+  /// Fallbacks and failures.
+  pub diagnostics: Vec<RecallDiagnostic>,
+  /// What ran.
+  pub trace: Vec<String>,
+  /// Mode used after fallbacks.
+  pub mode: RetrievalMode,
+}
+
+/// Lines `start..=end` (1-based) of a file, or `None`.
+fn file_lines(path: &str, start: u32, end: u32) -> Option<String> {
+  let text = std::fs::read_to_string(path).ok()?;
+  let text = text.replace("\r\n", "\n");
+  let lines: Vec<&str> = text
+    .split('\n')
+    .skip(start.saturating_sub(1) as usize)
+    .take((end.saturating_sub(start) + 1) as usize)
+    .collect();
+  let s = lines.join("\n").trim().to_string();
+  (!s.is_empty()).then_some(s)
+}
+
+struct Source {
+  vaults: HashMap<&'static str, (VaultPaths, Snapshot, Arc<LinkGraph>)>,
+  terms: Vec<String>,
+}
+
+impl MemorySource for Source {
+  fn graph(&self, vault: &str) -> Option<&LinkGraph> {
+    self.vaults.get(vault).map(|(_, _, g)| g.as_ref())
+  }
+
+  fn admit(&mut self, vault: &str, page_id: &str) -> Option<MemoryItem> {
+    let (paths, snap, _) = self.vaults.get(vault)?;
+    let entry = snap.manifest.entries.get(page_id)?;
+    let lex = &snap.reader.lexical;
+    let chunk = lex
+      .best_chunk(&snap.searcher, page_id, &self.terms)
+      .ok()
+      .flatten()
+      .and_then(|a| lex.chunk_doc(&snap.searcher, a).ok());
+    let path =
+      crate::vault::discover::resolve_page_file(&paths.wiki, &entry.rel_path).to_string_lossy().into_owned();
+    let (heading, start, end, source) = match &chunk {
+      Some(c) => (
+        c.heading_path.rsplit(" › ").next().filter(|s| !s.is_empty()).map(str::to_string),
+        c.line_start,
+        c.line_end,
+        c.source.clone(),
+      ),
+      None => (None, 0, 0, entry.meta.description.clone().unwrap_or_default()),
+    };
+    let excerpt = file_lines(&path, start, end).unwrap_or(source);
+    Some(MemoryItem {
+      vault: vault.to_string(),
+      vault_id: snap.manifest.vault_id.clone(),
+      vault_label: (vault == "personal").then(|| PERSONAL_LABEL.to_string()),
+      page_id: page_id.to_string(),
+      path,
+      title: entry.meta.title.clone(),
+      page_type: entry.meta.page_type.clone(),
+      role: entry.role.as_str().to_string(),
+      status: entry.meta.status.clone(),
+      domain: entry.meta.domain.clone(),
+      scope: None,
+      heading,
+      excerpt: truncate_chars(&excerpt, MAX_EXCERPT_CHARS),
+      line_start: start,
+      line_end: end,
+      qmd_rank: None,
+      qmd_score: None,
+      score: 0.0,
+      match_reasons: vec![],
+      relation: String::new(),
+      relation_direction: None,
+      warnings: status_warnings(entry.meta.status.as_deref()),
+    })
+  }
+}
+
+fn status_warnings(status: Option<&str>) -> Vec<String> {
+  match status {
+    Some("draft") => vec!["draft: not reviewed".into()],
+    Some("deprecated") => vec!["deprecated".into()],
+    _ => vec![],
+  }
+}
+
+/// Recall memory bundles for `raw_query` from the vaults of `active`.
+pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions) -> Result<MemoryResponse> {
+  let max_bundles = opts.recall.policy.max_results;
+  let mut candidate_opts = opts.recall.clone();
+  candidate_opts.policy.max_results = MEMORY_CANDIDATES.max(max_bundles);
+  let response = recall_wiki(active, raw_query, &candidate_opts)?;
+  let mut trace = response.trace;
+  let mut vaults = HashMap::new();
+  for (paths, kind) in recall_vaults(active, &candidate_opts.policy) {
+    if !response.results.iter().any(|r| r.vault == kind.as_str()) {
+      continue;
+    }
+    if let Ok(snap) = open_snapshot(&paths) {
+      let g = graph_for(&snap.reader.store.dir, &snap.manifest);
+      vaults.insert(kind.as_str(), (paths, snap, g));
+    }
+  }
+  let _ = VaultKind::Project;
+  let candidates: Vec<MemoryItem> = response
+    .results
+    .iter()
+    .map(|r| {
+      let excerpt = file_lines(&r.path, r.line_start, r.line_end).unwrap_or_else(|| r.preview.clone());
+      let domain = vaults
+        .get(r.vault)
+        .and_then(|(_, s, _)| s.manifest.entries.get(&r.id))
+        .and_then(|e| e.meta.domain.clone());
+      MemoryItem {
+        vault: r.vault.to_string(),
+        vault_id: r.vault_id.clone(),
+        vault_label: r.vault_label.clone(),
+        page_id: r.id.clone(),
+        path: r.path.clone(),
+        title: r.title.clone(),
+        page_type: r.page_type.clone(),
+        role: r.role.as_str().to_string(),
+        status: r.status.clone(),
+        domain,
+        scope: None,
+        heading: r.heading.clone(),
+        excerpt: truncate_chars(&excerpt, MAX_EXCERPT_CHARS),
+        line_start: r.line_start,
+        line_end: r.line_end,
+        qmd_rank: Some(r.vault_rank),
+        qmd_score: Some(r.confidence),
+        score: r.score,
+        match_reasons: r.match_reasons.clone(),
+        relation: String::new(),
+        relation_direction: None,
+        warnings: status_warnings(r.status.as_deref()),
+      }
+    })
+    .collect();
+  let mut source = Source { vaults, terms: query_terms(raw_query) };
+  let assembly =
+    AssemblyOptions { max_bundles, budget_chars: opts.budget_chars, typed_expansion: opts.typed_expansion };
+  let bundles = assemble(&candidates, &mut source, &assembly);
+  let admitted = bundles
+    .iter()
+    .flat_map(|b| b.evidence.iter().chain(&b.conflicts))
+    .filter(|i| i.qmd_rank.is_none())
+    .count();
+  trace.push(format!(
+    "memory:{} candidate(s) -> {} bundle(s), {admitted} admitted by relations (typed expansion {})",
+    candidates.len(),
+    bundles.len(),
+    if opts.typed_expansion { "on" } else { "off" }
+  ));
+  let mut diagnostics = response.diagnostics;
+  let context = if bundles.is_empty() && !candidates.is_empty() {
+    diagnostics.push(RecallDiagnostic {
+      code: "memory_budget_too_small".into(),
+      message: format!("no bundle fits {} characters; links-first context instead", opts.budget_chars),
+    });
+    render_links(&candidates, opts.budget_chars)
+  } else {
+    render_bundles(&bundles)
+  };
+  Ok(MemoryResponse { bundles, context, diagnostics, trace, mode: response.mode })
+}
