@@ -54,6 +54,8 @@ const wrapped = {
   readIndexStatus: reject(binding.readIndexStatus),
   downloadModel: reject((options) => binding.downloadModel(withAbortState(options))),
   runCli: reject(binding.runCli),
+  recoverIndex: reject(binding.recoverIndex),
+  ensureVaultId: reject(binding.ensureVaultId),
 }
 
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
@@ -61,11 +63,13 @@ const wrapped = {
 exports.__napiBindingTarget = binding.__napiBindingTarget
 exports.addOnnxRuntimeCandidates = binding.addOnnxRuntimeCandidates
 exports.configure = binding.configure
+exports.ensureVaultId = wrapped.ensureVaultId
 exports.downloadModel = wrapped.downloadModel
 exports.engineInfo = binding.engineInfo
 exports.modelStatus = binding.modelStatus
 exports.personalVaultPaths = binding.personalVaultPaths
 exports.readIndexStatus = wrapped.readIndexStatus
+exports.recoverIndex = wrapped.recoverIndex
 exports.recallWiki = wrapped.recallWiki
 exports.reindexWiki = wrapped.reindexWiki
 exports.resolveVaultPaths = binding.resolveVaultPaths

@@ -5,8 +5,11 @@
 //! second attempt from this process busy too, whatever the platform's lock granularity.
 //!
 //! `index.lock/owner.json = {pid, hostname, acquiredAt}` is written after the OS lock is held and
-//! removed before it is released: it tells a human who is writing. It is never read to decide
-//! anything (a crash leaves it behind; the next holder overwrites it).
+//! removed before it is released: it tells a human who is writing. Our own markers (they carry
+//! `engine`) are never read to decide anything (a crash leaves one behind; the next holder
+//! overwrites it). A marker *without* `engine` is the lock of the TypeScript release's QMD writer
+//! (the same directory and fields, its only lock): while its process is alive the store is busy
+//! for us too (see `migrate::foreign_writer`), so the two writers never interleave.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -29,6 +32,9 @@ pub struct LockOwner {
   pub hostname: String,
   /// When it was taken (RFC 3339).
   pub acquired_at: String,
+  /// `llm-wiki-retrieval` in this engine's markers; absent in the TypeScript release's lock.
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub engine: Option<String>,
 }
 
 /// Holds the store's writer lock until dropped.
@@ -85,8 +91,19 @@ pub fn acquire(layout: &StoreLayout) -> Result<StoreLock> {
       TryLockError::Error(e) => Error::io("lock", &path, e),
     });
   }
+  // A live writer of the TypeScript release holds the store through its marker alone.
+  if super::migrate::foreign_writer(layout).is_some() {
+    drop(file);
+    held().lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+    return Err(busy());
+  }
   let lock = StoreLock { file: Some(file), key, marker: layout.lock_marker_dir() };
-  let owner = LockOwner { pid: std::process::id(), hostname: host_name(), acquired_at: now_iso() };
+  let owner = LockOwner {
+    pid: std::process::id(),
+    hostname: host_name(),
+    acquired_at: now_iso(),
+    engine: Some(super::layout::ENGINE_NAME.to_string()),
+  };
   // The marker is informational: it is written without fsync (it costs a no-op reindex nothing
   // measurable), and failing to write it does not fail the lock.
   if let Ok(json) = serde_json::to_vec(&owner) {
