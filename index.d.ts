@@ -160,6 +160,13 @@ export interface EngineOptions {
   dense?: boolean | null
 }
 
+/**
+ * The vault's stable id from `config.json`, backfilled once (atomically, other keys kept) when
+ * absent. Rejects with `config_invalid` (missing, unreadable, malformed or non-object config)
+ * or `config_invalid_vault_id` (a `vault_id` that is not a v4 UUID), never touching the file.
+ */
+export declare function ensureVaultId(paths: VaultPaths): Promise<string>
+
 /** `{code, message, path?}` of an index warning or error. */
 export interface IndexIssue {
   code: string
@@ -348,6 +355,28 @@ export interface RecallWikiOptions {
   sentenceRescore?: boolean
 }
 
+/** One recovery finding (the extension's `KnowledgeDiagnostic` shape). */
+export interface RecoverDiagnostic {
+  severity: 'error' | 'warning' | 'info'
+  code: string
+  path: string
+  message: string
+}
+
+/**
+ * Start-up recovery of the active vault's store (the extension's `recoverQmdIndex`): under the
+ * writer lock, removes what an interrupted writer left and checks the published store. Resolves
+ * `{ok: false}` with `qmd_index_busy` (and `qmd_migration_deferred` when the TypeScript
+ * release's writer holds a QMD store) when the store is busy; never rebuilds anything.
+ */
+export declare function recoverIndex(paths: VaultPaths): Promise<RecoverResult>
+
+/** Result of `recoverIndex`: `ok` is false only when another writer holds the store. */
+export interface RecoverResult {
+  ok: boolean
+  diagnostics: Array<RecoverDiagnostic>
+}
+
 /** `onProgress` payload of `reindexWiki`: the vault root and its progress. */
 export interface ReindexProgressEvent {
   /** Root of the vault being indexed. */
@@ -446,10 +475,11 @@ export interface VaultPaths {
   rawTrajectories?: string
   /** Authoritative Markdown pages. */
   wiki?: string
-  /** Generated state; the retrieval index lives in `<meta>/retrieval`. */
+  /** Generated state. */
   meta?: string
   outputs?: string
   discoveries?: string
+  /** The index store directory (`<meta>/qmd` by default), where the extension looks for it. */
   qmd?: string
   qmdCurrent?: string
   qmdDocuments?: string
