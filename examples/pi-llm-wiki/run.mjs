@@ -1,6 +1,7 @@
 // `npm run test:client`: the real client, pi-llm-wiki, on this engine.
 //
-//  1. Copy the client snapshot (../shared/upstream/pi-llm-wiki, or $PI_LLM_WIKI_SRC) into a temp
+//  1. Copy the client snapshot ($PI_LLM_WIKI_SRC, else $LLM_WIKI_SHARED/upstream/pi-llm-wiki, else
+//     ../shared/upstream/pi-llm-wiki) into a temp
 //     dir and apply examples/pi-llm-wiki/client.patch (qmd-indexing.ts becomes a re-export of
 //     `llm-wiki-retrieval/qmd-indexing`; recall.ts, index.ts and mcp/operations.ts recall
 //     through `recallWiki`; the tests that asserted the old engine's internals are replaced,
@@ -40,9 +41,10 @@ export const TEST_FILES = [
   'test/retrieval-benchmark.test.ts',
 ]
 
-const src = path.resolve(process.env.PI_LLM_WIKI_SRC || path.join(repo, '..', 'shared', 'upstream', 'pi-llm-wiki'))
+const shared = process.env.LLM_WIKI_SHARED || path.join(repo, '..', 'shared')
+const src = path.resolve(process.env.PI_LLM_WIKI_SRC || path.join(shared, 'upstream', 'pi-llm-wiki'))
 if (!fs.existsSync(path.join(src, 'package.json'))) {
-  console.error(`client snapshot not found at ${src} (set PI_LLM_WIKI_SRC): skipped`)
+  console.error(`client snapshot not found at ${src} (set PI_LLM_WIKI_SRC or LLM_WIKI_SHARED): skipped`)
   process.exit(0)
 }
 
@@ -86,6 +88,9 @@ function stagePackage(dir) {
   }
   delete pkg.scripts
   delete pkg.devDependencies
+  // `--install-links` packs the directory by its `files`: the locally built binary must be listed
+  // (a published install gets it from the platform package instead).
+  pkg.files = [...pkg.files, ...binaries]
   fs.writeFileSync(path.join(dir, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`)
 }
 

@@ -115,6 +115,7 @@ pub fn acquire(layout: &StoreLayout) -> Result<StoreLock> {
 
 #[cfg(test)]
 mod tests {
+  use super::super::layout::ENGINE_NAME;
   use super::*;
   use std::io::{BufRead, BufReader};
   use std::process::{Command, Stdio};
@@ -168,7 +169,12 @@ mod tests {
     let a = acquire(&l).unwrap();
     // Someone rewrites or removes the marker (a crash leftover, a human, a pid namespace in which
     // the holder looks dead): the lock is still held.
-    let dead = LockOwner { pid: 0x7fff_fffe, hostname: host_name(), acquired_at: now_iso() };
+    let dead = LockOwner {
+      pid: 0x7fff_fffe,
+      hostname: host_name(),
+      acquired_at: now_iso(),
+      engine: Some(ENGINE_NAME.into()),
+    };
     crate::fsutil::write_json(&l.lock_marker_dir().join("owner.json"), &dead).unwrap();
     assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy");
     std::fs::remove_dir_all(l.lock_marker_dir()).unwrap();
@@ -184,7 +190,16 @@ mod tests {
   fn a_stale_marker_left_by_a_crash_does_not_block() {
     let (_t, l) = layout();
     std::fs::create_dir_all(l.lock_marker_dir()).unwrap();
-    std::fs::write(l.lock_marker_dir().join("owner.json"), "{corrupt").unwrap();
+    // Ours (a crash leaves the whole record: it is one small write) or empty (killed between
+    // creating and writing it). A corrupt marker without our `engine` is a TypeScript writer's
+    // and blocks (see `migrate::foreign_writer`).
+    let ours = serde_json::json!({"pid": 0x7fff_fffe_u32, "hostname": host_name(), "acquiredAt": "x", "engine": ENGINE_NAME});
+    std::fs::write(l.lock_marker_dir().join("owner.json"), ours.to_string()).unwrap();
+    let a = acquire(&l).unwrap();
+    assert_eq!(owner(&l).pid, std::process::id(), "the new holder rewrites the marker");
+    drop(a);
+    std::fs::create_dir_all(l.lock_marker_dir()).unwrap();
+    std::fs::write(l.lock_marker_dir().join("owner.json"), "").unwrap();
     let a = acquire(&l).unwrap();
     assert_eq!(owner(&l).pid, std::process::id(), "the new holder rewrites the marker");
     drop(a);
