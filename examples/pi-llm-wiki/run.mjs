@@ -16,7 +16,11 @@
 //     benchmark report retrieval-benchmark.json). Exits non-zero when tsc or a test fails.
 //
 // Options: --baseline (run the unpatched snapshot with its own engine instead: the "before"
-// figures; no tsc gate, failures expected), --keep (leave the temp dir), --out <dir>.
+// figures; no tsc gate, failures expected), --keep (leave the temp dir), --out <dir>,
+// --qmd-migration (also migrate a QMD store written by the snapshot's own, unpatched code:
+// builds QMD's better-sqlite3 from source with node-gyp and the Node 22 headers — a C compiler
+// and several minutes — then runs examples/pi-llm-wiki/qmd-migration.test.ts in an unpatched
+// copy; recorded as `qmdMigration` in the results).
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -27,6 +31,7 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const repo = path.resolve(here, '..', '..')
 const argv = process.argv.slice(2)
 const BASELINE = argv.includes('--baseline')
+const QMD_MIGRATION = argv.includes('--qmd-migration') && !BASELINE
 const KEEP = argv.includes('--keep')
 const outIdx = argv.indexOf('--out')
 const outDir = path.resolve(outIdx >= 0 ? argv[outIdx + 1] : path.join(repo, 'bench-results', 'client'))
@@ -155,6 +160,7 @@ function writeResults(result) {
     ...result.files.map((f) => `| ${f.file} | ${f.passed} | ${f.failed}${f.suiteError ? ' (suite error)' : ''} | ${f.skipped} |`),
     `| **total** | **${result.total.passed}** | **${result.total.failed}** | ${result.total.skipped} |`,
     '',
+    ...(result.qmdMigration ? [`Migration of a QMD store written by the unpatched snapshot's own code (qmd-migration.test.ts): ${result.qmdMigration}.`, ''] : []),
   ]
   const failing = result.files.filter((f) => f.failures.length > 0 || f.suiteError)
   if (failing.length > 0) {
@@ -212,6 +218,22 @@ try {
     [path.join(client, 'node_modules', 'vitest', 'vitest.mjs'), 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${reportFile}`, ...TEST_FILES],
     { cwd: client, env: { ...env, RETRIEVAL_ENGINE_REPORT: benchFile } },
   )
+  let qmdMigration
+  if (QMD_MIGRATION) {
+    // The snapshot's own QMD engine needs its native SQLite module: build it for Node 22.
+    const nodeDir = path.dirname(path.dirname(node))
+    const built = sh('npm', ['rebuild', 'better-sqlite3', `--nodedir=${nodeDir}`], {
+      cwd: client,
+      env: { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH}`, npm_config_build_from_source: 'true' },
+    })
+    const base = path.join(work, 'unpatched')
+    copyTree(src, base)
+    fs.symlinkSync(path.join(client, 'node_modules'), path.join(base, 'node_modules'), 'dir')
+    fs.copyFileSync(path.join(here, 'qmd-migration.test.ts'), path.join(base, 'test', 'qmd-migration.test.ts'))
+    const status =
+      built === 0 ? sh(node, [path.join(client, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/qmd-migration.test.ts'], { cwd: base, env }) : 1
+    qmdMigration = built !== 0 ? 'better-sqlite3 could not be built' : status === 0 ? 'pass' : 'fail'
+  }
   const report = fs.existsSync(reportFile) ? JSON.parse(fs.readFileSync(reportFile, 'utf8')) : { testResults: [] }
   const files = perFile(report, client)
   const total = files.reduce((t, f) => ({ passed: t.passed + f.passed, failed: t.failed + f.failed, skipped: t.skipped + f.skipped }), { passed: 0, failed: 0, skipped: 0 })
@@ -224,12 +246,13 @@ try {
     files,
     total,
     benchmark: fs.existsSync(benchFile) ? JSON.parse(fs.readFileSync(benchFile, 'utf8')) : undefined,
+    qmdMigration,
     seconds: Math.round((Date.now() - started) / 1000),
   }
   writeResults(result)
   console.log(JSON.stringify({ tsc: result.tsc, total, files: files.map((f) => `${f.file} ${f.passed}/${f.failed}`) }, null, 2))
   const suiteErrors = files.some((f) => f.suiteError)
-  exitCode = BASELINE ? 0 : tscStatus === 0 && total.failed === 0 && !suiteErrors && total.passed > 0 ? 0 : 1
+  exitCode = BASELINE ? 0 : tscStatus === 0 && total.failed === 0 && !suiteErrors && total.passed > 0 && qmdMigration !== 'fail' ? 0 : 1
 } catch (err) {
   console.error(err)
   exitCode = 1
