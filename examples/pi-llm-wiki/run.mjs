@@ -152,7 +152,7 @@ function writeResults(result) {
   const lines = [
     `# pi-llm-wiki client tests ${BASELINE ? 'as shipped (its own engine)' : 'on llm-wiki-retrieval (patched)'}`,
     '',
-    `Command: \`node examples/pi-llm-wiki/run.mjs${BASELINE ? ' --baseline' : ''}\` (\`npm run test:client\`). Node ${result.node}, ` +
+    `Command: \`node examples/pi-llm-wiki/run.mjs${argv.length ? ` ${argv.join(' ')}` : ''}\` (\`npm run test:client\`). Node ${result.node}, ` +
       `client snapshot ${result.snapshot}, ${result.date}. tsc --noEmit: ${result.tsc}.`,
     '',
     '| file | passed | failed | skipped |',
