@@ -57,6 +57,8 @@ const wrapped = {
   recallMemory: reject((paths, rawQuery, opts) => binding.recallMemory(paths, rawQuery, withAbortState(opts))),
   neighbours: reject(binding.neighbours),
   linkPath: reject(binding.linkPath),
+  recoverIndex: reject(binding.recoverIndex),
+  ensureVaultId: reject(binding.ensureVaultId),
 }
 
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
@@ -64,6 +66,7 @@ const wrapped = {
 exports.__napiBindingTarget = binding.__napiBindingTarget
 exports.addOnnxRuntimeCandidates = binding.addOnnxRuntimeCandidates
 exports.configure = binding.configure
+exports.ensureVaultId = wrapped.ensureVaultId
 exports.downloadModel = wrapped.downloadModel
 exports.engineInfo = binding.engineInfo
 exports.linkPath = wrapped.linkPath
@@ -72,6 +75,7 @@ exports.neighbours = wrapped.neighbours
 exports.personalVaultPaths = binding.personalVaultPaths
 exports.readIndexStatus = wrapped.readIndexStatus
 exports.recallMemory = wrapped.recallMemory
+exports.recoverIndex = wrapped.recoverIndex
 exports.recallWiki = wrapped.recallWiki
 exports.reindexWiki = wrapped.reindexWiki
 exports.resolveVaultPaths = binding.resolveVaultPaths

@@ -115,7 +115,7 @@ export function topicPages(n, { salt = 'q', type = 'concept', dir = 'concepts' }
 /** Absolute locations of a vault created by `makeVault`. */
 export function vaultInfo(root) {
   const dotWiki = path.join(root, '.llm-wiki')
-  const store = path.join(dotWiki, 'meta', 'retrieval')
+  const store = path.join(dotWiki, 'meta', 'qmd')
   return {
     root,
     paths: { root },

@@ -103,19 +103,20 @@ describe('lock held by another process', { skip: NEEDS_HOOKS }, () => {
     }
   })
 
-  test('the marker is never trusted: a stale, foreign, corrupt or live-looking owner file blocks nothing', async () => {
+  test('our own marker is never trusted: a stale or live-looking owner file of this engine blocks nothing', async () => {
     const v = makeVault(path.join(base, 'v'), { pages: topicPages(2) })
     const dead = spawnSleeper()
     await dead.kill()
     const alive = spawnSleeper()
     try {
+      const engine = 'llm-wiki-retrieval'
       const owners = [
-        { pid: process.pid, hostname: os.hostname(), acquiredAt: new Date().toISOString() },
-        { pid: alive.pid, hostname: os.hostname(), acquiredAt: new Date().toISOString() },
-        { pid: dead.pid, hostname: `not-${os.hostname()}`, acquiredAt: new Date().toISOString() },
+        { pid: process.pid, hostname: os.hostname(), acquiredAt: new Date().toISOString(), engine },
+        { pid: alive.pid, hostname: os.hostname(), acquiredAt: new Date().toISOString(), engine },
+        { pid: dead.pid, hostname: `not-${os.hostname()}`, acquiredAt: new Date().toISOString(), engine },
+        // A marker without `engine` whose process is gone (a dead writer of the TypeScript release).
         { pid: dead.pid, hostname: os.hostname(), acquiredAt: new Date(0).toISOString() },
-        '{corrupt',
-        JSON.stringify({ hostname: os.hostname() }),
+        '',
       ]
       for (const owner of owners) {
         writeOwner(v, owner)
@@ -127,6 +128,34 @@ describe('lock held by another process', { skip: NEEDS_HOOKS }, () => {
       // An empty marker directory (a crash before the owner file was written) blocks nothing either.
       fs.mkdirSync(v.lockDir)
       assert.equal((await reindexOne(v.paths)).ok, true)
+    } finally {
+      await alive.kill()
+    }
+  })
+
+  test('a lock of the TypeScript release (no engine field) blocks while its process lives, and is never broken', async () => {
+    const v = makeVault(path.join(base, 'v'), { pages: topicPages(2) })
+    const alive = spawnSleeper()
+    try {
+      const owners = [
+        { pid: alive.pid, hostname: os.hostname(), acquiredAt: new Date().toISOString() },
+        { pid: process.pid, hostname: os.hostname(), acquiredAt: new Date().toISOString() },
+        { pid: 1, hostname: `not-${os.hostname()}`, acquiredAt: new Date().toISOString() },
+        '{corrupt',
+        JSON.stringify({ hostname: os.hostname() }),
+      ]
+      for (const owner of owners) {
+        writeOwner(v, owner)
+        const r = await reindexOne(v.paths)
+        assertBusy(r)
+        const written = fs.readFileSync(path.join(v.lockDir, 'owner.json'), 'utf8')
+        assert.equal(written, typeof owner === 'string' ? owner : JSON.stringify(owner), 'a lock we do not own is left as it was')
+      }
+      await alive.kill()
+      writeOwner(v, { pid: alive.pid, hostname: os.hostname(), acquiredAt: new Date().toISOString() })
+      const r = await reindexOne(v.paths)
+      assert.equal(r.ok, true, 'its process died: the store is ours again')
+      assert.equal(fs.existsSync(v.lockDir), false)
     } finally {
       await alive.kill()
     }

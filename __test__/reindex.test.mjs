@@ -236,7 +236,7 @@ describe('document counts', () => {
     assert.deepEqual(res.components, ['lexical', 'vectors'], 'default components')
   })
 
-  test('legacy layout: pages under <root>/wiki, index under <root>/meta/retrieval', async () => {
+  test('legacy layout: pages under <root>/wiki, index under <root>/meta/qmd', async () => {
     const root = path.join(base, 'legacy')
     fs.mkdirSync(path.join(root, '.wiki'), { recursive: true })
     fs.writeFileSync(path.join(root, '.wiki', 'config.json'), JSON.stringify({ name: 'Legacy' }))
@@ -245,7 +245,7 @@ describe('document counts', () => {
     const r = await reindexOne({ root })
     assert.equal(r.ok, true, JSON.stringify(r.errors))
     assert.equal(r.status.totalDocuments, 1)
-    assert.ok(fs.existsSync(path.join(currentStoreDir(path.join(root, 'meta', 'retrieval')), 'state.json')))
+    assert.ok(fs.existsSync(path.join(currentStoreDir(path.join(root, 'meta', 'qmd')), 'state.json')))
     assert.match(readJson(path.join(root, '.wiki', 'config.json')).vault_id, UUID_V4)
     const rec = await addon.recallWiki({ root }, 'zxlegacyvor', {
       policy: { includePersonal: false, minScore: 0.25, maxPerVault: 10, maxResults: 5 },

@@ -449,3 +449,28 @@ pub fn download_model<'env>(
     })
   })
 }
+
+// ── Client compatibility (issue 12): recovery and vault identity ───────────────────────────
+
+/// Start-up recovery of the active vault's store (the extension's `recoverQmdIndex`): under the
+/// writer lock, removes what an interrupted writer left and checks the published store. Resolves
+/// `{ok: false}` with `qmd_index_busy` (and `qmd_migration_deferred` when the TypeScript
+/// release's writer holds a QMD store) when the store is busy; never rebuilds anything.
+#[napi(catch_unwind, ts_return_type = "Promise<RecoverResult>")]
+pub fn recover_index<'env>(env: &'env Env, paths: VaultPaths) -> Result<PromiseRaw<'env, RecoverResult>> {
+  task::spawn(env, None, task::Priority::Interactive, move || {
+    let paths = paths.to_core()?;
+    Ok(RecoverResult::from(llm_wiki_core::store::recover::recover_index(&paths)))
+  })
+}
+
+/// The vault's stable id from `config.json`, backfilled once (atomically, other keys kept) when
+/// absent. Rejects with `config_invalid` (missing, unreadable, malformed or non-object config)
+/// or `config_invalid_vault_id` (a `vault_id` that is not a v4 UUID), never touching the file.
+#[napi(catch_unwind, ts_return_type = "Promise<string>")]
+pub fn ensure_vault_id<'env>(env: &'env Env, paths: VaultPaths) -> Result<PromiseRaw<'env, String>> {
+  task::spawn(env, None, task::Priority::Interactive, move || {
+    let paths = paths.to_core()?;
+    llm_wiki_core::vault::config::ensure_vault_id(&paths).map_err(core_err)
+  })
+}

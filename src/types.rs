@@ -28,10 +28,11 @@ pub struct VaultPaths {
   pub raw_trajectories: Option<String>,
   /// Authoritative Markdown pages.
   pub wiki: Option<String>,
-  /// Generated state; the retrieval index lives in `<meta>/retrieval`.
+  /// Generated state.
   pub meta: Option<String>,
   pub outputs: Option<String>,
   pub discoveries: Option<String>,
+  /// The index store directory (`<meta>/qmd` by default), where the extension looks for it.
   pub qmd: Option<String>,
   pub qmd_current: Option<String>,
   pub qmd_documents: Option<String>,
@@ -74,7 +75,18 @@ impl VaultPaths {
     set(&mut p.meta, "meta", &self.meta)?;
     set(&mut p.outputs, "outputs", &self.outputs)?;
     set(&mut p.discoveries, "discoveries", &self.discoveries)?;
-    set(&mut p.qmd, "qmd", &self.qmd)?;
+    // The store follows `meta` when only `meta` is given (`<meta>/qmd`), and `qmd` when given.
+    if self.meta.is_some() || self.qmd.is_some() {
+      let qmd = match &self.qmd {
+        Some(v) => abs("qmd", v)?,
+        None => p.meta.join("qmd"),
+      };
+      p.qmd_current = qmd.join("current");
+      p.qmd_documents = qmd.join("documents");
+      p.qmd_manifest = qmd.join("manifest.json");
+      p.qmd_swap = qmd.join("swap.json");
+      p.qmd = qmd;
+    }
     set(&mut p.qmd_current, "qmdCurrent", &self.qmd_current)?;
     set(&mut p.qmd_documents, "qmdDocuments", &self.qmd_documents)?;
     set(&mut p.qmd_manifest, "qmdManifest", &self.qmd_manifest)?;
@@ -656,4 +668,36 @@ pub struct DownloadedModel {
   #[napi(ts_type = "'embed' | 'rerank'")]
   pub kind: String,
   pub dims: u32,
+}
+
+// ── Client compatibility (issue 12): start-up recovery of a store ─────────────────────────
+
+/// One recovery finding (the extension's `KnowledgeDiagnostic` shape).
+#[napi(object)]
+pub struct RecoverDiagnostic {
+  #[napi(ts_type = "'error' | 'warning' | 'info'")]
+  pub severity: String,
+  pub code: String,
+  pub path: String,
+  pub message: String,
+}
+
+/// Result of `recoverIndex`: `ok` is false only when another writer holds the store.
+#[napi(object)]
+pub struct RecoverResult {
+  pub ok: bool,
+  pub diagnostics: Vec<RecoverDiagnostic>,
+}
+
+impl From<llm_wiki_core::store::recover::RecoverResult> for RecoverResult {
+  fn from(r: llm_wiki_core::store::recover::RecoverResult) -> Self {
+    RecoverResult {
+      ok: r.ok,
+      diagnostics: r
+        .diagnostics
+        .into_iter()
+        .map(|d| RecoverDiagnostic { severity: d.severity, code: d.code, path: d.path, message: d.message })
+        .collect(),
+    }
+  }
 }

@@ -1,9 +1,10 @@
-//! On-disk layout of a vault's index store, `<meta>/retrieval/` (format 2):
+//! On-disk layout of a vault's index store, `paths.qmd` = `<meta>/qmd/` by default (format 2):
 //!
 //! ```text
-//! <meta>/retrieval/
+//! <meta>/qmd/
 //!   writer.lock               empty file; the OS advisory lock of the one writer (see `lock.rs`)
-//!   index.lock/owner.json     {pid, hostname, acquiredAt} of the writer: a marker for humans only
+//!   index.lock/owner.json     {pid, hostname, acquiredAt, engine} of the writer: a marker for humans
+//!                             (without `engine`: the TypeScript release's lock, see `migrate.rs`)
 //!   CURRENT                   name of the live store directory, replaced atomically (one line)
 //!   last-error.json           {code, message, manifestHash?, at} of the last failed reindex
 //!   store-<uuid>/             a store directory: live when CURRENT names it, else being built
@@ -34,10 +35,10 @@ pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Engine name reported in status (`qmdVersion` keeps its name for compatibility).
 pub const ENGINE_NAME: &str = "llm-wiki-retrieval";
 
-/// Paths inside one store root (`<meta>/retrieval`).
+/// Paths inside one store root (`paths.qmd`, `<meta>/qmd` by default).
 #[derive(Debug, Clone)]
 pub struct StoreLayout {
-  /// `<meta>/retrieval`.
+  /// `paths.qmd` (`<meta>/qmd` by default).
   pub dir: PathBuf,
 }
 
@@ -101,7 +102,7 @@ pub enum Pointer {
 }
 
 impl StoreLayout {
-  /// The layout under `dir` (`<meta>/retrieval`).
+  /// The layout under `dir` (`paths.qmd`, `<meta>/qmd` by default).
   pub fn new(dir: impl Into<PathBuf>) -> Self {
     StoreLayout { dir: dir.into() }
   }
@@ -161,15 +162,16 @@ impl StoreLayout {
     self.dir_names(is_store_name)
   }
 
-  /// Directories and files of the format-1 layout (`current/`, `previous/`, `staging-*/`,
-  /// `swap.json`) present in the store root.
+  /// Directories and files of the format-1 layout, which is also the layout of the TypeScript
+  /// release's QMD store (`current/`, `previous/`, `staging-*/`, `swap.json`, and QMD's page
+  /// mirror `documents/` and `manifest.json`), present in the store root.
   pub fn legacy_entries(&self) -> Vec<PathBuf> {
     std::fs::read_dir(&self.dir)
       .into_iter()
       .flatten()
       .flatten()
       .map(|e| e.file_name().to_string_lossy().into_owned())
-      .filter(|n| matches!(n.as_str(), "current" | "previous" | "swap.json") || is_legacy_staging_name(n))
+      .filter(|n| is_legacy_entry_name(n))
       .map(|n| self.dir.join(n))
       .collect()
   }
@@ -198,6 +200,12 @@ fn has_uuid_suffix(name: &str, prefix: &str) -> bool {
 /// `store-` followed by a UUID.
 pub fn is_store_name(name: &str) -> bool {
   has_uuid_suffix(name, "store-")
+}
+
+/// A name of the format-1 / QMD layout (see [`StoreLayout::legacy_entries`]).
+pub fn is_legacy_entry_name(name: &str) -> bool {
+  matches!(name, "current" | "previous" | "swap.json" | "documents" | "manifest.json")
+    || is_legacy_staging_name(name)
 }
 
 /// A format-1 staging directory name.

@@ -5,8 +5,11 @@
 //! second attempt from this process busy too, whatever the platform's lock granularity.
 //!
 //! `index.lock/owner.json = {pid, hostname, acquiredAt}` is written after the OS lock is held and
-//! removed before it is released: it tells a human who is writing. It is never read to decide
-//! anything (a crash leaves it behind; the next holder overwrites it).
+//! removed before it is released: it tells a human who is writing. Our own markers (they carry
+//! `engine`) are never read to decide anything (a crash leaves one behind; the next holder
+//! overwrites it). A marker *without* `engine` is the lock of the TypeScript release's QMD writer
+//! (the same directory and fields, its only lock): while its process is alive the store is busy
+//! for us too (see `migrate::foreign_writer`), so the two writers never interleave.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -29,6 +32,9 @@ pub struct LockOwner {
   pub hostname: String,
   /// When it was taken (RFC 3339).
   pub acquired_at: String,
+  /// `llm-wiki-retrieval` in this engine's markers; absent in the TypeScript release's lock.
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub engine: Option<String>,
 }
 
 /// Holds the store's writer lock until dropped.
@@ -85,8 +91,19 @@ pub fn acquire(layout: &StoreLayout) -> Result<StoreLock> {
       TryLockError::Error(e) => Error::io("lock", &path, e),
     });
   }
+  // A live writer of the TypeScript release holds the store through its marker alone.
+  if super::migrate::foreign_writer(layout).is_some() {
+    drop(file);
+    held().lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+    return Err(busy());
+  }
   let lock = StoreLock { file: Some(file), key, marker: layout.lock_marker_dir() };
-  let owner = LockOwner { pid: std::process::id(), hostname: host_name(), acquired_at: now_iso() };
+  let owner = LockOwner {
+    pid: std::process::id(),
+    hostname: host_name(),
+    acquired_at: now_iso(),
+    engine: Some(super::layout::ENGINE_NAME.to_string()),
+  };
   // The marker is informational: it is written without fsync (it costs a no-op reindex nothing
   // measurable), and failing to write it does not fail the lock.
   if let Ok(json) = serde_json::to_vec(&owner) {
@@ -98,6 +115,7 @@ pub fn acquire(layout: &StoreLayout) -> Result<StoreLock> {
 
 #[cfg(test)]
 mod tests {
+  use super::super::layout::ENGINE_NAME;
   use super::*;
   use std::io::{BufRead, BufReader};
   use std::process::{Command, Stdio};
@@ -151,7 +169,12 @@ mod tests {
     let a = acquire(&l).unwrap();
     // Someone rewrites or removes the marker (a crash leftover, a human, a pid namespace in which
     // the holder looks dead): the lock is still held.
-    let dead = LockOwner { pid: 0x7fff_fffe, hostname: host_name(), acquired_at: now_iso() };
+    let dead = LockOwner {
+      pid: 0x7fff_fffe,
+      hostname: host_name(),
+      acquired_at: now_iso(),
+      engine: Some(ENGINE_NAME.into()),
+    };
     crate::fsutil::write_json(&l.lock_marker_dir().join("owner.json"), &dead).unwrap();
     assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy");
     std::fs::remove_dir_all(l.lock_marker_dir()).unwrap();
@@ -167,7 +190,16 @@ mod tests {
   fn a_stale_marker_left_by_a_crash_does_not_block() {
     let (_t, l) = layout();
     std::fs::create_dir_all(l.lock_marker_dir()).unwrap();
-    std::fs::write(l.lock_marker_dir().join("owner.json"), "{corrupt").unwrap();
+    // Ours (a crash leaves the whole record: it is one small write) or empty (killed between
+    // creating and writing it). A corrupt marker without our `engine` is a TypeScript writer's
+    // and blocks (see `migrate::foreign_writer`).
+    let ours = serde_json::json!({"pid": 0x7fff_fffe_u32, "hostname": host_name(), "acquiredAt": "x", "engine": ENGINE_NAME});
+    std::fs::write(l.lock_marker_dir().join("owner.json"), ours.to_string()).unwrap();
+    let a = acquire(&l).unwrap();
+    assert_eq!(owner(&l).pid, std::process::id(), "the new holder rewrites the marker");
+    drop(a);
+    std::fs::create_dir_all(l.lock_marker_dir()).unwrap();
+    std::fs::write(l.lock_marker_dir().join("owner.json"), "").unwrap();
     let a = acquire(&l).unwrap();
     assert_eq!(owner(&l).pid, std::process::id(), "the new holder rewrites the marker");
     drop(a);

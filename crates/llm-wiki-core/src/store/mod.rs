@@ -1,5 +1,6 @@
-//! One index store per vault under `<meta>/retrieval/` (layout in [`layout`]): lock, manifest,
-//! lexical index, vectors, the `CURRENT` swap, status and the reindex that ties them together.
+//! One index store per vault under `paths.qmd` (`<meta>/qmd/` by default; layout in [`layout`]):
+//! lock, manifest, lexical index, vectors, the `CURRENT` swap, status, the reindex that ties them
+//! together, start-up recovery and the migration from the TypeScript release's QMD store.
 
 pub mod embedding;
 pub mod generation;
@@ -8,6 +9,8 @@ pub mod layout;
 pub mod lexical;
 pub mod lock;
 pub mod manifest;
+pub mod migrate;
+pub mod recover;
 pub mod reindex;
 pub mod state;
 pub mod status;

@@ -427,7 +427,17 @@ pub fn reindex_vault(paths: &VaultPaths, opts: &ReindexOptions) -> ReindexResult
   let layout = StoreLayout::new(paths.retrieval());
   // Never waits: a vault being indexed (by this process or another) answers busy at once.
   let outcome = match lock::acquire(&layout) {
-    Err(e) => Err((e, false)),
+    Err(e) => {
+      // A live writer of the TypeScript release: its QMD store migrates on a later run.
+      if matches!(e, Error::IndexBusy(_))
+        && super::migrate::foreign_writer(&layout).is_some()
+        && super::migrate::qmd_store_pending(&layout)
+      {
+        let d = super::recover::deferred(&layout);
+        res.warnings.push(IndexIssue::new(&d.code, d.message).at(d.path));
+      }
+      Err((e, false))
+    }
     Ok(_store_lock) => {
       crash_point("locked");
       run_locked(paths, &layout, opts, &components, &mut res)

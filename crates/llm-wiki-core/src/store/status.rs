@@ -306,7 +306,10 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   // 2. Missing (a format-1 store is stale: it needs a rebuild, and recall skips it meanwhile).
   let Some(state) = state else {
     if legacy_store {
-      issues.push(IndexIssue::new("qmd_index_stale", "Index format or engine changed; index needs rebuild"));
+      issues.push(IndexIssue::new(
+        "qmd_index_stale",
+        "Index format or engine changed (a QMD store of the TypeScript release awaits migration); index needs rebuild",
+      ));
       st.state = IndexState::Stale;
       st.repair_components = vec![Component::Lexical];
     } else {

@@ -114,9 +114,12 @@ impl VaultPaths {
     self.dot_wiki.join("config.json")
   }
 
-  /// Our index store: `<meta>/retrieval`.
+  /// Our index store: the directory the extension's `VaultPaths.qmd` names (`<meta>/qmd` by
+  /// default), where the extension's status, lint and tools look for the generated index. A
+  /// store of the TypeScript release (QMD) in the same directory stays readable until this
+  /// engine publishes its own index, then is removed (see `store::migrate`).
   pub fn retrieval(&self) -> PathBuf {
-    self.meta.join("retrieval")
+    self.qmd.clone()
   }
 }
 
@@ -202,7 +205,7 @@ mod tests {
     assert_eq!(p.raw_trajectories, Path::new("/v/.llm-wiki/raw/trajectories"));
     assert_eq!(p.discoveries, Path::new("/v/.llm-wiki/.discoveries"));
     assert_eq!(p.qmd_swap, Path::new("/v/.llm-wiki/meta/qmd/swap.json"));
-    assert_eq!(p.retrieval(), Path::new("/v/.llm-wiki/meta/retrieval"));
+    assert_eq!(p.retrieval(), Path::new("/v/.llm-wiki/meta/qmd"));
     assert_eq!(p.config_file(), Path::new("/v/.llm-wiki/config.json"));
   }
 
