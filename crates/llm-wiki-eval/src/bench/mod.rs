@@ -61,11 +61,14 @@ mod gates;
 mod index;
 mod pi;
 mod precision;
+mod prompts;
 mod queries;
 mod report;
 mod scale;
 
-pub use self::{collection::*, gates::*, index::*, pi::*, precision::*, queries::*, report::*, scale::*};
+pub use self::{
+  collection::*, gates::*, index::*, pi::*, precision::*, prompts::*, queries::*, report::*, scale::*,
+};
 
 /// Schema tag of every JSON file the harness writes.
 pub const SCHEMA: &str = "llm-wiki-bench/1";
@@ -129,6 +132,9 @@ pub struct BenchCommon {
   pub temp_root: Option<PathBuf>,
   /// Quality mode rescoring by sentence windows (the opt-in ablation).
   pub sentence_rescore: bool,
+  /// Keep vault copies under this directory, one per label, and reuse them: a rerun reindexes
+  /// incrementally (unchanged chunks keep their vectors), so indexing figures are not cold.
+  pub reuse_dir: Option<PathBuf>,
   pub log: Log,
 }
 
@@ -141,6 +147,7 @@ impl BenchCommon {
       keep_temp: false,
       temp_root: None,
       sentence_rescore: false,
+      reuse_dir: None,
       log: stderr_log(),
     }
   }
@@ -159,6 +166,12 @@ impl BenchCommon {
   }
 
   fn temp(&self, label: &str) -> Result<TempDir> {
+    if let Some(dir) = &self.reuse_dir {
+      let path = std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?.join(label);
+      create_dir(&path)?;
+      self.say(format!("reusing vault copy at {} (indexing figures are incremental, not cold)", path.display()));
+      return Ok(TempDir { path, keep: true });
+    }
     let root = match &self.temp_root {
       Some(r) => std::path::absolute(r).map_err(|e| Error::io("resolve", r, e))?,
       None => std::env::temp_dir(),
