@@ -28,8 +28,9 @@ pub fn idf(df: u64, n: u64) -> f64 {
 /// above the automatic floor. Chosen on the pi train queries and the written dev prompts.
 pub const NAMED_PAGE_CONFIDENCE: f64 = 0.60;
 /// Salient weight (in units of the largest idf) a name must carry for [`NAMED_PAGE_CONFIDENCE`]:
-/// a title made of words common in the vault is not a name.
-pub const NAMED_PAGE_MIN_UNITS: f64 = 0.5;
+/// a title made only of words found in most of the vault's sections is not a name (0.2 units is a
+/// word in about half the sections of a 22-page vault, a fifth of those of a 5,000-page one).
+pub const NAMED_PAGE_MIN_UNITS: f64 = 0.2;
 
 /// tantivy's BM25 `k1`: a term's contribution approaches `idf × (k1 + 1)` as its frequency grows.
 pub const BM25_K1: f64 = 1.2;
@@ -110,13 +111,16 @@ impl DenseCalibration {
   }
 }
 
-/// Hybrid confidence: the dense evidence, lifted by lexical coverage by at most
+/// Hybrid confidence: the dense evidence, lifted by lexical confidence by at most
 /// [`LEXICAL_LIFT`] (shared words alone must not make an unrelated note look certain); an exact
-/// identity match is certain either way.
-pub fn hybrid_confidence(lexical: f64, dense: f64, exact: bool) -> f64 {
+/// identity match is certain either way, and a page the query names keeps
+/// [`NAMED_PAGE_CONFIDENCE`] (a name is not a shared word).
+pub fn hybrid_confidence(lexical: f64, dense: f64, exact: bool, named: bool) -> f64 {
   let c = dense.max(lexical.min(dense + LEXICAL_LIFT)).clamp(0.0, 1.0);
   if exact {
     c.max(EXACT_MATCH_CONFIDENCE)
+  } else if named {
+    c.max(NAMED_PAGE_CONFIDENCE)
   } else {
     c
   }
@@ -168,9 +172,11 @@ mod tests {
     assert!((dense_confidence(0.55) - 0.5).abs() < 1e-12);
     assert_eq!(dense_confidence(0.95), 1.0);
     // Lexical coverage alone cannot exceed the dense evidence by more than the lift.
-    assert!((hybrid_confidence(1.0, 0.1, false) - 0.35).abs() < 1e-12);
-    assert_eq!(hybrid_confidence(0.2, 0.6, false), 0.6);
-    assert_eq!(hybrid_confidence(0.0, 0.0, true), EXACT_MATCH_CONFIDENCE);
+    assert!((hybrid_confidence(1.0, 0.1, false, false) - 0.35).abs() < 1e-12);
+    assert_eq!(hybrid_confidence(0.2, 0.6, false, false), 0.6);
+    assert_eq!(hybrid_confidence(0.0, 0.0, true, false), EXACT_MATCH_CONFIDENCE);
+    assert_eq!(hybrid_confidence(0.6, 0.1, false, true), NAMED_PAGE_CONFIDENCE);
+    assert_eq!(hybrid_confidence(0.6, 0.8, false, true), 0.8);
   }
 
   #[test]

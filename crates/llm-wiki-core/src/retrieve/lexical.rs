@@ -81,9 +81,12 @@ pub fn names_page(query_key: &str, entry: &ManifestEntry, salient: &SalientTerms
   let padded = format!(" {query_key} ");
   std::iter::once(&entry.meta.title).chain(entry.meta.aliases.iter()).any(|name| {
     let key = identity_key(name);
+    // CJK text has no spaces between words: a CJK name matches as a substring.
+    let cjk = key.chars().any(|c| !c.is_ascii() && c.is_alphabetic() && c > '\u{2E80}');
+    let contained = if cjk { query_key.contains(&key) } else { padded.contains(&format!(" {key} ")) };
     key.chars().count() >= 3
       && key != query_key
-      && padded.contains(&format!(" {key} "))
+      && contained
       && salient.units_of(&query_terms(name)) >= NAMED_PAGE_MIN_UNITS
   })
 }

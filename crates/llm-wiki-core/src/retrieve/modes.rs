@@ -156,6 +156,9 @@ fn lexical_hits(cands: Vec<LexicalCandidate>) -> Vec<VaultHit> {
       if let Some(e) = c.exact {
         reasons.push(e.reason().to_string());
       }
+      if c.named {
+        reasons.push("named_in_query".into());
+      }
       reasons
         .push(format!("lexical: {}/{} terms, coverage {:.2}", c.matched_terms, c.total_terms, c.coverage));
       reasons.extend(c.matched_fields.iter().map(|f| format!("field:{f}")));
@@ -238,7 +241,9 @@ fn fuse_hits(
         ctx.snap.manifest.entries.get(&page_id).and_then(|e| exact_match(ctx.query, &page_id, e))
       });
       let lex_conf = lx.map(|c| c.confidence).unwrap_or(0.0);
-      let confidence = hybrid_confidence(lex_conf, dense.calibration.confidence(cos as f64), exact.is_some());
+      let named = lx.is_some_and(|c| c.named);
+      let confidence =
+        hybrid_confidence(lex_conf, dense.calibration.confidence(cos as f64), exact.is_some(), named);
       let mut reasons = Vec::new();
       if let Some(e) = exact {
         reasons.push(e.reason().to_string());
@@ -252,6 +257,9 @@ fn fuse_hits(
           c.coverage
         ));
         reasons.extend(c.matched_fields.iter().map(|f| format!("field:{f}")));
+        if c.named {
+          reasons.push("named_in_query".into());
+        }
       }
       if let Some(d) = dense_by.get(page_id.as_str()) {
         reasons.push(format!("dense: rank {}, cosine {:.3}", d.rank + 1, d.cosine));
