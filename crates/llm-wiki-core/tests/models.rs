@@ -386,7 +386,13 @@ fn manifest_max_batch_limits_inference_batches() {
 
 /// A model directory around one of the tiny fixtures of `scripts/make_tiny_heads.py` (their
 /// 97-row embedding table works with any BERT tokenizer; MiniLM's is borrowed).
-fn tiny_head(root: &Path, dir: &Path, onnx: &str, positive: Option<usize>, calibration: Option<serde_json::Value>) {
+fn tiny_head(
+  root: &Path,
+  dir: &Path,
+  onnx: &str,
+  positive: Option<usize>,
+  calibration: Option<serde_json::Value>,
+) {
   use llm_wiki_core::store::manifest::sha256_hex;
   fs::create_dir_all(dir).unwrap();
   let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-heads");
@@ -435,7 +441,8 @@ fn cross_encoder_reads_the_positive_class_of_two_class_heads() {
   let one = load("one", "one-class.onnx", None, None).unwrap().logits(q, &passages, None).unwrap();
   let two = load("two", "two-class.onnx", None, None).unwrap().logits(q, &passages, None).unwrap();
   let two_neg = load("two-neg", "two-class.onnx", Some(0), None).unwrap().logits(q, &passages, None).unwrap();
-  let spread = one.iter().cloned().fold(f32::NEG_INFINITY, f32::max) - one.iter().cloned().fold(f32::INFINITY, f32::min);
+  let spread =
+    one.iter().cloned().fold(f32::NEG_INFINITY, f32::max) - one.iter().cloned().fold(f32::INFINITY, f32::min);
   assert!(spread > 0.01, "the fixture must separate passages: {one:?}");
   for i in 0..passages.len() {
     assert!((one[i] - two[i]).abs() < 1e-4, "pair {i}: one-class {} vs two-class {}", one[i], two[i]);

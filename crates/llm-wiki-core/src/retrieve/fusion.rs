@@ -110,7 +110,11 @@ pub fn weighted_rrf(lists: &[(&[String], f64)]) -> Vec<(String, f64)> {
 /// stray words hardly counts. The dense side is already absolute (calibrated cosine), so a weak
 /// dense list (cosines bunched near the floor) moves little, and a confident one dominates;
 /// equal-weight RRF instead lets a weak list pull a strong one down. Ties: by page id.
-pub fn evidence_fusion(lexical: &[(String, f64)], lexical_trust: f64, dense: &[(String, f64)]) -> Vec<(String, f64)> {
+pub fn evidence_fusion(
+  lexical: &[(String, f64)],
+  lexical_trust: f64,
+  dense: &[(String, f64)],
+) -> Vec<(String, f64)> {
   let best = lexical.iter().map(|(_, s)| *s).fold(0.0f64, f64::max);
   let mut scores: Vec<(String, f64)> = Vec::new();
   let mut index = std::collections::HashMap::new();

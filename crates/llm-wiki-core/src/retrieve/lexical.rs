@@ -189,7 +189,8 @@ pub fn lexical_candidates(
       best_section: best,
       coverage: cov,
       confidence: {
-        let c = lexical_confidence(cov, bm25_strength(bm25 as f64, salient.reference_weight()), exact.is_some());
+        let c =
+          lexical_confidence(cov, bm25_strength(bm25 as f64, salient.reference_weight()), exact.is_some());
         if named {
           c.max(NAMED_PAGE_CONFIDENCE)
         } else {

@@ -292,7 +292,9 @@ fn evidence_fusion_of(
   let cal = &dense.calibration;
   let mut dense_conf: Vec<(String, f64)> =
     dense_list.iter().map(|d| (d.page_id.clone(), cal.confidence(d.cosine as f64))).collect();
-  dense_conf.extend(missing.iter().map(|p| (p.clone(), extra.get(p).map_or(0.0, |(c, _)| cal.confidence(*c as f64)))));
+  dense_conf.extend(
+    missing.iter().map(|p| (p.clone(), extra.get(p).map_or(0.0, |(c, _)| cal.confidence(*c as f64)))),
+  );
   let trust = lexical.iter().map(|c| c.confidence).fold(0.0, f64::max);
   let lex: Vec<(String, f64)> = lexical.iter().map(|c| (c.page_id.clone(), c.bm25 as f64)).collect();
   evidence_fusion(&lex, trust, &dense_conf)

@@ -52,15 +52,19 @@ pub struct SalientTerms {
   pub weights: Vec<f64>,
   /// The idf of a term absent from the vault (the unit of [`SALIENT_WEIGHT_CAP`]).
   pub unit: f64,
+  /// `Σ qtf × idf` of every distinct query term, kept or not (absent ones weigh the most).
+  pub total: f64,
 }
 
 impl SalientTerms {
   /// Weigh the `counted` terms with their document frequencies (`df[i]` for `counted[i]`) among
-  /// `n` sections and keep the heaviest [`MAX_QUERY_TERMS`] (ties: earlier in the query), in
-  /// query order.
+  /// `n` sections and keep the heaviest [`MAX_QUERY_TERMS`] of those the vault contains (ties:
+  /// earlier in the query), in query order. Terms absent from the vault cannot match anything:
+  /// they take no slot, but their weight counts in [`SalientTerms::total`] (they make a short
+  /// query that shares one word with a page stay low).
   pub fn select(counted: &[(String, u32)], df: &[u64], n: u64) -> Self {
     let full: Vec<f64> = counted.iter().zip(df).map(|((_, q), d)| *q as f64 * idf(*d, n)).collect();
-    let mut order: Vec<usize> = (0..counted.len()).collect();
+    let mut order: Vec<usize> = (0..counted.len()).filter(|i| df[*i] > 0).collect();
     order.sort_by(|a, b| full[*b].total_cmp(&full[*a]).then(a.cmp(b)));
     order.truncate(MAX_QUERY_TERMS);
     order.sort_unstable();
@@ -69,14 +73,14 @@ impl SalientTerms {
       qtf: order.iter().map(|i| counted[*i].1).collect(),
       weights: order.iter().map(|i| full[*i]).collect(),
       unit: idf(0, n),
+      total: full.iter().sum(),
     }
   }
 
   /// The weight coverage and strength are measured against: the total, capped at
   /// [`SALIENT_WEIGHT_CAP`] units.
   pub fn reference_weight(&self) -> f64 {
-    let total: f64 = self.weights.iter().sum();
-    total.min(SALIENT_WEIGHT_CAP * self.unit)
+    self.total.min(SALIENT_WEIGHT_CAP * self.unit)
   }
 
   /// Share of the reference weight the `matched` terms carry, in [0, 1].
@@ -138,6 +142,7 @@ mod tests {
     assert!(st.terms.contains(&"rare".to_string()));
     assert_eq!(st.terms.last().unwrap(), "rare", "query order is kept");
     assert!(!st.terms.contains(&"w69".to_string()), "the latest equally common term is dropped");
+    assert!(st.total > st.weights.iter().sum::<f64>(), "dropped terms still weigh in the total");
   }
 
   #[test]
@@ -148,16 +153,24 @@ mod tests {
     assert_eq!(st.ranking(), vec![("a".to_string(), 2.0), ("b".to_string(), 1.0)]);
     // Short query: below the cap, coverage is the plain weighted share.
     assert!((st.coverage(&[true, false]) - 2.0 / 3.0).abs() < 1e-12);
-    // Long prompt of many absent (maximally rare) terms: matching 2.5 units of them is enough.
+    // Long prompt of many rare terms (one section each): matching 2.5 units of them is enough.
     let counted: Vec<(String, u32)> = (0..20).map(|i| (format!("t{i}"), 1)).collect();
-    let st = SalientTerms::select(&counted, &[0; 20], 1000);
+    let st = SalientTerms::select(&counted, &[1; 20], 1000);
+    let u = idf(1, 1000) / idf(0, 1000);
     let mut m = vec![false; 20];
     m[0] = true;
     m[1] = true;
-    assert!((st.coverage(&m) - 2.0 / SALIENT_WEIGHT_CAP).abs() < 1e-9);
+    assert!((st.coverage(&m) - 2.0 * u / SALIENT_WEIGHT_CAP).abs() < 1e-9);
     m[2] = true;
+    m[3] = true;
     assert_eq!(st.coverage(&m), 1.0);
-    assert!((st.units_of(&s(&["t0", "t1", "zz", "t0"])) - 2.0).abs() < 1e-9);
+    assert!((st.units_of(&s(&["t0", "t1", "zz", "t0"])) - 2.0 * u).abs() < 1e-9);
     assert_eq!(SalientTerms::default().coverage(&[]), 0.0);
+    // Absent terms take no slot but weigh in the total: one shared word of four stays low.
+    let counted: Vec<(String, u32)> =
+      ["hotel", "trial", "balance", "audit"].iter().map(|t| (t.to_string(), 1)).collect();
+    let st = SalientTerms::select(&counted, &[0, 0, 0, 3], 1000);
+    assert_eq!(st.terms, vec!["audit".to_string()]);
+    assert!(st.coverage(&[true]) < 0.35, "{}", st.coverage(&[true]));
   }
 }

@@ -169,7 +169,10 @@ impl BenchCommon {
     if let Some(dir) = &self.reuse_dir {
       let path = std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?.join(label);
       create_dir(&path)?;
-      self.say(format!("reusing vault copy at {} (indexing figures are incremental, not cold)", path.display()));
+      self.say(format!(
+        "reusing vault copy at {} (indexing figures are incremental, not cold)",
+        path.display()
+      ));
       return Ok(TempDir { path, keep: true });
     }
     let root = match &self.temp_root {

@@ -40,10 +40,12 @@ pub fn load_prompt_set(path: &Path) -> Result<PromptSet> {
 pub fn run_prompts(prompts: &Path, vault: &Path, common: &BenchCommon) -> Result<BenchOutput> {
   let context = machine_context();
   let set = load_prompt_set(prompts)?;
-  let name = prompts.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "prompts".into());
+  let name =
+    prompts.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "prompts".into());
   // The vault copy is labelled like the set benches' (`pi`, or the directory name), so that with
   // --reuse-dir they share it.
-  let dir_name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "vault".into());
+  let dir_name =
+    |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "vault".into());
   let (tmp, paths) = match detect_source(vault) {
     Ok(BenchSource::Beir { dir }) => {
       let tmp = common.temp(&dir_name(&dir))?;
@@ -143,7 +145,9 @@ pub fn run_prompts(prompts: &Path, vault: &Path, common: &BenchCommon) -> Result
     set.description.trim_end_matches('.'),
     report_path(vault)
   );
-  md.push_str("| mode | positives: hit | negatives: injected | MRR@10 | modes used |\n|---|---|---|---|---|\n");
+  md.push_str(
+    "| mode | positives: hit | negatives: injected | MRR@10 | modes used |\n|---|---|---|---|---|\n",
+  );
   for r in &rows {
     let _ = writeln!(md, "| {} |", r.join(" | "));
   }
