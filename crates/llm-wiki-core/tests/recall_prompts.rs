@@ -73,6 +73,8 @@ fn unrelated_long_prompts_inject_nothing() {
     "please write a polite email to the landlord asking when the broken heating in the apartment gets repaired",
     "convert this python dictionary comprehension into a plain for loop so the junior developers can read it",
     "what is a good vegetarian lasagna recipe that can be prepared the evening before and baked the next day",
+    // Shares only digits with the release note.
+    "Inositol lipid 3-phosphatase PTEN converts Ptdlns(3,4)P 2 into phosphatidylinositol 4-phosphate.",
   ] {
     assert!(auto(&p, q).is_empty(), "{q}: {:?}", auto(&p, q));
   }

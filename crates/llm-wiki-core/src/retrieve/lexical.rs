@@ -91,6 +91,11 @@ pub fn names_page(query_key: &str, entry: &ManifestEntry, salient: &SalientTerms
   })
 }
 
+/// A term that can carry meaning alone: at least two characters, not only digits.
+fn is_word(t: &str) -> bool {
+  t.chars().count() >= 2 && !t.chars().all(|c| c.is_ascii_digit())
+}
+
 /// One page found by the lexical engine.
 #[derive(Debug, Clone)]
 pub struct LexicalCandidate {
@@ -176,7 +181,11 @@ pub fn lexical_candidates(
       }
     }
     let matched: Vec<bool> = mask.iter().map(|m| *m != 0).collect();
-    let cov = salient.coverage(&matched);
+    // Numbers and one-character tokens alone do not make a page about the query ("3-phosphatase
+    // … 4-phosphate" shares only digits with a "2.5.3 release" note): without a matched word,
+    // coverage is 0.
+    let word_matched = matched.iter().zip(terms).any(|(m, t)| *m && is_word(t));
+    let cov = if word_matched { salient.coverage(&matched) } else { 0.0 };
     let exact = exact_match(query, page_id, entry);
     let named = exact.is_none() && names_page(&query_key, entry, &salient);
     let all = mask.iter().fold(0u8, |a, m| a | m);
