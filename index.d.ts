@@ -91,6 +91,11 @@ export interface DownloadModelOptions {
    * batch neighbours. Default: 1 for the default model, unlimited for others.
    */
   maxBatch?: number
+  /**
+   * Cross-encoders with a head of two or more classes: index of the "relevant" class, written
+   * to the manifest (`positiveClass`). Default 1 (`[not relevant, relevant]`).
+   */
+  positiveClass?: number
   onProgress?: ((arg: DownloadProgressEvent) => void)
   signal?: AbortSignal
   /** Set by the JS wrapper when `signal` was already aborted. */

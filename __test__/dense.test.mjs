@@ -127,10 +127,14 @@ describe('modes', () => {
     )
   })
 
-  test('adaptive escalates questions and bypasses exact matches', async (t) => {
+  test('adaptive escalates questions only when a second stage exists, and bypasses exact matches', async (t) => {
     useModels()
     const { paths } = await vectorVault(t)
-    const q = await addon.recallWiki(paths, 'how do I renew certificates', { policy: EXPLICIT, mode: 'adaptive' })
+    // No cross-encoder, no sentence rescoring: quality could not change the ranking.
+    const plain = await addon.recallWiki(paths, 'how do I renew certificates', { policy: EXPLICIT, mode: 'adaptive' })
+    assert.equal(plain.mode, 'hybrid')
+    assert.ok(plain.trace.some((x) => x.includes('no second stage configured')), JSON.stringify(plain.trace))
+    const q = await addon.recallWiki(paths, 'how do I renew certificates', { policy: EXPLICIT, mode: 'adaptive', sentenceRescore: true })
     assert.equal(q.mode, 'quality')
     assert.ok(q.trace.some((x) => x.includes('interrogative')))
     const exact = await addon.recallWiki(paths, 'Sourdough', { policy: EXPLICIT, mode: 'adaptive' })

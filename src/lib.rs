@@ -352,12 +352,14 @@ pub fn download_model<'env>(
     pooling: None,
     max_length: None,
     max_batch: None,
+    positive_class: None,
     on_progress: None,
     signal: None,
     aborted: None,
   });
   let cancel = cancel_flag(o.signal.as_ref(), o.aborted.unwrap_or(false));
   let progress = o.on_progress.map(Arc::new);
+  let positive_class = o.positive_class;
   let (dir, base_url, repo, revision, files, id, kind, dims, pooling, max_length, max_batch) = (
     o.dir,
     o.base_url,
@@ -420,6 +422,7 @@ pub fn download_model<'env>(
     } else if custom_files {
       spec.max_batch = None;
     }
+    spec.positive_class = positive_class.map(|c| c as usize);
     let dir = match dir {
       Some(d) => {
         let p = std::path::PathBuf::from(&d);

@@ -653,6 +653,9 @@ pub struct DownloadModelOptions {
   /// quantized with per-batch (dynamic) activation scales so a text's vector never depends on its
   /// batch neighbours. Default: 1 for the default model, unlimited for others.
   pub max_batch: Option<u32>,
+  /// Cross-encoders with a head of two or more classes: index of the "relevant" class, written
+  /// to the manifest (`positiveClass`). Default 1 (`[not relevant, relevant]`).
+  pub positive_class: Option<u32>,
   pub on_progress:
     Option<ThreadsafeFunction<DownloadProgressEvent, (), DownloadProgressEvent, Status, false, true>>,
   pub signal: Option<AbortSignal>,

@@ -383,3 +383,81 @@ fn manifest_max_batch_limits_inference_batches() {
   assert_eq!(size, expected);
   assert_eq!(done.len(), texts.len().div_ceil(expected));
 }
+
+/// A model directory around one of the tiny fixtures of `scripts/make_tiny_heads.py` (their
+/// 97-row embedding table works with any BERT tokenizer; MiniLM's is borrowed).
+fn tiny_head(
+  root: &Path,
+  dir: &Path,
+  onnx: &str,
+  positive: Option<usize>,
+  calibration: Option<serde_json::Value>,
+) {
+  use llm_wiki_core::store::manifest::sha256_hex;
+  fs::create_dir_all(dir).unwrap();
+  let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-heads");
+  let model = fs::read(fixtures.join(onnx)).unwrap();
+  let tok = fs::read(root.join("all-MiniLM-L6-v2-int8/tokenizer.json")).unwrap();
+  fs::write(dir.join("model.onnx"), &model).unwrap();
+  fs::write(dir.join("tokenizer.json"), &tok).unwrap();
+  let mut m = serde_json::json!({
+    "id": format!("test/tiny-{onnx}"), "kind": "rerank", "dims": 1, "pooling": "none", "maxLength": 64,
+    "normalize": false,
+    "files": {
+      "model.onnx": { "sha256": sha256_hex(&model), "size": model.len() },
+      "tokenizer.json": { "sha256": sha256_hex(&tok), "size": tok.len() },
+    },
+  });
+  if let Some(p) = positive {
+    m["positiveClass"] = p.into();
+  }
+  if let Some(c) = calibration {
+    m["calibration"] = c;
+  }
+  fs::write(dir.join("manifest.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+}
+
+#[test]
+fn cross_encoder_reads_the_positive_class_of_two_class_heads() {
+  let root = model_root_or_skip!();
+  let t = tempfile::tempdir().unwrap();
+  let load = |name: &str, onnx: &str, positive: Option<usize>, cal: Option<serde_json::Value>| {
+    let dir = t.path().join(name);
+    tiny_head(&root, &dir, onnx, positive, cal);
+    CrossEncoder::load(&ModelDir::open(&dir).unwrap(), &session(&root))
+  };
+  let passages: Vec<String> = [
+    "Backups are copied to a second disk every night.",
+    "The sourdough starter needs feeding twice a day.",
+    "QMD combines BM25 and vectors.",
+    "a",
+    "Certificates are renewed by the ACME client thirty days before they expire.",
+  ]
+  .iter()
+  .map(|s| s.to_string())
+  .collect();
+  let q = "how are backups made";
+  // The one-class fixture's head is the two-class head's log-odds (W[:,1] − W[:,0]).
+  let one = load("one", "one-class.onnx", None, None).unwrap().logits(q, &passages, None).unwrap();
+  let two = load("two", "two-class.onnx", None, None).unwrap().logits(q, &passages, None).unwrap();
+  let two_neg = load("two-neg", "two-class.onnx", Some(0), None).unwrap().logits(q, &passages, None).unwrap();
+  let spread =
+    one.iter().cloned().fold(f32::NEG_INFINITY, f32::max) - one.iter().cloned().fold(f32::INFINITY, f32::min);
+  assert!(spread > 0.01, "the fixture must separate passages: {one:?}");
+  for i in 0..passages.len() {
+    assert!((one[i] - two[i]).abs() < 1e-4, "pair {i}: one-class {} vs two-class {}", one[i], two[i]);
+    assert!((two_neg[i] + two[i]).abs() < 1e-4, "pair {i}: class 0 must be the mirror image");
+  }
+  // Calibration: Platt scaling of the log-odds gives the probability the floors see.
+  let cal = serde_json::json!({ "logitScale": 2.0, "logitBias": -1.0, "fittedOn": "test" });
+  let ce = load("cal", "two-class.onnx", Some(1), Some(cal)).unwrap();
+  let p = ce.score(q, &passages, None).unwrap();
+  for i in 0..passages.len() {
+    assert!((p[i] - 1.0 / (1.0 + (-(2.0 * two[i] - 1.0)).exp())).abs() < 1e-5, "pair {i}");
+  }
+  // A positive class the head does not have is a typed error, a bad calibration refuses to load.
+  let bad = load("bad", "two-class.onnx", Some(2), None).unwrap();
+  assert_eq!(bad.logits(q, &passages, None).unwrap_err().code(), "model_inference_failed");
+  let neg = serde_json::json!({ "logitScale": -1.0 });
+  assert_eq!(load("neg", "two-class.onnx", None, Some(neg)).err().unwrap().code(), "model_unavailable");
+}

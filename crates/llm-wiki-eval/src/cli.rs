@@ -8,7 +8,8 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_memory, run_precision, run_scale, run_set_bench, stderr_log, BenchCommon, ScaleOptions,
+  parse_modes, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log, BenchCommon,
+  ScaleOptions,
   SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
@@ -147,7 +148,7 @@ fn run_reliability(cmd: ReliabilityCommand, out: &mut impl Write) -> Result<()> 
   Ok(())
 }
 
-/// `bench <SOURCE>` or `bench precision|scale ...`.
+/// `bench <SOURCE>` or `bench precision|prompts|scale ...`.
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 struct BenchArgs {
@@ -187,6 +188,10 @@ struct BenchCommonArgs {
   /// Quality mode without a cross-encoder: rescore by sentence windows (the opt-in ablation).
   #[arg(long)]
   sentence_rescore: bool,
+  /// Keep the vault copies under DIR and reuse them on the next run (incremental reindex: the
+  /// vectors of unchanged chunks are kept). Indexing figures are then not cold.
+  #[arg(long, value_name = "DIR")]
+  reuse_dir: Option<PathBuf>,
 }
 
 impl BenchCommonArgs {
@@ -197,6 +202,7 @@ impl BenchCommonArgs {
       keep_temp: self.keep_temp,
       temp_root: self.temp_dir.clone(),
       sentence_rescore: self.sentence_rescore,
+      reuse_dir: self.reuse_dir.clone(),
       log: stderr_log(),
     })
   }
@@ -220,6 +226,18 @@ enum BenchSuite {
     /// The pi fixture.json (its sibling vault/ is used).
     #[arg(long)]
     pi: PathBuf,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
+  /// Long conversational prompts (an `llm-wiki-prompts/1` file) against one vault: automatic hit
+  /// rate on positives, injections on negatives, MRR@10.
+  Prompts {
+    /// The prompt set (e.g. bench-data/prompts-pi.json).
+    #[arg(long)]
+    prompts: PathBuf,
+    /// The vault (a directory with .llm-wiki/, the pi fixture, or a BEIR-style directory).
+    #[arg(long)]
+    vault: PathBuf,
     #[command(flatten)]
     common: BenchCommonArgs,
   },
@@ -247,6 +265,10 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
   let output = match args.suite {
     Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
     Some(BenchSuite::Memory { pi, common }) => run_memory(&pi, &common.common()?)?,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
+    Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?
     }

@@ -41,6 +41,11 @@ impl Embedder {
     &self.model.dir.manifest.id
   }
 
+  /// The model's manifest (calibration, prefixes, limits).
+  pub fn manifest(&self) -> &super::ModelManifest {
+    &self.model.dir.manifest
+  }
+
   /// Dimensions of the vectors this model produces.
   pub fn dims(&self) -> usize {
     self.model.dir.manifest.dims

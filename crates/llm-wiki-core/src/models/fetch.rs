@@ -52,6 +52,9 @@ pub struct DownloadSpec {
   /// Largest inference batch (manifest `maxBatch`); `Some(1)` for models quantized with
   /// per-batch activation scales, whose vectors would otherwise depend on their batch neighbours.
   pub max_batch: Option<usize>,
+  /// Cross-encoders with a multi-class head: index of the "relevant" class (manifest
+  /// `positiveClass`; `None` = 1).
+  pub positive_class: Option<usize>,
 }
 
 /// Progress of a download.
@@ -113,6 +116,7 @@ pub fn default_embed_spec() -> DownloadSpec {
     // The hub's int8 files use dynamic per-tensor activation scales (one per batch): embedding one
     // text per run keeps a chunk's vector independent of what it is batched with.
     max_batch: Some(1),
+    positive_class: None,
   }
 }
 
@@ -327,6 +331,8 @@ pub fn download_model(
     document_prefix: String::new(),
     normalize: spec.normalize,
     max_batch: spec.max_batch,
+    positive_class: spec.positive_class,
+    calibration: None,
     files,
     source: format!("{}/{}@{}", spec.base_url, spec.repo, spec.revision),
     license: spec.license.clone(),

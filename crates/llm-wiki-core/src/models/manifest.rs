@@ -70,6 +70,14 @@ pub struct ModelManifest {
   /// vector, so an incremental reindex and a cold one agree.
   #[serde(default, skip_serializing_if = "Option::is_none")]
   pub max_batch: Option<usize>,
+  /// Cross-encoders with a head of two or more classes: index of the "relevant" class (default
+  /// 1, the usual `[not relevant, relevant]` order). A one-logit head is read as is.
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub positive_class: Option<usize>,
+  /// How the model's raw score becomes a confidence (fitted per model; see docs/CONFIDENCE.md).
+  /// Absent: the built-in defaults (MiniLM's cosine mapping; the plain sigmoid of the logit).
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub calibration: Option<Calibration>,
   /// `model.onnx`, `tokenizer.json` (and possibly others) with sha256 + size.
   pub files: BTreeMap<String, FileInfo>,
   /// Where the files came from (repository and revision).
@@ -78,6 +86,27 @@ pub struct ModelManifest {
   /// SPDX license of the model.
   #[serde(default)]
   pub license: String,
+}
+
+/// Per-model mapping from a raw score to an absolute confidence in [0, 1].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Calibration {
+  /// Embedding models: the cosine mapped to confidence 0 (`(cos − floor) / span`, clamped).
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub cosine_floor: Option<f64>,
+  /// Embedding models: the cosine span mapped onto [0, 1].
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub cosine_span: Option<f64>,
+  /// Cross-encoders: Platt scaling `sigmoid(scale × logit + bias)` of the positive-class log-odds.
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub logit_scale: Option<f64>,
+  /// Cross-encoders: Platt bias.
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub logit_bias: Option<f64>,
+  /// What the mapping was fitted on (collection, split, number of labelled pairs).
+  #[serde(default)]
+  pub fitted_on: String,
 }
 
 fn yes() -> bool {
@@ -197,6 +226,8 @@ mod tests {
       document_prefix: String::new(),
       normalize: true,
       max_batch: None,
+      positive_class: None,
+      calibration: None,
       files,
       source: String::new(),
       license: String::new(),

@@ -1,8 +1,9 @@
 //! Absolute confidence in [0, 1] and the bounded final multiplier. This is the one place that
 //! decides how sure the engine is that a page answers a query; the policy floors act on it.
 //!
-//! Lexical confidence is IDF-weighted query-term coverage: the share of the query's information
-//! (Σ idf of its distinct terms) that the page actually contains, in any field of a matching chunk.
+//! Lexical confidence is weighted query-term coverage: the share of the query's salient weight
+//! (Σ qtf × idf of its heaviest terms, capped for long prompts — see `salience`) that the page
+//! actually contains, in any field of a matching chunk.
 //! Terms absent from the vault weigh the most, so a query that shares one common word with a note
 //! ("hotel trial balance audit" vs. a vault-audit note) stays low however high its BM25 rank,
 //! while a query fully covered by a page stays high regardless of how many other pages match.
@@ -23,25 +24,26 @@ pub fn idf(df: u64, n: u64) -> f64 {
   (1.0 + (n - df + 0.5) / (df + 0.5)).ln().max(0.0)
 }
 
-/// IDF-weighted coverage: Σ idf(matched) / Σ idf(all). `weights` and `matched` are per term.
-pub fn coverage(weights: &[f64], matched: &[bool]) -> f64 {
-  let total: f64 = weights.iter().sum();
-  if total <= 0.0 {
-    return 0.0;
-  }
-  weights.iter().zip(matched).filter(|(_, m)| **m).map(|(w, _)| w).sum::<f64>() / total
-}
+/// Confidence of a page the query names (its title or an alias is a phrase of a longer query):
+/// above the automatic floor. Chosen on the pi train queries and the written dev prompts.
+pub const NAMED_PAGE_CONFIDENCE: f64 = 0.60;
+/// Salient weight (in units of the largest idf) a name must carry for [`NAMED_PAGE_CONFIDENCE`]:
+/// a title made only of words found in most of the vault's sections is not a name (0.2 units is a
+/// word in about half the sections of a 22-page vault, a fifth of those of a 5,000-page one).
+pub const NAMED_PAGE_MIN_UNITS: f64 = 0.2;
 
 /// tantivy's BM25 `k1`: a term's contribution approaches `idf × (k1 + 1)` as its frequency grows.
 pub const BM25_K1: f64 = 1.2;
 /// Strength at which the lexical evidence counts in full (below it, coverage is scaled down).
 pub const FULL_STRENGTH: f64 = 0.5;
 
-/// BM25 of the page relative to the query's own maximum `Σ idf × (k1 + 1)` — what a page
-/// matching every query term at saturating frequency would score. One passing mention of each
-/// term in an average-length section gives ≈ 0.45; repeated, titled or concentrated terms more.
-pub fn bm25_strength(bm25: f64, weights: &[f64]) -> f64 {
-  let max = weights.iter().sum::<f64>() * (BM25_K1 + 1.0);
+/// BM25 of the page relative to the query's own maximum `reference × (k1 + 1)`, where
+/// `reference` is the query's salient weight `Σ qtf × idf` (capped, see
+/// [`super::salience::SalientTerms::reference_weight`]) — what a page matching every query term
+/// at saturating frequency would score. One passing mention of each term in an average-length
+/// section gives ≈ 0.45; repeated, titled or concentrated terms more.
+pub fn bm25_strength(bm25: f64, reference: f64) -> f64 {
+  let max = reference * (BM25_K1 + 1.0);
   if max > 0.0 {
     (bm25 / max).clamp(0.0, 1.0)
   } else {
@@ -68,20 +70,57 @@ pub const COSINE_SPAN: f64 = 0.70;
 /// How far lexical evidence may lift confidence above the dense evidence.
 pub const LEXICAL_LIFT: f64 = 0.25;
 
-/// Dense confidence: a linear calibration of the best-chunk cosine. all-MiniLM-L6-v2 puts
-/// on-topic queries at a median cosine of 0.63 and unrelated ones below 0.53 (measured on
-/// SciFact with cross-domain negatives), so the automatic floor (0.50) sits at cosine 0.55.
+/// Dense confidence with the default (all-MiniLM-L6-v2) calibration: a linear map of the
+/// best-chunk cosine. MiniLM puts on-topic queries at a median cosine of 0.63 and unrelated ones
+/// below 0.53 (measured on SciFact with cross-domain negatives), so the automatic floor (0.50)
+/// sits at cosine 0.55.
 pub fn dense_confidence(cosine: f64) -> f64 {
-  ((cosine - COSINE_FLOOR) / COSINE_SPAN).clamp(0.0, 1.0)
+  DenseCalibration::default().confidence(cosine)
 }
 
-/// Hybrid confidence: the dense evidence, lifted by lexical coverage by at most
+/// Cosine → confidence mapping of one embedding model: `clamp((cos − floor) / span, 0, 1)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DenseCalibration {
+  /// Cosine mapped to 0.
+  pub floor: f64,
+  /// Cosine span mapped onto [0, 1].
+  pub span: f64,
+}
+
+impl Default for DenseCalibration {
+  /// all-MiniLM-L6-v2's mapping ([`COSINE_FLOOR`], [`COSINE_SPAN`]).
+  fn default() -> Self {
+    DenseCalibration { floor: COSINE_FLOOR, span: COSINE_SPAN }
+  }
+}
+
+impl DenseCalibration {
+  /// The mapping recorded in a model's manifest (`calibration.cosineFloor` / `cosineSpan`),
+  /// else the MiniLM default. A span that is not positive and finite is ignored.
+  pub fn of_model(manifest: &crate::models::ModelManifest) -> Self {
+    let d = DenseCalibration::default();
+    let Some(c) = &manifest.calibration else { return d };
+    let floor = c.cosine_floor.filter(|f| f.is_finite()).unwrap_or(d.floor);
+    let span = c.cosine_span.filter(|s| s.is_finite() && *s > 0.0).unwrap_or(d.span);
+    DenseCalibration { floor, span }
+  }
+
+  /// Confidence of a best-chunk cosine.
+  pub fn confidence(&self, cosine: f64) -> f64 {
+    ((cosine - self.floor) / self.span).clamp(0.0, 1.0)
+  }
+}
+
+/// Hybrid confidence: the dense evidence, lifted by lexical confidence by at most
 /// [`LEXICAL_LIFT`] (shared words alone must not make an unrelated note look certain); an exact
-/// identity match is certain either way.
-pub fn hybrid_confidence(lexical: f64, dense: f64, exact: bool) -> f64 {
+/// identity match is certain either way, and a page the query names keeps
+/// [`NAMED_PAGE_CONFIDENCE`] (a name is not a shared word).
+pub fn hybrid_confidence(lexical: f64, dense: f64, exact: bool, named: bool) -> f64 {
   let c = dense.max(lexical.min(dense + LEXICAL_LIFT)).clamp(0.0, 1.0);
   if exact {
     c.max(EXACT_MATCH_CONFIDENCE)
+  } else if named {
+    c.max(NAMED_PAGE_CONFIDENCE)
   } else {
     c
   }
@@ -128,25 +167,16 @@ mod tests {
   }
 
   #[test]
-  fn coverage_weights_rare_terms() {
-    let n = 1000;
-    let w = [idf(0, n), idf(0, n), idf(0, n), idf(5, n)];
-    // Only the one term present in the vault matches: low coverage.
-    let c = coverage(&w, &[false, false, false, true]);
-    assert!(c < 0.25, "{c}");
-    assert_eq!(coverage(&w, &[true; 4]), 1.0);
-    assert_eq!(coverage(&[], &[]), 0.0);
-  }
-
-  #[test]
   fn dense_and_hybrid_confidence() {
     assert_eq!(dense_confidence(0.1), 0.0);
     assert!((dense_confidence(0.55) - 0.5).abs() < 1e-12);
     assert_eq!(dense_confidence(0.95), 1.0);
     // Lexical coverage alone cannot exceed the dense evidence by more than the lift.
-    assert!((hybrid_confidence(1.0, 0.1, false) - 0.35).abs() < 1e-12);
-    assert_eq!(hybrid_confidence(0.2, 0.6, false), 0.6);
-    assert_eq!(hybrid_confidence(0.0, 0.0, true), EXACT_MATCH_CONFIDENCE);
+    assert!((hybrid_confidence(1.0, 0.1, false, false) - 0.35).abs() < 1e-12);
+    assert_eq!(hybrid_confidence(0.2, 0.6, false, false), 0.6);
+    assert_eq!(hybrid_confidence(0.0, 0.0, true, false), EXACT_MATCH_CONFIDENCE);
+    assert_eq!(hybrid_confidence(0.6, 0.1, false, true), NAMED_PAGE_CONFIDENCE);
+    assert_eq!(hybrid_confidence(0.6, 0.8, false, true), 0.8);
   }
 
   #[test]
@@ -155,9 +185,9 @@ mod tests {
     assert_eq!(lexical_confidence(1.3, 0.9, false), 1.0);
     // Full coverage by passing mentions only counts partly.
     assert!((lexical_confidence(1.0, 0.25, false) - 0.5).abs() < 1e-12);
-    assert!((bm25_strength(2.2, &[1.0]) - 1.0).abs() < 1e-12);
-    assert!((bm25_strength(1.1, &[0.5, 0.5]) - 0.5).abs() < 1e-12);
-    assert_eq!(bm25_strength(1.0, &[]), 0.0);
+    assert!((bm25_strength(2.2, 1.0) - 1.0).abs() < 1e-12);
+    assert!((bm25_strength(1.1, 1.0) - 0.5).abs() < 1e-12);
+    assert_eq!(bm25_strength(1.0, 0.0), 0.0);
     assert!(final_score(0.48, 1.05) >= AUTOMATIC_FLOOR);
     assert!(final_score(0.48, 0.98) < AUTOMATIC_FLOOR);
     assert_eq!(final_score(0.99, 1.1), 1.0);

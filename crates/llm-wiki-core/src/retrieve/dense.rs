@@ -1,9 +1,8 @@
 //! Dense candidates of one vault: exact search over the generation's chunk vectors, aggregated to
-//! pages by their best chunk, with cosine-based confidence.
+//! pages by their best chunk (confidence comes from the embedder's calibration, in `modes`).
 
 use std::collections::HashMap;
 
-use super::confidence::dense_confidence;
 use super::engine::Snapshot;
 use crate::error::Result;
 use crate::store::vectors::{chunk_key, VectorIndex};
@@ -19,8 +18,6 @@ pub struct DenseCandidate {
   pub cosine: f32,
   /// Id of the best chunk.
   pub chunk_id: String,
-  /// Absolute confidence from the cosine (see `confidence`).
-  pub confidence: f64,
 }
 
 /// Dense candidates (at most `limit` pages) for a unit query vector.
@@ -43,7 +40,6 @@ pub fn dense_candidates(
           rank: out.len(),
           cosine,
           chunk_id: chunk_id.clone(),
-          confidence: dense_confidence(cosine as f64),
         });
       }
     }

@@ -1,5 +1,7 @@
 //! Rank fusion. Reciprocal rank `1/(60 + rank)` (rank 0-based) merges lists whose raw scores are
-//! not comparable: a vault's lexical and dense lists, and the per-vault lists across vaults.
+//! not comparable: the per-vault lists across vaults, and a vault's lists when typed sub-queries
+//! add more of them. A vault's own lexical and dense list are fused by their evidence
+//! ([`evidence_fusion`]).
 
 /// RRF offset.
 pub const RRF_K: f64 = 60.0;
@@ -95,6 +97,44 @@ pub fn weighted_rrf(lists: &[(&[String], f64)]) -> Vec<(String, f64)> {
   scores
 }
 
+/// Evidence-weighted fusion of one vault's lexical and dense lists (the hybrid ranking):
+///
+/// ```text
+/// score(p) = lexical_trust × BM25(p) / BM25(best) + dense_confidence(p)
+/// ```
+///
+/// `lexical` holds `(page, BM25)` in lexical rank order, `dense` `(page, calibrated dense
+/// confidence)` for every page of either list (a lexical-only page with its best-chunk cosine's
+/// confidence). `lexical_trust` is the lexical list's own confidence (that of its most confident
+/// page): a list whose best page covers the query well counts in full, one that matched only
+/// stray words hardly counts. The dense side is already absolute (calibrated cosine), so a weak
+/// dense list (cosines bunched near the floor) moves little, and a confident one dominates;
+/// equal-weight RRF instead lets a weak list pull a strong one down. Ties: by page id.
+pub fn evidence_fusion(
+  lexical: &[(String, f64)],
+  lexical_trust: f64,
+  dense: &[(String, f64)],
+) -> Vec<(String, f64)> {
+  let best = lexical.iter().map(|(_, s)| *s).fold(0.0f64, f64::max);
+  let mut scores: Vec<(String, f64)> = Vec::new();
+  let mut index = std::collections::HashMap::new();
+  let mut add = |id: &String, v: f64| {
+    let i = *index.entry(id.clone()).or_insert_with(|| {
+      scores.push((id.clone(), 0.0));
+      scores.len() - 1
+    });
+    scores[i].1 += v;
+  };
+  for (id, bm25) in lexical {
+    add(id, if best > 0.0 { lexical_trust.clamp(0.0, 1.0) * bm25 / best } else { 0.0 });
+  }
+  for (id, conf) in dense {
+    add(id, conf.clamp(0.0, 1.0));
+  }
+  scores.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+  scores
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -149,5 +189,22 @@ mod tests {
     let r = weighted_rrf(&[(first.as_slice(), 2.0), (second.as_slice(), 1.0)]);
     assert_eq!(r[0].0, "a");
     assert!((r[0].1 - (2.0 / 60.0 + 1.0 / 61.0)).abs() < 1e-12);
+  }
+
+  #[test]
+  fn evidence_fusion_follows_the_confident_list() {
+    let lex: Vec<(String, f64)> = vec![("a".into(), 10.0), ("b".into(), 5.0)];
+    // A confident lexical list and a weak dense one: the lexical order survives.
+    let weak: Vec<(String, f64)> = vec![("b".into(), 0.30), ("a".into(), 0.25), ("c".into(), 0.28)];
+    let r = evidence_fusion(&lex, 0.9, &weak);
+    assert_eq!(r[0].0, "a");
+    assert!((r[0].1 - (0.9 + 0.25)).abs() < 1e-12);
+    // An unsure lexical list yields to a confident dense list.
+    let strong: Vec<(String, f64)> = vec![("c".into(), 0.8), ("b".into(), 0.35), ("a".into(), 0.2)];
+    let r = evidence_fusion(&lex, 0.2, &strong);
+    assert_eq!(r.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), vec!["c", "b", "a"]);
+    // No lexical evidence: the dense order; ties by id.
+    let r = evidence_fusion(&[], 0.9, &[("z".into(), 0.5), ("y".into(), 0.5)]);
+    assert_eq!(r[0].0, "y");
   }
 }

@@ -6,16 +6,18 @@ use std::collections::HashMap;
 
 use tantivy::DocAddress;
 
-use super::confidence::{bm25_strength, coverage, idf, lexical_confidence};
+use super::confidence::{bm25_strength, lexical_confidence, NAMED_PAGE_CONFIDENCE, NAMED_PAGE_MIN_UNITS};
 use super::engine::Snapshot;
 use super::query::identity_key;
+use super::salience::{count_terms, SalientTerms};
 use crate::analysis::{analyze, wiki_analyzer};
 use crate::error::Result;
 use crate::store::lexical::MATCH_FIELDS;
 use crate::store::manifest::ManifestEntry;
 
-/// Most distinct query terms used (long pasted queries keep their first terms).
-pub const MAX_QUERY_TERMS: usize = 64;
+/// Most analyzed query tokens kept (repeats included) before the salient terms are chosen; a
+/// 2,000-character query stays far below it.
+pub const MAX_ANALYZED_TOKENS: usize = 1_024;
 
 /// Kind of exact identity match between the query and a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,11 +64,36 @@ pub fn exact_match(query: &str, page_id: &str, entry: &ManifestEntry) -> Option<
   (identity_key(stem) == q).then_some(ExactMatch::Filename)
 }
 
-/// Analyzed query: distinct terms in order, capped.
+/// Analyzed query: its terms in order, repeats kept (query-term frequency counts), capped at
+/// [`MAX_ANALYZED_TOKENS`]. Which distinct terms are used is decided per vault by weight
+/// ([`SalientTerms::select`]).
 pub fn query_terms(query: &str) -> Vec<String> {
   let mut analyzer = wiki_analyzer();
-  let mut seen = std::collections::HashSet::new();
-  analyze(&mut analyzer, query).into_iter().filter(|t| seen.insert(t.clone())).take(MAX_QUERY_TERMS).collect()
+  let mut out = analyze(&mut analyzer, query);
+  out.truncate(MAX_ANALYZED_TOKENS);
+  out
+}
+
+/// The query names the page: its title or an alias occurs in the (longer) query as a whole
+/// phrase (identity-key comparison on word boundaries), and the name carries at least
+/// [`NAMED_PAGE_MIN_UNITS`] of salient weight (a name made of common vault words does not count).
+pub fn names_page(query_key: &str, entry: &ManifestEntry, salient: &SalientTerms) -> bool {
+  let padded = format!(" {query_key} ");
+  std::iter::once(&entry.meta.title).chain(entry.meta.aliases.iter()).any(|name| {
+    let key = identity_key(name);
+    // CJK text has no spaces between words: a CJK name matches as a substring.
+    let cjk = key.chars().any(|c| !c.is_ascii() && c.is_alphabetic() && c > '\u{2E80}');
+    let contained = if cjk { query_key.contains(&key) } else { padded.contains(&format!(" {key} ")) };
+    key.chars().count() >= 3
+      && key != query_key
+      && contained
+      && salient.units_of(&query_terms(name)) >= NAMED_PAGE_MIN_UNITS
+  })
+}
+
+/// A term that can carry meaning alone: at least two characters, not only digits.
+fn is_word(t: &str) -> bool {
+  t.chars().count() >= 2 && !t.chars().all(|c| c.is_ascii_digit())
 }
 
 /// One page found by the lexical engine.
@@ -80,17 +107,19 @@ pub struct LexicalCandidate {
   pub bm25: f32,
   /// Best-scoring section document of the page.
   pub best_section: DocAddress,
-  /// IDF-weighted share of the query terms the page matches.
+  /// Share of the query's salient weight the page matches (see [`SalientTerms::coverage`]).
   pub coverage: f64,
   /// Absolute confidence (see `confidence`).
   pub confidence: f64,
   /// Exact title / alias / id / file-name match, if any.
   pub exact: Option<ExactMatch>,
+  /// The longer query names the page (title or alias phrase inside it).
+  pub named: bool,
   /// Names of fields in which some query term matched.
   pub matched_fields: Vec<&'static str>,
-  /// Query terms found in the page.
+  /// Salient query terms found in the page.
   pub matched_terms: usize,
-  /// Query terms after analysis.
+  /// Salient query terms (distinct, at most 64).
   pub total_terms: usize,
 }
 
@@ -106,7 +135,12 @@ pub fn lexical_candidates(
 ) -> Result<Vec<LexicalCandidate>> {
   let lex = &snap.reader.lexical;
   let searcher = &snap.searcher;
-  let mut ranking: Vec<(String, f32)> = terms.iter().map(|t| (t.clone(), 1.0)).collect();
+  let n = lex.kind_count(searcher, "section")?;
+  let counted = count_terms(terms);
+  let df: Vec<u64> = counted.iter().map(|(t, _)| lex.doc_freq(searcher, t)).collect::<Result<_>>()?;
+  let salient = SalientTerms::select(&counted, &df, n);
+  let terms = &salient.terms;
+  let mut ranking = salient.ranking();
   ranking.extend(expansion.iter().filter(|(t, _)| !terms.contains(t)).cloned());
   // Several sections of one page can outrank other pages: fetch more sections than pages.
   let mut hits = lex.search_weighted(searcher, &ranking, (limit * 3).max(30))?;
@@ -114,9 +148,6 @@ pub fn lexical_candidates(
   // threads split the work, and rankings must not change between identical builds.
   let id_of = |k: u64| snap.keys.get(&k).map(String::as_str).unwrap_or("");
   hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| id_of(a.page_key).cmp(id_of(b.page_key))));
-  let n = lex.kind_count(searcher, "section")?;
-  let weights: Vec<f64> =
-    terms.iter().map(|t| lex.doc_freq(searcher, t).map(|df| idf(df, n))).collect::<Result<_>>()?;
 
   // Group section hits by page, in rank order.
   let mut pages: Vec<(u64, f32, DocAddress, Vec<usize>)> = Vec::new();
@@ -133,6 +164,7 @@ pub fn lexical_candidates(
   }
   let addrs: Vec<DocAddress> = hits.iter().map(|h| h.address).collect();
   let masks = lex.term_fields(searcher, &addrs, terms)?;
+  let query_key = identity_key(query);
   let mut out = Vec::with_capacity(pages.len());
   for (key, bm25, best, members) in pages {
     let Some(page_id) = snap.keys.get(&key) else {
@@ -149,8 +181,13 @@ pub fn lexical_candidates(
       }
     }
     let matched: Vec<bool> = mask.iter().map(|m| *m != 0).collect();
-    let cov = coverage(&weights, &matched);
+    // Numbers and one-character tokens alone do not make a page about the query ("3-phosphatase
+    // … 4-phosphate" shares only digits with a "2.5.3 release" note): without a matched word,
+    // coverage is 0.
+    let word_matched = matched.iter().zip(terms).any(|(m, t)| *m && is_word(t));
+    let cov = if word_matched { salient.coverage(&matched) } else { 0.0 };
     let exact = exact_match(query, page_id, entry);
+    let named = exact.is_none() && names_page(&query_key, entry, &salient);
     let all = mask.iter().fold(0u8, |a, m| a | m);
     let matched_fields =
       MATCH_FIELDS.iter().enumerate().filter(|(i, _)| all & (1 << i) != 0).map(|(_, n)| *n).collect();
@@ -160,8 +197,17 @@ pub fn lexical_candidates(
       bm25,
       best_section: best,
       coverage: cov,
-      confidence: lexical_confidence(cov, bm25_strength(bm25 as f64, &weights), exact.is_some()),
+      confidence: {
+        let c =
+          lexical_confidence(cov, bm25_strength(bm25 as f64, salient.reference_weight()), exact.is_some());
+        if named {
+          c.max(NAMED_PAGE_CONFIDENCE)
+        } else {
+          c
+        }
+      },
       exact,
+      named,
       matched_fields,
       matched_terms: matched.iter().filter(|m| **m).count(),
       total_terms: terms.len(),

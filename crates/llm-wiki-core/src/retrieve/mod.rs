@@ -10,6 +10,7 @@ pub mod query;
 pub mod ranking;
 pub mod recall;
 pub mod rescore;
+pub mod salience;
 
 pub use modes::{RetrievalMode, SubQuery};
 pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult};

@@ -6,6 +6,7 @@
 //! | lexical  | BM25                                                         | — (diagnostic)        |
 //! | hybrid   | BM25 list + vector list of the query, RRF (k = 60)           | lexical               |
 //! | adaptive | hybrid; quality when uncertain (margin, overlap, question…)  | lexical; keeps hybrid |
+//! |          | and a second stage (cross-encoder / sentence windows) exists |                       |
 //! | quality  | hybrid + PRF expansion (RM3 lexical, Rocchio dense), ≤ 40     | hybrid, then lexical  |
 //! |          | candidates rescored by the cross-encoder when configured     |                       |
 //! |          | (or, opt-in, by sentence-window embeddings)                   |                       |
@@ -16,9 +17,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::confidence::{dense_confidence, hybrid_confidence};
+use super::confidence::{hybrid_confidence, DenseCalibration};
 use super::dense::{dense_candidates, page_cosines, DenseCandidate};
-use super::fusion::rrf;
+use super::fusion::{evidence_fusion, rrf};
 use super::lexical::{exact_match, lexical_candidates, LexicalCandidate};
 use super::query::interrogative_prefix;
 pub use super::ranking::{ModeContext, SubQuery, VaultHit};
@@ -98,6 +99,8 @@ pub struct ModeOutcome {
 struct Dense {
   embedder: Arc<Embedder>,
   vectors: Arc<VectorIndex>,
+  /// The embedder's cosine → confidence mapping (its manifest's, else MiniLM's).
+  calibration: DenseCalibration,
 }
 
 /// The dense side of a vault, or why there is none: `Err(None)` when no embedding model is set
@@ -129,7 +132,8 @@ fn dense_side(ctx: &ModeContext) -> std::result::Result<Dense, Option<(&'static 
       ),
     )));
   }
-  Ok(Dense { embedder, vectors })
+  let calibration = DenseCalibration::of_model(embedder.manifest());
+  Ok(Dense { embedder, vectors, calibration })
 }
 
 /// Diagnostic for a partially embedded vault (dense still runs over what exists).
@@ -151,6 +155,9 @@ fn lexical_hits(cands: Vec<LexicalCandidate>) -> Vec<VaultHit> {
       let mut reasons = Vec::new();
       if let Some(e) = c.exact {
         reasons.push(e.reason().to_string());
+      }
+      if c.named {
+        reasons.push("named_in_query".into());
       }
       reasons
         .push(format!("lexical: {}/{} terms, coverage {:.2}", c.matched_terms, c.total_terms, c.coverage));
@@ -187,6 +194,8 @@ fn sub_texts(ctx: &ModeContext, lexical: bool) -> Vec<String> {
 
 /// Lists of one hybrid pass, kept for adaptive triggers and quality expansion.
 struct HybridLists {
+  /// The fused hybrid order (page, fusion score).
+  fused: Vec<(String, f64)>,
   lexical: Vec<LexicalCandidate>,
   dense: Vec<DenseCandidate>,
   query_vec: Vec<f32>,
@@ -231,8 +240,10 @@ fn fuse_hits(
       let exact = lx.and_then(|c| c.exact).or_else(|| {
         ctx.snap.manifest.entries.get(&page_id).and_then(|e| exact_match(ctx.query, &page_id, e))
       });
-      let lex_conf = lx.map(|c| c.coverage).unwrap_or(0.0);
-      let confidence = hybrid_confidence(lex_conf, dense_confidence(cos as f64), exact.is_some());
+      let lex_conf = lx.map(|c| c.confidence).unwrap_or(0.0);
+      let named = lx.is_some_and(|c| c.named);
+      let confidence =
+        hybrid_confidence(lex_conf, dense.calibration.confidence(cos as f64), exact.is_some(), named);
       let mut reasons = Vec::new();
       if let Some(e) = exact {
         reasons.push(e.reason().to_string());
@@ -246,6 +257,9 @@ fn fuse_hits(
           c.coverage
         ));
         reasons.extend(c.matched_fields.iter().map(|f| format!("field:{f}")));
+        if c.named {
+          reasons.push("named_in_query".into());
+        }
       }
       if let Some(d) = dense_by.get(page_id.as_str()) {
         reasons.push(format!("dense: rank {}, cosine {:.3}", d.rank + 1, d.cosine));
@@ -254,11 +268,36 @@ fn fuse_hits(
       }
       // Show the passage the dense side matched when it is a real match, else the lexical one.
       let chunk = chunk_id
-        .filter(|_| lx.is_none() || cos as f64 >= super::confidence::COSINE_FLOOR)
+        .filter(|_| lx.is_none() || cos as f64 >= dense.calibration.floor)
         .and_then(|cid| lexidx.chunk_by_id(&ctx.snap.searcher, &page_id, &cid).ok().flatten());
       VaultHit { page_id, rank, confidence, exact, reasons, chunk, engine_score: score }
     })
     .collect()
+}
+
+/// [`evidence_fusion`] of a vault's lexical and dense list: the lexical list weighted by its own
+/// confidence, every page's dense confidence from its best-chunk cosine (looked up for pages only
+/// the lexical list found).
+fn evidence_fusion_of(
+  ctx: &ModeContext,
+  dense: &Dense,
+  lexical: &[LexicalCandidate],
+  dense_list: &[DenseCandidate],
+  qvec: &[f32],
+) -> Vec<(String, f64)> {
+  let in_dense: HashSet<&str> = dense_list.iter().map(|d| d.page_id.as_str()).collect();
+  let missing: Vec<String> =
+    lexical.iter().filter(|c| !in_dense.contains(c.page_id.as_str())).map(|c| c.page_id.clone()).collect();
+  let extra = page_cosines(ctx.snap, &dense.vectors, qvec, &missing);
+  let cal = &dense.calibration;
+  let mut dense_conf: Vec<(String, f64)> =
+    dense_list.iter().map(|d| (d.page_id.clone(), cal.confidence(d.cosine as f64))).collect();
+  dense_conf.extend(
+    missing.iter().map(|p| (p.clone(), extra.get(p).map_or(0.0, |(c, _)| cal.confidence(*c as f64)))),
+  );
+  let trust = lexical.iter().map(|c| c.confidence).fold(0.0, f64::max);
+  let lex: Vec<(String, f64)> = lexical.iter().map(|c| (c.page_id.clone(), c.bm25 as f64)).collect();
+  evidence_fusion(&lex, trust, &dense_conf)
 }
 
 fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(Vec<VaultHit>, HybridLists)> {
@@ -292,15 +331,28 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
   } else {
     dense.embedder.embed_query(ctx.query)?
   };
-  let hits = fuse_hits(ctx, dense, rrf(&lists), &lexical, &dense_list, &qvec);
+  // One lexical and one dense list: fuse by their evidence. Typed sub-queries add lists whose
+  // scores are not on one scale: reciprocal ranks then.
+  let (fused, how) = if lists.len() == 2 {
+    (evidence_fusion_of(ctx, dense, &lexical, &dense_list, &qvec), "evidence-weighted")
+  } else {
+    (rrf(&lists), "rrf k=60")
+  };
+  let hits = fuse_hits(ctx, dense, fused.clone(), &lexical, &dense_list, &qvec);
   trace.push(format!(
-    "hybrid: {} lexical + {} dense candidates from {} list(s), rrf k=60 ({:.1} ms)",
+    "hybrid: {} lexical + {} dense candidates from {} list(s), {how} ({:.1} ms)",
     lexical.len(),
     dense_list.len(),
     lists.len(),
     started.elapsed().as_secs_f64() * 1000.0
   ));
-  Ok((hits, HybridLists { lexical, dense: dense_list, query_vec: qvec }))
+  Ok((hits, HybridLists { fused, lexical, dense: dense_list, query_vec: qvec }))
+}
+
+/// True when quality mode can change the hybrid ranking: a cross-encoder is configured (its
+/// manifest opens) or sentence-window rescoring was asked for.
+fn second_stage_configured(ctx: &ModeContext) -> bool {
+  ctx.sentence_rescore || models::rerank_model_id(&models::effective_config()).is_some()
 }
 
 /// Adaptive triggers that fired (empty = stay hybrid).
@@ -405,7 +457,7 @@ fn quality(
   // With a reranker, the pool is what it rescores.
   let page_ids = |v: &[LexicalCandidate]| v.iter().map(|c| c.page_id.clone()).collect::<Vec<_>>();
   let dense_ids = |v: &[DenseCandidate]| v.iter().map(|c| c.page_id.clone()).collect::<Vec<_>>();
-  let mut pool = rrf(&[page_ids(&lists.lexical), dense_ids(&lists.dense)]);
+  let mut pool = lists.fused.clone();
   let seen: HashSet<String> = pool.iter().map(|(p, _)| p.clone()).collect();
   let floor = pool.last().map(|(_, s)| *s).unwrap_or(0.0);
   let expanded: Vec<(String, f64)> = rrf(&[page_ids(&lex_prf), dense_ids(&dense_prf)])
@@ -509,6 +561,15 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
         let (hits, lists) = hybrid(ctx, &dense, trace)?;
         if let Some(top) = hits.first().filter(|h| h.exact.is_some() && h.confidence >= EXACT_BYPASS) {
           trace.push(format!("adaptive: exact match {} bypasses escalation", top.page_id));
+          return Ok((hits, RetrievalMode::Hybrid));
+        }
+        // Quality without a second stage (cross-encoder or sentence rescoring) returns the hybrid
+        // order (PRF only widens the pool below it): escalating would cost time for nothing.
+        if !second_stage_configured(ctx) {
+          trace.push(
+            "adaptive: stayed hybrid (no second stage configured: no cross-encoder, sentence rescoring off)"
+              .into(),
+          );
           return Ok((hits, RetrievalMode::Hybrid));
         }
         let fired = escalation_triggers(ctx, &hits, &lists);

@@ -65,12 +65,14 @@ mod index;
 mod memory;
 mod pi;
 mod precision;
+mod prompts;
 mod queries;
 mod report;
 mod scale;
 
 pub use self::{
-  collection::*, gates::*, index::*, memory::*, pi::*, precision::*, queries::*, report::*, scale::*,
+  collection::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*, report::*,
+  scale::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
@@ -135,6 +137,9 @@ pub struct BenchCommon {
   pub temp_root: Option<PathBuf>,
   /// Quality mode rescoring by sentence windows (the opt-in ablation).
   pub sentence_rescore: bool,
+  /// Keep vault copies under this directory, one per label, and reuse them: a rerun reindexes
+  /// incrementally (unchanged chunks keep their vectors), so indexing figures are not cold.
+  pub reuse_dir: Option<PathBuf>,
   pub log: Log,
 }
 
@@ -147,6 +152,7 @@ impl BenchCommon {
       keep_temp: false,
       temp_root: None,
       sentence_rescore: false,
+      reuse_dir: None,
       log: stderr_log(),
     }
   }
@@ -165,6 +171,15 @@ impl BenchCommon {
   }
 
   fn temp(&self, label: &str) -> Result<TempDir> {
+    if let Some(dir) = &self.reuse_dir {
+      let path = std::path::absolute(dir).map_err(|e| Error::io("resolve", dir, e))?.join(label);
+      create_dir(&path)?;
+      self.say(format!(
+        "reusing vault copy at {} (indexing figures are incremental, not cold)",
+        path.display()
+      ));
+      return Ok(TempDir { path, keep: true });
+    }
     let root = match &self.temp_root {
       Some(r) => std::path::absolute(r).map_err(|e| Error::io("resolve", r, e))?,
       None => std::env::temp_dir(),

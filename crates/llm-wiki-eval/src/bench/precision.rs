@@ -78,9 +78,10 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
   let fixture = load_pi_fixture(&fixture_path)?;
   let beir = load_beir_dir(&beir_dir)?;
 
-  let pi_tmp = common.temp("precision-pi")?;
+  // Labels as in the set benches: with --reuse-dir, the same vault copies (and vectors) serve both.
+  let pi_tmp = common.temp("pi")?;
   let (pi_paths, _) = prepare_pi_vault(&pi_vault_src, pi_tmp.path())?;
-  let beir_tmp = common.temp(&format!("precision-{beir_name}"))?;
+  let beir_tmp = common.temp(&beir_name)?;
   let (beir_paths, _) = prepare_beir_vault(&beir_dir, beir_tmp.path())?;
   let pi_ix = build_index(&pi_paths, common.needs_vectors(), "pi", common)?;
   let beir_ix = build_index(&beir_paths, common.needs_vectors(), &beir_name, common)?;
