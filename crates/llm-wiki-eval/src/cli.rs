@@ -9,8 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
   parse_modes, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log, BenchCommon,
-  ScaleOptions,
-  SetBenchOptions,
+  ScaleOptions, SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -265,9 +264,6 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
   let output = match args.suite {
     Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
     Some(BenchSuite::Memory { pi, common }) => run_memory(&pi, &common.common()?)?,
-    #[command(flatten)]
-    common: BenchCommonArgs,
-  },
     Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?
