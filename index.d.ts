@@ -109,6 +109,12 @@ export interface DownloadProgressEvent {
   total?: number
 }
 
+/** A typed relation carried by a link edge. */
+export interface EdgeRelation {
+  type: string
+  scope?: string
+}
+
 /** Engine name, versions and limits. */
 export declare function engineInfo(): EngineInfo
 
@@ -172,6 +178,30 @@ export interface EngineOptions {
  */
 export declare function ensureVaultId(paths: VaultPaths): Promise<string>
 
+/** A page edge: every body link from `from` to `to`, with the validated relations on it. */
+export interface GraphEdge {
+  from: string
+  to: string
+  kind: 'markdown' | 'wiki'
+  /** Heading / block anchors of the body links. */
+  anchors: Array<string>
+  /** Line of the first body link in `from`. */
+  line: number
+  relations: Array<EdgeRelation>
+}
+
+/** A page reached over links. */
+export interface GraphPage {
+  id: string
+  title: string
+  type: string
+  role: 'canonical' | 'evidence'
+  status?: string
+  path: string
+  /** Hops from the start page. */
+  depth: number
+}
+
 /** `{code, message, path?}` of an index warning or error. */
 export interface IndexIssue {
   code: string
@@ -215,6 +245,82 @@ export interface IndexStatus {
   issues: Array<IndexIssue>
 }
 
+/** A shortest path of links (followed in either direction) between two pages of one vault. */
+export declare function linkPath(paths: VaultPaths, from: string, to: string, opts?: LinkPathOptions | undefined | null): Promise<LinkPath>
+
+/** Result of `linkPath`. */
+export interface LinkPath {
+  found: boolean
+  /** Pages along the path, `from` first. */
+  pages: Array<GraphPage>
+  hops: Array<PathHop>
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** Options of `linkPath`. */
+export interface LinkPathOptions {
+  /** Longest path searched (default 4, at most 8). */
+  maxHops?: number
+}
+
+/** A card with its evidence and competing claims (`card` absent: unpromoted evidence). */
+export interface MemoryBundle {
+  card?: MemoryCandidate
+  evidence: Array<MemoryCandidate>
+  conflicts: Array<MemoryCandidate>
+}
+
+/** One packed item: the spec's `MemoryCandidate` plus what rendering needs. */
+export interface MemoryCandidate {
+  vault: 'project' | 'personal'
+  vaultId: string
+  vaultLabel?: string
+  pageId: string
+  /** Absolute path of the page file. */
+  path: string
+  title: string
+  type: string
+  role: 'canonical' | 'evidence'
+  status?: string
+  domain?: string
+  /** Scope of the `applies_under` relation that admitted the item. */
+  scope?: string
+  heading?: string
+  /** Exact text of the page lines `lineStart..=lineEnd` (≤ 800 characters). */
+  excerpt: string
+  lineStart: number
+  lineEnd: number
+  /** 0-based rank in its vault's retrieval list; absent for a page admitted by a relation. */
+  qmdRank?: number
+  /** Retrieval confidence before the multiplier, when retrieved. */
+  qmdScore?: number
+  /** Final bounded score (0 for a page admitted by a relation). */
+  score: number
+  matchReasons: Array<string>
+  /**
+   * `card`, `unpromoted`, `linked` (retrieved and linked with the card) or the relation type
+   * that admitted it (`supports`, `derived_from`, `contradicts`, `qualifies`, `supersedes`,
+   * `applies_under`).
+   */
+  relation: string
+  /** `outgoing` (the card declares the relation) or `incoming` (the item declares it). */
+  relationDirection?: 'outgoing' | 'incoming'
+  warnings: Array<string>
+}
+
+/** Result of `recallMemory`. Empty `bundles` ("no reliable memory") is a valid outcome. */
+export interface MemoryResponse {
+  bundles: Array<MemoryBundle>
+  /**
+   * The bundles rendered for injection (within `budgetChars`), or links-first lines when no
+   * bundle fits.
+   */
+  context: string
+  diagnostics: Array<RecallDiagnostic>
+  trace: Array<string>
+  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+}
+
 /** Which models and ONNX Runtime library the engine would use; reads manifests only. */
 export declare function modelStatus(): ModelStatus
 
@@ -231,6 +337,45 @@ export interface ModelStatus {
   loadedModels: number
   threads: number
   denseEnabled: boolean
+}
+
+/** Result of `neighbours`. */
+export interface Neighbourhood {
+  /** The page (absent when not indexed: see `diagnostics`). */
+  page?: GraphPage
+  /** Its file text, cut to the byte budget. */
+  content: string
+  outbound: Array<GraphEdge>
+  inbound: Array<GraphEdge>
+  /** Other pages reached, nearest first. */
+  pages: Array<GraphPage>
+  /** Targets of the page's links that are no page of the vault. */
+  dangling: Array<string>
+  truncated: boolean
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/**
+ * Zoom-out: a page with its outbound and inbound link edges (typed relations labelled), up to
+ * `depth` hops, within `maxBytes`. An unknown page or unavailable index is a diagnostic.
+ */
+export declare function neighbours(paths: VaultPaths, pageId: string, opts?: NeighboursOptions | undefined | null): Promise<Neighbourhood>
+
+/** Options of `neighbours`. */
+export interface NeighboursOptions {
+  /** Hops from the page (default 1, at most 3). */
+  depth?: number
+  /** Edges followed (default `both`). */
+  direction?: 'outbound' | 'inbound' | 'both'
+  /** Output budget in bytes (default 32768). */
+  maxBytes?: number
+}
+
+/** One step of a link path. */
+export interface PathHop {
+  edge: GraphEdge
+  /** True when the path walks the link backwards (from `edge.to` to `edge.from`). */
+  reversed: boolean
 }
 
 /** Pages that differ from the index (by path, size and mtime). */
@@ -262,6 +407,31 @@ export interface RecallConfig {
 export interface RecallDiagnostic {
   code: string
   message: string
+}
+
+/**
+ * Recall memory bundles: the highest canonical card with ≤ 2 evidence excerpts and its
+ * competing claims (one typed relation hop), more cards under the `(type, domain)` diversity
+ * cap while the character budget lasts, unpromoted evidence only when no card matched.
+ */
+export declare function recallMemory(paths: VaultPaths, rawQuery: string, opts: RecallMemoryOptions): Promise<MemoryResponse>
+
+/** Options of `recallMemory`. */
+export interface RecallMemoryOptions {
+  /** `maxResults` = bundles returned (automatic recall: 3); candidates are taken at 10. */
+  policy: RecallPolicy
+  config?: RecallConfig
+  mode?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  signal?: AbortSignal
+  /** Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted). */
+  aborted?: boolean
+  /** Rendered context budget in characters (default 8000, the spec's automatic budget). */
+  budgetChars?: number
+  /**
+   * Follow typed relations one hop (default true; false = the "without typed-link assembly"
+   * ablation).
+   */
+  typedExpansion?: boolean
 }
 
 /** Recall policy (the phase-3 plan's `RecallPolicy`). */
