@@ -271,7 +271,7 @@ pub(super) fn method_notes(md: &mut String) {
   let _ = writeln!(
     md,
     "\nMethod: {LATENCY_METHOD} Peak RSS: {PEAK_RSS_METHOD} Index size: bytes of the regular files under \
-     `<meta>/retrieval`. Embed time excludes the model load (timed separately). Edits append one sentence to the \
+     `<meta>/qmd`. Embed time excludes the model load (timed separately). Edits append one sentence to the \
      page body and move its mtime 5 s forward."
   );
 }

@@ -31,7 +31,7 @@ pub struct VectorCost {
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DiskUsage {
-  /// Everything under `<meta>/retrieval`.
+  /// Everything under the store directory (`<meta>/qmd`).
   pub total_bytes: u64,
   pub lexical_bytes: u64,
   pub vectors_bytes: u64,

@@ -24,7 +24,7 @@
 //!   high-water mark `VmHWM` to the current RSS; `VmHWM` is read from `/proc/self/status` after the
 //!   phase. It therefore includes everything resident in the process at the start (the harness,
 //!   loaded models) and file-backed pages of memory-mapped index files touched during the phase.
-//! * Index size: bytes of the regular files under `<meta>/retrieval`.
+//! * Index size: bytes of the regular files under the store directory (`<meta>/qmd`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
