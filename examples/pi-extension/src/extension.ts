@@ -1,6 +1,8 @@
 // The pi-llm-wiki extension's retrieval call sites (pi-contract §5.3, §3.1, §4.2) implemented on
 // llm-wiki-retrieval: Pi `wiki_recall` (explicit), the automatic `before_agent_start` recall,
-// the MCP `recallOperation`, Pi `wiki_reindex` and `wiki_status`. Each function takes what the
+// the MCP `recallOperation`, Pi `wiki_reindex` and `wiki_status`. Automatic recall injects
+// `recallMemory` bundles (card + evidence + competing claims) when they fit the automatic
+// budget, the contract's links-first block otherwise, and nothing when recall finds nothing. Each function takes what the
 // host passes (tool params, `ctx.cwd`, the task config) and returns the host's result shape.
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
@@ -8,6 +10,7 @@ import { join } from 'node:path'
 import engine from 'llm-wiki-retrieval'
 import type {
   IndexStatus,
+  MemoryBundle,
   RecallDiagnostic,
   RecallPolicy,
   RecallResult,
@@ -17,13 +20,27 @@ import type {
   WikiReindexResult,
 } from 'llm-wiki-retrieval'
 
-import { DEFAULT_RECALL_LINKS_THRESHOLD, formatRecallContext, linkSnippet, shouldUseLinksFirst } from './format.js'
+import {
+  DEFAULT_RECALL_BUDGET_CHARS,
+  DEFAULT_RECALL_LINKS_THRESHOLD,
+  formatMemoryContext,
+  formatRecallContext,
+  linkSnippet,
+  memoryBlockOverhead,
+  shouldUseLinksFirst,
+} from './format.js'
 
 /** The subset of the extension's TaskConfig these call sites read. */
 export interface TaskConfig {
   retrievalMode?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /** Page count above which explicit `wiki_recall` renders links first (default 50). */
   recallLinksThreshold?: number
   recallSkillInlineMax?: number
+  /**
+   * Characters the automatic block may take (default 8,000, the spec's automatic budget). An
+   * example-only knob (the spec keeps the budget a constant); tests use it for budget edges.
+   */
+  recallBudgetChars?: number
   /** Automatic recall may use the personal vault when no project vault applies (default true on pi). */
   personalVaultIsAmbient?: boolean
 }
@@ -148,17 +165,47 @@ export function wikiAppliesTo(cwd: string, config?: TaskConfig): boolean {
   return project || (config?.personalVaultIsAmbient ?? true)
 }
 
+/** What automatic recall decided for a prompt. */
+export interface AutomaticRecall {
+  /** The block to inject; '' = inject nothing. */
+  content: string
+  /** `memory`: bundles fit the budget; `links`: they did not, links-first; `none`: nothing reliable. */
+  rendering: 'memory' | 'links' | 'none'
+  bundles: MemoryBundle[]
+  diagnostics: RecallDiagnostic[]
+}
+
+const NOTHING: AutomaticRecall = Object.freeze({ content: '', rendering: 'none', bundles: [], diagnostics: [] }) as AutomaticRecall
+
+/**
+ * Automatic recall for `prompt` (precision first: the automatic policy's 0.50 floor; no
+ * result, no block). Memory bundles rendered by the engine within the budget minus the block's
+ * header and footer; when even the top bundle does not fit (`memory_budget_too_small`), the
+ * contract's links-first block over the same automatic recall, skill bodies not inlined.
+ */
+export async function automaticRecall(prompt: string, ctx: ToolContext): Promise<AutomaticRecall> {
+  if (!prompt.trim() || !wikiAppliesTo(ctx.cwd, ctx.config)) return { ...NOTHING }
+  const paths = engine.resolveVaultPaths(ctx.cwd)
+  if (!hasVault(paths)) return { ...NOTHING }
+  const wikiDir = paths.wiki ?? join(paths.dotWiki ?? join(paths.root, '.llm-wiki'), 'wiki')
+  const budget = Math.max(0, Math.floor(ctx.config?.recallBudgetChars ?? DEFAULT_RECALL_BUDGET_CHARS))
+  const config = recallConfig(ctx.config)
+  const memory = await engine.recallMemory(paths, prompt, {
+    policy: { ...AUTOMATIC_POLICY },
+    config,
+    budgetChars: Math.max(0, budget - memoryBlockOverhead({ wikiDir })),
+  })
+  const content = formatMemoryContext(memory, { wikiDir })
+  if (content) return { content, rendering: 'memory', bundles: memory.bundles, diagnostics: memory.diagnostics }
+  if (!memory.diagnostics.some((d) => d.code === 'memory_budget_too_small')) return { ...NOTHING, diagnostics: memory.diagnostics }
+  const { results } = await engine.recallWiki(paths, prompt, { policy: { ...AUTOMATIC_POLICY }, config })
+  const links = formatRecallContext(results, { linksOnly: true, skillInlineMax: 0 })
+  return links ? { content: links, rendering: 'links', bundles: [], diagnostics: memory.diagnostics } : { ...NOTHING, diagnostics: memory.diagnostics }
+}
+
 /** The block automatic recall injects for `prompt`; '' when nothing reliable was found. */
 export async function automaticRecallContext(prompt: string, ctx: ToolContext): Promise<string> {
-  if (!prompt.trim() || !wikiAppliesTo(ctx.cwd, ctx.config)) return ''
-  const paths = engine.resolveVaultPaths(ctx.cwd)
-  if (!hasVault(paths)) return ''
-  const { results } = await engine.recallWiki(paths, prompt, { policy: { ...AUTOMATIC_POLICY }, config: recallConfig(ctx.config) })
-  if (results.length === 0) return ''
-  const threshold = ctx.config?.recallLinksThreshold ?? DEFAULT_RECALL_LINKS_THRESHOLD
-  const linksOnly = shouldUseLinksFirst(await vaultPageCount(paths, false), threshold)
-  const skillInlineMax = ctx.config?.recallSkillInlineMax
-  return formatRecallContext(results, skillInlineMax === undefined ? { linksOnly } : { linksOnly, skillInlineMax })
+  return (await automaticRecall(prompt, ctx)).content
 }
 
 /** `before_agent_start` handler: a hidden tail message, or nothing at all. */

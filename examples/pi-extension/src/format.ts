@@ -1,6 +1,9 @@
-// `formatRecallContext`: the automatic-recall block the extension injects as a hidden tail
-// message (pi-contract §5.3). Written from the contract's rules; the output must stay
-// byte-for-byte what the extension renders today, because prompts and tests depend on it.
+// `formatRecallContext`: the recall block rendering of pi-contract §5.3 (links-first and
+// previews). Written from the contract's rules; the output must stay byte-for-byte what the
+// extension renders today, because prompts and tests depend on it.
+// `formatMemoryContext`: the automatic-recall block built from `recallMemory` bundles (spec
+// "Context Packing"): the engine's rendered bundles between a header and a footer, the whole
+// block within the automatic character budget.
 import { existsSync, readFileSync } from 'node:fs'
 
 /** The fields of a recall result the rendering reads (the engine's RecallResult has more). */
@@ -110,4 +113,64 @@ export function formatRecallContext(results: readonly RenderableResult[], opts: 
   }
   out.push('Use `read` to view full pages. Add new findings via wiki_ensure_page or wiki_retro.', '')
   return out.join('\n')
+}
+
+/** The automatic context budget in characters (spec "Context Packing": 8,000). */
+export const DEFAULT_RECALL_BUDGET_CHARS = 8000
+
+/** Characters as the engine counts them (Unicode scalar values, not UTF-16 units). */
+export function charCount(s: string): number {
+  let n = 0
+  for (const _ of s) n++
+  return n
+}
+
+/** What the memory block reads of a `recallMemory` response (`MemoryResponse` has more). */
+export interface RenderableMemory {
+  bundles: ReadonlyArray<{
+    card?: { pageId: string; type: string; vaultLabel?: string }
+    evidence: ReadonlyArray<{ vaultLabel?: string }>
+    conflicts: ReadonlyArray<{ vaultLabel?: string }>
+  }>
+  /** The engine's rendering of `bundles` (within the budget it was given). */
+  context: string
+}
+
+export interface MemoryFormatOptions {
+  /** Directory of the vault's pages (`VaultPaths.wiki`): page `<id>` is `<wikiDir>/<id>.md`. */
+  wikiDir: string
+}
+
+function memoryHeader(count: number, layered: boolean, skill: boolean): string {
+  return [
+    '## Relevant Wiki Knowledge (memory)',
+    ...(skill ? ['', SKILL_NUDGE] : []),
+    '',
+    `_${count} memory bundle(s) matched your query${layered ? ' (personal + project)' : ''}: each card comes with its evidence and competing claims._`,
+    '',
+    '',
+  ].join('\n')
+}
+
+function memoryFooter(opts: MemoryFormatOptions): string {
+  return `\nPage files: \`read ${opts.wikiDir}/<page id>.md\` (line ranges above). Add new findings via wiki_ensure_page or wiki_retro.\n`
+}
+
+/**
+ * Characters the header and footer of `formatMemoryContext` may take (worst case: skill nudge,
+ * layered label, three-digit count): the automatic path asks the engine for bundles within the
+ * budget minus this, so the whole block stays within the budget.
+ */
+export function memoryBlockOverhead(opts: MemoryFormatOptions): number {
+  return charCount(memoryHeader(100, true, true)) + charCount(memoryFooter(opts))
+}
+
+/** The memory block for `memory`; '' when it holds no bundle. */
+export function formatMemoryContext(memory: RenderableMemory, opts: MemoryFormatOptions): string {
+  if (memory.bundles.length === 0 || !memory.context) return ''
+  const items = memory.bundles.flatMap((b) => [...(b.card ? [b.card] : []), ...b.evidence, ...b.conflicts])
+  const layered = items.some((i) => i.vaultLabel)
+  const skill = memory.bundles.some((b) => b.card !== undefined && isSkillOrCase({ id: b.card.pageId, type: b.card.type }))
+  const context = memory.context.endsWith('\n') ? memory.context : `${memory.context}\n`
+  return memoryHeader(memory.bundles.length, layered, skill) + context + memoryFooter(opts)
 }

@@ -124,9 +124,12 @@ describe('pi extension call sites', () => {
     assert.ok(injected)
     assert.equal(injected.message.customType, 'wiki-recall-context')
     assert.equal(injected.message.display, false)
-    assert.ok(injected.message.content.startsWith('## Relevant Wiki Knowledge\n\n_'), injected.message.content)
-    assert.ok(injected.message.content.includes('- **[[entities/qmd]]** — *'))
-    assert.ok(injected.message.content.endsWith('Use `read` to view full pages. Add new findings via wiki_ensure_page or wiki_retro.\n'))
+    const content = injected.message.content
+    // Memory bundles (they fit the 8,000-character automatic budget), the QMD card first.
+    assert.ok(content.startsWith('## Relevant Wiki Knowledge (memory)\n\n_'), content)
+    assert.match(content, /\n## Memory 1\nCard: [^\n]* \[entities\/qmd\] \(/)
+    assert.ok(content.length <= 8000)
+    assert.ok(content.endsWith('Add new findings via wiki_ensure_page or wiki_retro.\n'))
   })
 
   test('MCP recallOperation and Pi wiki_recall return the same structured results', async () => {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 
-import { fenceFor, formatRecallContext, type RenderableResult } from '../src/format.js'
+import { charCount, fenceFor, formatMemoryContext, formatRecallContext, memoryBlockOverhead, type RenderableResult } from '../src/format.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'pi-format-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
@@ -159,5 +159,38 @@ describe('formatRecallContext', () => {
     assert.equal(fenceFor('plain'), '```')
     assert.equal(fenceFor('a `b` ```c```'), '````')
     assert.equal(fenceFor('x `````y'), '``````')
+  })
+})
+
+describe('formatMemoryContext', () => {
+  const wikiDir = '/v/.llm-wiki/wiki'
+  const context = '## Memory 1\nCard: Cache TTL [concepts/cache-ttl] (concept)\n  concepts/cache-ttl:7-7 #Claim\n  > Five minutes.\n'
+
+  test('no bundle renders nothing', () => {
+    assert.equal(formatMemoryContext({ bundles: [], context: '' }, { wikiDir }), '')
+    assert.equal(formatMemoryContext({ bundles: [], context: '- Cache TTL [concepts/cache-ttl] (concept)\n' }, { wikiDir }), '')
+  })
+
+  test('header, the engine context verbatim, footer with the page directory', () => {
+    const expected =
+      '## Relevant Wiki Knowledge (memory)\n' +
+      '\n' +
+      '_1 memory bundle(s) matched your query: each card comes with its evidence and competing claims._\n' +
+      '\n' +
+      context +
+      '\n' +
+      'Page files: `read /v/.llm-wiki/wiki/<page id>.md` (line ranges above). Add new findings via wiki_ensure_page or wiki_retro.\n'
+    const bundle = { card: { pageId: 'concepts/cache-ttl', type: 'concept' }, evidence: [], conflicts: [] }
+    assert.equal(formatMemoryContext({ bundles: [bundle], context }, { wikiDir }), expected)
+  })
+
+  test('skill nudge and layered label; the overhead bounds header and footer', () => {
+    const skill = { card: { pageId: 'skills/rotate-tls', type: 'skill', vaultLabel: '📓 personal' }, evidence: [], conflicts: [] }
+    const out = formatMemoryContext({ bundles: [skill, skill, skill], context: context.trimEnd() }, { wikiDir })
+    assert.ok(out.startsWith('## Relevant Wiki Knowledge (memory)\n\n⚠️ A distilled skill/case below matches this task'), out)
+    assert.ok(out.includes('_3 memory bundle(s) matched your query (personal + project): '))
+    assert.ok(out.includes(`${context.trimEnd()}\n\nPage files: `))
+    assert.equal(charCount(out) - charCount(context), memoryBlockOverhead({ wikiDir }) - 2)
+    assert.equal(charCount('⚠️x'), 3)
   })
 })
