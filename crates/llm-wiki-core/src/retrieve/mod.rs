@@ -13,4 +13,4 @@ pub mod rescore;
 pub mod salience;
 
 pub use modes::{RetrievalMode, SubQuery};
-pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult};
+pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult, VaultMode};
