@@ -472,7 +472,17 @@ pub struct RecallResult {
   /// 1-based first line of the passage in the page file.
   pub line_start: u32,
   pub line_end: u32,
+  /// Why the page matched; includes `verified` when a current human verification raised the
+  /// multiplier.
   pub match_reasons: Vec<String>,
+  /// Current human verification (OKF `verified` event by a person, not older than
+  /// `generated.at`): +0.02 inside the multiplier's clamp.
+  pub verified: bool,
+  /// Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`.
+  /// A warned page is still returned.
+  pub warnings: Vec<String>,
+  /// Frontmatter `stale_after`, as written.
+  pub stale_after: Option<String>,
 }
 
 impl From<&core_retrieve::RecallResult> for RecallResult {
@@ -499,6 +509,9 @@ impl From<&core_retrieve::RecallResult> for RecallResult {
       line_start: r.line_start,
       line_end: r.line_end,
       match_reasons: r.match_reasons.clone(),
+      verified: r.verified,
+      warnings: r.warnings.clone(),
+      stale_after: r.stale_after.clone(),
     }
   }
 }

@@ -11,6 +11,7 @@ use super::fusion::{fuse_layers, LayerItem, VaultKind};
 use super::lexical::query_terms;
 use super::modes::{run_mode, ModeContext, RetrievalMode, SubQuery, VaultHit};
 use super::query::{normalize_query, normalize_subqueries};
+use super::trust::{now_secs, trust_of};
 use crate::error::{Error, Result};
 use crate::store::CancelFlag;
 use crate::vault::config::{intent_of, read_config};
@@ -146,8 +147,17 @@ pub struct RecallResult {
   pub line_start: u32,
   /// Last line of the passage (1-based, inclusive).
   pub line_end: u32,
-  /// Why the page matched (exact title, terms, vector, ...).
+  /// Why the page matched (exact title, terms, vector, ...); `verified` when a current human
+  /// verification raised the multiplier.
   pub match_reasons: Vec<String>,
+  /// Current human verification (see [`super::trust`]).
+  pub verified: bool,
+  /// Trust warnings: `stale` (past `stale_after`), `verification_outdated`, `deprecated`.
+  /// A warned page is never dropped for it.
+  pub warnings: Vec<String>,
+  /// Frontmatter `stale_after`, as written.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub stale_after: Option<String>,
 }
 
 /// `{code, message}` diagnostic of a recall.
@@ -246,6 +256,7 @@ struct VaultOutcome {
   paths: VaultPaths,
   hits: Vec<(VaultHit, f64, f64)>,
   snap: super::engine::Snapshot,
+  now: i64,
 }
 
 /// Recall from the vaults of `active` under `opts`.
@@ -277,6 +288,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   let terms = query_terms(&query);
   trace.push(format!("query:{} terms", terms.len()));
   let mut vault_modes: Vec<VaultMode> = Vec::new();
+  let now = now_secs();
   let mut outcomes: Vec<VaultOutcome> = Vec::new();
   for (paths, kind) in recall_vaults(active, &opts.policy) {
     opts.cancel.check()?;
@@ -353,7 +365,9 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       .into_iter()
       .filter_map(|h| {
         let entry = snap.manifest.entries.get(&h.page_id)?;
-        let m = bounded_multiplier(h.exact.is_some(), entry.role, entry.meta.status.as_deref(), 0.0);
+        let verified = trust_of(&entry.meta, now).verified;
+        let m =
+          bounded_multiplier(h.exact.is_some(), entry.role, entry.meta.status.as_deref(), verified, 0.0);
         let score = final_score(h.confidence, m);
         (score >= opts.policy.min_score).then_some((h, m, score))
       })
@@ -367,7 +381,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       opts.policy.min_score,
       started.elapsed().as_secs_f64() * 1000.0
     ));
-    outcomes.push(VaultOutcome { kind, paths, hits: kept, snap });
+    outcomes.push(VaultOutcome { kind, paths, hits: kept, snap, now });
   }
 
   let layers: Vec<Vec<LayerItem<(usize, usize)>>> = outcomes
@@ -413,6 +427,11 @@ fn build_result(
   key: f64,
 ) -> Result<RecallResult> {
   let entry = &o.snap.manifest.entries[&h.page_id];
+  let trust = trust_of(&entry.meta, o.now);
+  let mut match_reasons = h.reasons.clone();
+  if trust.verified {
+    match_reasons.push("verified".to_string());
+  }
   let lex = &o.snap.reader.lexical;
   let addr = match h.chunk {
     Some(a) => a,
@@ -455,7 +474,10 @@ fn build_result(
     chunk_id: chunk.chunk_id,
     line_start: chunk.line_start,
     line_end: chunk.line_end,
-    match_reasons: h.reasons.clone(),
+    match_reasons,
+    verified: trust.verified,
+    warnings: trust.warnings.iter().map(|w| w.to_string()).collect(),
+    stale_after: entry.meta.stale_after.clone(),
   })
 }
 
