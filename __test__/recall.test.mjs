@@ -525,6 +525,33 @@ describe('mode per vault, verification and freshness (issue 12 item 5)', () => {
     }
   })
 
+  test("quality mode passes the vault's intent (config topic + mode) to the cross-encoder", async () => {
+    const modelRoot = process.env.LLM_WIKI_MODELS_DIR || path.join(repoRoot, '.models')
+    const crossEncoder = path.join(modelRoot, 'test-cross-encoder-int8')
+    if (!fs.existsSync(path.join(crossEncoder, 'manifest.json'))) {
+      throw new Error(`${crossEncoder} is missing: run python3 scripts/fetch_models.py`)
+    }
+    const pages = { 'concepts/b.md': page({ title: 'Backups', body: 'Keep three copies of important data off site.' }) }
+    const withIntent = makeVault(path.join(base, 'topic'), { pages, config: { name: 'T', topic: 'Home IT', mode: 'ops' } })
+    const without = makeVault(path.join(base, 'plain'), { pages, config: { name: 'P' } })
+    addon.configure({ modelRoots: [modelRoot], threads: 2, embedModel: null, rerankModel: crossEncoder, dense: null })
+    try {
+      for (const v of [withIntent, without]) {
+        const idx = (await addon.reindexWiki(v.paths, { components: ['lexical', 'vectors'] })).results[0].result
+        assert.equal(idx.ok, true, JSON.stringify(idx.errors))
+      }
+      const q = { policy: { ...AUTOMATIC, minScore: 0 }, mode: 'quality' }
+      const a = await recallWiki(withIntent.paths, 'backup copies', q)
+      const rescored = a.trace.find((x) => x.includes('cross-encoder rescored'))
+      assert.ok(rescored?.includes("with the vault's intent"), a.trace.join('\n'))
+      const b = await recallWiki(without.paths, 'backup copies', q)
+      const plain = b.trace.find((x) => x.includes('cross-encoder rescored'))
+      assert.ok(plain && !plain.includes('intent'), b.trace.join('\n'))
+    } finally {
+      addon.configure({ dense: false, rerankModel: null })
+    }
+  })
+
   test('no vault answered: vaultModes is empty and mode is the requested one', async () => {
     const project = makeVault(path.join(base, 'project'), { pages: topicPages(1) })
     const r = await recallWiki(project.paths, uniqueWord(0), { policy: EXPLICIT, mode: 'quality' })
