@@ -452,8 +452,13 @@ export interface RecallResponse {
   diagnostics: Array<RecallDiagnostic>
   /** Every stage and fallback that ran. */
   trace: Array<string>
-  /** Mode actually used after fallbacks. */
+  /**
+   * Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
+   * adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
+   */
   mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /** Mode of each vault that answered (opened its index and ran), in search order. */
+  vaultModes: Array<VaultMode>
 }
 
 /** One recalled page: the extension's `RecallResult` plus provenance. */
@@ -489,7 +494,23 @@ export interface RecallResult {
   /** 1-based first line of the passage in the page file. */
   lineStart: number
   lineEnd: number
+  /**
+   * Why the page matched; includes `verified` when a current human verification raised the
+   * multiplier.
+   */
   matchReasons: Array<string>
+  /**
+   * Current human verification (OKF `verified` event by a person, not older than
+   * `generated.at`): +0.02 inside the multiplier's clamp.
+   */
+  verified: boolean
+  /**
+   * Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`.
+   * A warned page is still returned.
+   */
+  warnings: Array<string>
+  /** Frontmatter `stale_after`, as written. */
+  staleAfter?: string
 }
 
 /**
@@ -634,6 +655,21 @@ export interface StatusOptions {
 export interface SubQuery {
   type: 'lex' | 'vec'
   query: string
+}
+
+/** The mode one vault of a recall ran. */
+export interface VaultMode {
+  vaultId: string
+  vault: 'project' | 'personal'
+  /** Mode the vault actually ran, after fallbacks (adaptive runs as hybrid or quality). */
+  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /**
+   * The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
+   * fallback).
+   */
+  fallbackFrom?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /** Code of the first diagnostic of the fallback (e.g. `qmd_vectors_missing`), when known. */
+  reason?: string
 }
 
 /**

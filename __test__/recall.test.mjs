@@ -18,6 +18,7 @@ import {
   readJson,
   recallIds,
   reindexOne,
+  repoRoot,
   rmDir,
   runCli,
   setWikiHome,
@@ -470,5 +471,154 @@ describe('Pi benchmark vault', () => {
     const auto = await recallWiki(bench.paths, 'QMD', { policy: AUTOMATIC })
     assert.equal(auto.results[0]?.id, 'entities/qmd')
     assert.ok(auto.results.length <= 3)
+  })
+})
+
+describe('mode per vault, verification and freshness (issue 12 item 5)', () => {
+  test('two vaults answering with different modes: vaultModes per vault, mode = the least capable', async () => {
+    const modelRoot = process.env.LLM_WIKI_MODELS_DIR || path.join(repoRoot, '.models')
+    if (!fs.existsSync(path.join(modelRoot, 'runtime', 'runtime.json'))) {
+      throw new Error(`model root ${modelRoot} is missing: run python3 scripts/fetch_models.py`)
+    }
+    // The personal vault has no vectors (lexical index only); the project vault has both.
+    const personal = await indexed('home', {
+      'concepts/mine.md': page({ title: 'Mine', body: 'zxmodevor personal notes on backups' }),
+    })
+    const project = makeVault(path.join(base, 'project'), {
+      pages: { 'concepts/proj.md': page({ title: 'Proj', body: 'zxmodevor project notes on backups' }) },
+    })
+    setWikiHome(personal.root)
+    addon.configure({ modelRoots: [modelRoot], threads: 2, embedModel: null, rerankModel: null, dense: null })
+    try {
+      const idx = (await addon.reindexWiki(project.paths, { components: ['lexical', 'vectors'] })).results[0].result
+      assert.equal(idx.ok, true, JSON.stringify(idx.errors))
+      const r = await recallWiki(project.paths, 'zxmodevor backups', {
+        policy: { ...EXPLICIT, minScore: 0 },
+        mode: 'hybrid',
+      })
+      assert.deepEqual(
+        r.vaultModes.map((v) => [v.vault, v.mode, v.fallbackFrom ?? null]),
+        [
+          ['project', 'hybrid', null],
+          ['personal', 'lexical', 'hybrid'],
+        ],
+        JSON.stringify(r.vaultModes),
+      )
+      assert.equal(r.vaultModes[0].vaultId, readJson(project.config).vault_id)
+      assert.equal(r.vaultModes[1].vaultId, readJson(personal.config).vault_id)
+      assert.equal(r.vaultModes[0].reason, undefined)
+      assert.equal(r.vaultModes[1].reason, 'qmd_vectors_missing')
+      assert.ok(r.diagnostics.some((d) => d.code === 'qmd_vectors_missing'), JSON.stringify(r.diagnostics))
+      // The overall mode is the least capable one any vault ran, not the last vault's.
+      assert.equal(r.mode, 'lexical')
+      assert.deepEqual(r.results.map((x) => x.vault).sort(), ['personal', 'project'])
+
+      // One vault only: the overall mode is that vault's.
+      const own = await recallWiki(project.paths, 'zxmodevor backups', {
+        policy: { ...AUTOMATIC, minScore: 0 },
+        mode: 'hybrid',
+      })
+      assert.deepEqual(own.vaultModes.map((v) => [v.vault, v.mode]), [['project', 'hybrid']])
+      assert.equal(own.mode, 'hybrid')
+    } finally {
+      addon.configure({ dense: false })
+    }
+  })
+
+  test("quality mode passes the vault's intent (config topic + mode) to the cross-encoder", async () => {
+    const modelRoot = process.env.LLM_WIKI_MODELS_DIR || path.join(repoRoot, '.models')
+    const crossEncoder = path.join(modelRoot, 'test-cross-encoder-int8')
+    if (!fs.existsSync(path.join(crossEncoder, 'manifest.json'))) {
+      throw new Error(`${crossEncoder} is missing: run python3 scripts/fetch_models.py`)
+    }
+    const pages = { 'concepts/b.md': page({ title: 'Backups', body: 'Keep three copies of important data off site.' }) }
+    const withIntent = makeVault(path.join(base, 'topic'), { pages, config: { name: 'T', topic: 'Home IT', mode: 'ops' } })
+    const without = makeVault(path.join(base, 'plain'), { pages, config: { name: 'P' } })
+    addon.configure({ modelRoots: [modelRoot], threads: 2, embedModel: null, rerankModel: crossEncoder, dense: null })
+    try {
+      for (const v of [withIntent, without]) {
+        const idx = (await addon.reindexWiki(v.paths, { components: ['lexical', 'vectors'] })).results[0].result
+        assert.equal(idx.ok, true, JSON.stringify(idx.errors))
+      }
+      const q = { policy: { ...AUTOMATIC, minScore: 0 }, mode: 'quality' }
+      const a = await recallWiki(withIntent.paths, 'backup copies', q)
+      const rescored = a.trace.find((x) => x.includes('cross-encoder rescored'))
+      assert.ok(rescored?.includes("with the vault's intent"), a.trace.join('\n'))
+      const b = await recallWiki(without.paths, 'backup copies', q)
+      const plain = b.trace.find((x) => x.includes('cross-encoder rescored'))
+      assert.ok(plain && !plain.includes('intent'), b.trace.join('\n'))
+    } finally {
+      addon.configure({ dense: false, rerankModel: null })
+    }
+  })
+
+  test('no vault answered: vaultModes is empty and mode is the requested one', async () => {
+    const project = makeVault(path.join(base, 'project'), { pages: topicPages(1) })
+    const r = await recallWiki(project.paths, uniqueWord(0), { policy: EXPLICIT, mode: 'quality' })
+    assert.deepEqual(r.vaultModes, [])
+    assert.equal(r.mode, 'quality')
+  })
+
+  test('a current human verification adds +0.02 inside the clamp; stale pages are returned with a warning', async () => {
+    const w = uniqueWord(7, 'trust')
+    const verified = 'verified:\n  - by: reviewer@example.com\n    at: 2026-08-02T11:00:00Z'
+    const v = await indexed('v', {
+      'concepts/plain.md': page({ title: 'Plain', body: `${w} alpha` }),
+      'concepts/checked.md': page({ title: 'Checked', body: `${w} alpha`, extra: verified }),
+      'concepts/by-tool.md': page({
+        title: 'By tool',
+        body: `${w} alpha`,
+        extra: 'verified:\n  - by: pi-llm-wiki/checker\n    at: 2026-08-02T11:00:00Z',
+      }),
+      'concepts/outdated.md': page({
+        title: 'Outdated',
+        body: `${w} alpha`,
+        extra: `generated:\n  by: pi-llm-wiki/model\n  at: 2026-08-03T00:00:00Z\n${verified}`,
+      }),
+      'concepts/old.md': page({ title: 'Old', body: `${w} alpha`, extra: 'stale_after: 2000-01-01' }),
+      'concepts/future.md': page({ title: 'Future', body: `${w} alpha`, extra: 'stale_after: 2999-01-01' }),
+      'sources/gone.md': page({ type: 'source', title: 'Gone', status: 'deprecated', body: `${w} alpha`, extra: 'stale_after: 2001-01-01' }),
+    })
+    const r = await recallWiki(v.paths, w, { policy: { ...EXPLICIT, minScore: 0, maxResults: 10 }, mode: 'lexical' })
+    const by = Object.fromEntries(r.results.map((x) => [x.id, x]))
+    // Nothing is dropped for being stale, deprecated or unverified.
+    assert.deepEqual(Object.keys(by).sort(), [
+      'concepts/by-tool',
+      'concepts/checked',
+      'concepts/future',
+      'concepts/old',
+      'concepts/outdated',
+      'concepts/plain',
+      'sources/gone',
+    ])
+    const close = (a, b, what) => assert.ok(Math.abs(a - b) < 1e-9, `${what}: ${a} vs ${b}`)
+    close(by['concepts/plain'].multiplier, 1.03, 'plain')
+    close(by['concepts/checked'].multiplier, 1.05, 'verified')
+    close(by['concepts/checked'].score, Math.min(1, by['concepts/checked'].confidence * 1.05), 'verified score')
+    assert.equal(by['concepts/checked'].verified, true)
+    assert.ok(by['concepts/checked'].matchReasons.includes('verified'))
+    assert.deepEqual(by['concepts/checked'].warnings, [])
+    // A tool's confirmation is not a human verification; one older than the content is outdated.
+    assert.equal(by['concepts/by-tool'].verified, false)
+    close(by['concepts/by-tool'].multiplier, 1.03, 'by tool')
+    assert.equal(by['concepts/outdated'].verified, false)
+    assert.deepEqual(by['concepts/outdated'].warnings, ['verification_outdated'])
+    close(by['concepts/outdated'].multiplier, 1.03, 'outdated')
+    // Stale: a warning, no penalty.
+    assert.deepEqual(by['concepts/old'].warnings, ['stale'])
+    assert.equal(by['concepts/old'].staleAfter, '2000-01-01')
+    close(by['concepts/old'].multiplier, 1.03, 'stale')
+    assert.deepEqual(by['concepts/future'].warnings, [])
+    assert.equal(by['concepts/plain'].staleAfter, undefined)
+    assert.deepEqual(by['sources/gone'].warnings, ['stale', 'deprecated'])
+    close(by['sources/gone'].multiplier, 0.9, 'deprecated evidence')
+
+    // Exact title + stable canonical + verified = 1.10, the clamp's ceiling.
+    const t = uniqueWord(8, 'trust')
+    writePages(v, { 'concepts/exact.md': page({ title: t, body: 'gamma', extra: verified }) })
+    await reindexOne(v.paths)
+    const ex = await recallWiki(v.paths, t, { policy: EXPLICIT, mode: 'lexical' })
+    assert.equal(ex.results[0]?.id, 'concepts/exact')
+    close(ex.results[0].multiplier, 1.1, 'exact verified')
   })
 })

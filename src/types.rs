@@ -472,7 +472,17 @@ pub struct RecallResult {
   /// 1-based first line of the passage in the page file.
   pub line_start: u32,
   pub line_end: u32,
+  /// Why the page matched; includes `verified` when a current human verification raised the
+  /// multiplier.
   pub match_reasons: Vec<String>,
+  /// Current human verification (OKF `verified` event by a person, not older than
+  /// `generated.at`): +0.02 inside the multiplier's clamp.
+  pub verified: bool,
+  /// Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`.
+  /// A warned page is still returned.
+  pub warnings: Vec<String>,
+  /// Frontmatter `stale_after`, as written.
+  pub stale_after: Option<String>,
 }
 
 impl From<&core_retrieve::RecallResult> for RecallResult {
@@ -499,6 +509,9 @@ impl From<&core_retrieve::RecallResult> for RecallResult {
       line_start: r.line_start,
       line_end: r.line_end,
       match_reasons: r.match_reasons.clone(),
+      verified: r.verified,
+      warnings: r.warnings.clone(),
+      stale_after: r.stale_after.clone(),
     }
   }
 }
@@ -517,9 +530,29 @@ pub struct RecallResponse {
   pub diagnostics: Vec<RecallDiagnostic>,
   /// Every stage and fallback that ran.
   pub trace: Vec<String>,
-  /// Mode actually used after fallbacks.
+  /// Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
+  /// adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
   #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
   pub mode: String,
+  /// Mode of each vault that answered (opened its index and ran), in search order.
+  pub vault_modes: Vec<VaultMode>,
+}
+
+/// The mode one vault of a recall ran.
+#[napi(object)]
+pub struct VaultMode {
+  pub vault_id: String,
+  #[napi(ts_type = "'project' | 'personal'")]
+  pub vault: String,
+  /// Mode the vault actually ran, after fallbacks (adaptive runs as hybrid or quality).
+  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
+  pub mode: String,
+  /// The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
+  /// fallback).
+  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
+  pub fallback_from: Option<String>,
+  /// Code of the first diagnostic of the fallback (e.g. `qmd_vectors_missing`), when known.
+  pub reason: Option<String>,
 }
 
 impl From<core_retrieve::RecallResponse> for RecallResponse {
@@ -533,6 +566,17 @@ impl From<core_retrieve::RecallResponse> for RecallResponse {
         .collect(),
       trace: r.trace,
       mode: r.mode.as_str().to_string(),
+      vault_modes: r
+        .vault_modes
+        .into_iter()
+        .map(|v| VaultMode {
+          vault_id: v.vault_id,
+          vault: v.vault.to_string(),
+          mode: v.mode.as_str().to_string(),
+          fallback_from: v.fallback_from.map(|m| m.as_str().to_string()),
+          reason: v.reason,
+        })
+        .collect(),
     }
   }
 }

@@ -126,12 +126,25 @@ pub fn hybrid_confidence(lexical: f64, dense: f64, exact: bool, named: bool) -> 
   }
 }
 
+/// Bonus of a current human verification (spec: `+0.02` within the combined clamp).
+pub const VERIFICATION_BONUS: f64 = 0.02;
+
 /// The bounded multiplier: exact +0.05, stable canonical +0.03, evidence −0.02, deprecated −0.08,
-/// clamped to [0.90, 1.10]. `feedback` (later phases) is clamped to ±0.02 before it is added.
-pub fn bounded_multiplier(exact: bool, role: Role, status: Option<&str>, feedback: f64) -> f64 {
+/// current human verification +0.02 ([`super::trust`]), clamped to [0.90, 1.10]. `feedback`
+/// (later phases) is clamped to ±0.02 before it is added. The constants are the spec's.
+pub fn bounded_multiplier(
+  exact: bool,
+  role: Role,
+  status: Option<&str>,
+  verified: bool,
+  feedback: f64,
+) -> f64 {
   let mut m = 1.0;
   if exact {
     m += 0.05;
+  }
+  if verified {
+    m += VERIFICATION_BONUS;
   }
   let deprecated = status == Some("deprecated");
   match role {
@@ -158,12 +171,34 @@ mod tests {
 
   #[test]
   fn multiplier_is_bounded() {
-    assert!((bounded_multiplier(true, Role::Canonical, Some("stable"), 0.0) - 1.08).abs() < 1e-12);
-    assert!((bounded_multiplier(true, Role::Canonical, None, 1.0) - 1.10).abs() < 1e-12);
-    assert!((bounded_multiplier(false, Role::Evidence, Some("deprecated"), -1.0) - 0.90).abs() < 1e-12);
-    assert!((bounded_multiplier(false, Role::Evidence, None, 0.0) - 0.98).abs() < 1e-12);
-    assert!((bounded_multiplier(false, Role::Canonical, Some("draft"), 0.0) - 1.0).abs() < 1e-12);
-    assert!((bounded_multiplier(false, Role::Canonical, Some("deprecated"), 0.0) - 0.92).abs() < 1e-12);
+    assert!((bounded_multiplier(true, Role::Canonical, Some("stable"), false, 0.0) - 1.08).abs() < 1e-12);
+    assert!((bounded_multiplier(true, Role::Canonical, None, false, 1.0) - 1.10).abs() < 1e-12);
+    assert!(
+      (bounded_multiplier(false, Role::Evidence, Some("deprecated"), false, -1.0) - 0.90).abs() < 1e-12
+    );
+    assert!((bounded_multiplier(false, Role::Evidence, None, false, 0.0) - 0.98).abs() < 1e-12);
+    assert!((bounded_multiplier(false, Role::Canonical, Some("draft"), false, 0.0) - 1.0).abs() < 1e-12);
+    assert!(
+      (bounded_multiplier(false, Role::Canonical, Some("deprecated"), false, 0.0) - 0.92).abs() < 1e-12
+    );
+  }
+
+  #[test]
+  fn verification_bonus_is_inside_the_clamp() {
+    let m = |exact, role, verified| bounded_multiplier(exact, role, None, verified, 0.0);
+    assert!((m(false, Role::Canonical, true) - 1.05).abs() < 1e-12);
+    assert!((m(false, Role::Evidence, true) - 1.00).abs() < 1e-12);
+    assert!(
+      (m(false, Role::Canonical, true) - m(false, Role::Canonical, false) - VERIFICATION_BONUS).abs() < 1e-12
+    );
+    // exact + canonical + verified = 1.10: at the ceiling, never above it.
+    assert!((m(true, Role::Canonical, true) - 1.10).abs() < 1e-12);
+    assert!((bounded_multiplier(true, Role::Canonical, None, true, 0.02) - 1.10).abs() < 1e-12);
+    // A verified deprecated evidence page still gets the bonus, within the floor.
+    assert!(
+      (bounded_multiplier(false, Role::Evidence, Some("deprecated"), true, -0.02) - 0.90).abs() < 1e-12
+    );
+    assert!((bounded_multiplier(false, Role::Evidence, Some("deprecated"), true, 0.0) - 0.92).abs() < 1e-12);
   }
 
   #[test]

@@ -11,6 +11,7 @@ pub mod ranking;
 pub mod recall;
 pub mod rescore;
 pub mod salience;
+pub mod trust;
 
 pub use modes::{RetrievalMode, SubQuery};
-pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult};
+pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult, VaultMode};

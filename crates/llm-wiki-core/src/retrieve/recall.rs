@@ -11,6 +11,7 @@ use super::fusion::{fuse_layers, LayerItem, VaultKind};
 use super::lexical::query_terms;
 use super::modes::{run_mode, ModeContext, RetrievalMode, SubQuery, VaultHit};
 use super::query::{normalize_query, normalize_subqueries};
+use super::trust::{now_secs, trust_of};
 use crate::error::{Error, Result};
 use crate::store::CancelFlag;
 use crate::vault::config::{intent_of, read_config};
@@ -146,8 +147,17 @@ pub struct RecallResult {
   pub line_start: u32,
   /// Last line of the passage (1-based, inclusive).
   pub line_end: u32,
-  /// Why the page matched (exact title, terms, vector, ...).
+  /// Why the page matched (exact title, terms, vector, ...); `verified` when a current human
+  /// verification raised the multiplier.
   pub match_reasons: Vec<String>,
+  /// Current human verification (see [`super::trust`]).
+  pub verified: bool,
+  /// Trust warnings: `stale` (past `stale_after`), `verification_outdated`, `deprecated`.
+  /// A warned page is never dropped for it.
+  pub warnings: Vec<String>,
+  /// Frontmatter `stale_after`, as written.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub stale_after: Option<String>,
 }
 
 /// `{code, message}` diagnostic of a recall.
@@ -165,8 +175,54 @@ impl RecallDiagnostic {
   }
 }
 
+/// The mode one vault answered with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultMode {
+  /// Id of the vault.
+  pub vault_id: String,
+  /// `project` or `personal`.
+  pub vault: &'static str,
+  /// Mode the vault actually ran (after fallbacks).
+  pub mode: RetrievalMode,
+  /// The mode requested, when a fallback replaced it (see [`is_fallback`]).
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub fallback_from: Option<RetrievalMode>,
+  /// Code of the first diagnostic of the fallback (`qmd_vectors_missing`, ...), if any.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub reason: Option<String>,
+}
+
+/// Order of modes from least to most capable: lexical < hybrid < adaptive < quality.
+fn mode_level(m: RetrievalMode) -> u8 {
+  match m {
+    RetrievalMode::Lexical => 0,
+    RetrievalMode::Hybrid => 1,
+    RetrievalMode::Adaptive => 2,
+    RetrievalMode::Quality => 3,
+  }
+}
+
+/// Whether a vault that was asked for `requested` and ran `used` fell back. Adaptive runs as
+/// hybrid or quality by design (its escalation rule), so only lexical counts as its fallback.
+pub fn is_fallback(requested: RetrievalMode, used: RetrievalMode) -> bool {
+  match requested {
+    RetrievalMode::Lexical => false,
+    RetrievalMode::Hybrid | RetrievalMode::Adaptive => used == RetrievalMode::Lexical,
+    RetrievalMode::Quality => used != RetrievalMode::Quality,
+  }
+}
+
+/// Overall mode of a recall: the least capable mode any answering vault ran (lexical <
+/// hybrid < adaptive < quality), so `mode` never claims more than every result had; the
+/// requested mode when no vault answered.
+pub fn overall_mode(requested: RetrievalMode, vaults: &[VaultMode]) -> RetrievalMode {
+  vaults.iter().map(|v| v.mode).min_by_key(|m| mode_level(*m)).unwrap_or(requested)
+}
+
 /// Result of `recallWiki`.
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RecallResponse {
   /// Results, best first.
   pub results: Vec<RecallResult>,
@@ -174,8 +230,10 @@ pub struct RecallResponse {
   pub diagnostics: Vec<RecallDiagnostic>,
   /// What ran and why (for `--explain`).
   pub trace: Vec<String>,
-  /// Mode actually used (after fallbacks).
+  /// Overall mode: see [`overall_mode`].
   pub mode: RetrievalMode,
+  /// Mode of each vault that answered (opened its index and ran), in search order.
+  pub vault_modes: Vec<VaultMode>,
 }
 
 /// Vaults searched by a policy: the active vault, plus the personal one for explicit recall
@@ -198,6 +256,7 @@ struct VaultOutcome {
   paths: VaultPaths,
   hits: Vec<(VaultHit, f64, f64)>,
   snap: super::engine::Snapshot,
+  now: i64,
 }
 
 /// Recall from the vaults of `active` under `opts`.
@@ -210,6 +269,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     diagnostics: vec![RecallDiagnostic::new(e.code(), format!("{what}{e}"))],
     trace: vec![format!("query:rejected:{}", e.code())],
     mode: opts.mode,
+    vault_modes: vec![],
   };
   let query = match normalize_query(raw_query) {
     Ok(q) => q,
@@ -227,7 +287,8 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   let automatic = !opts.policy.include_personal;
   let terms = query_terms(&query);
   trace.push(format!("query:{} terms", terms.len()));
-  let mut used_mode = opts.mode;
+  let mut vault_modes: Vec<VaultMode> = Vec::new();
+  let now = now_secs();
   let mut outcomes: Vec<VaultOutcome> = Vec::new();
   for (paths, kind) in recall_vaults(active, &opts.policy) {
     opts.cancel.check()?;
@@ -283,6 +344,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       trace.extend(vault_trace);
       break outcome;
     };
+    let reason = outcome.diagnostics.first().map(|(c, _)| c.to_string());
     for (code, message) in outcome.diagnostics {
       // Automatic recall stays quiet; explicit recall explains degraded modes.
       if !automatic {
@@ -290,13 +352,22 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       }
     }
     let (hits, mode) = (outcome.hits, outcome.used);
-    used_mode = mode;
+    let fell_back = is_fallback(opts.mode, mode);
+    vault_modes.push(VaultMode {
+      vault_id: snap.manifest.vault_id.clone(),
+      vault: kind.as_str(),
+      mode,
+      fallback_from: fell_back.then_some(opts.mode),
+      reason: if fell_back { reason } else { None },
+    });
     let total = hits.len();
     let kept: Vec<(VaultHit, f64, f64)> = hits
       .into_iter()
       .filter_map(|h| {
         let entry = snap.manifest.entries.get(&h.page_id)?;
-        let m = bounded_multiplier(h.exact.is_some(), entry.role, entry.meta.status.as_deref(), 0.0);
+        let verified = trust_of(&entry.meta, now).verified;
+        let m =
+          bounded_multiplier(h.exact.is_some(), entry.role, entry.meta.status.as_deref(), verified, 0.0);
         let score = final_score(h.confidence, m);
         (score >= opts.policy.min_score).then_some((h, m, score))
       })
@@ -310,7 +381,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       opts.policy.min_score,
       started.elapsed().as_secs_f64() * 1000.0
     ));
-    outcomes.push(VaultOutcome { kind, paths, hits: kept, snap });
+    outcomes.push(VaultOutcome { kind, paths, hits: kept, snap, now });
   }
 
   let layers: Vec<Vec<LayerItem<(usize, usize)>>> = outcomes
@@ -343,7 +414,8 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     let (h, m, score) = &o.hits[hi];
     results.push(build_result(o, h, &terms, *m, *score, f.key)?);
   }
-  Ok(RecallResponse { results, diagnostics, trace, mode: used_mode })
+  let mode = overall_mode(opts.mode, &vault_modes);
+  Ok(RecallResponse { results, diagnostics, trace, mode, vault_modes })
 }
 
 fn build_result(
@@ -355,6 +427,11 @@ fn build_result(
   key: f64,
 ) -> Result<RecallResult> {
   let entry = &o.snap.manifest.entries[&h.page_id];
+  let trust = trust_of(&entry.meta, o.now);
+  let mut match_reasons = h.reasons.clone();
+  if trust.verified {
+    match_reasons.push("verified".to_string());
+  }
   let lex = &o.snap.reader.lexical;
   let addr = match h.chunk {
     Some(a) => a,
@@ -397,6 +474,40 @@ fn build_result(
     chunk_id: chunk.chunk_id,
     line_start: chunk.line_start,
     line_end: chunk.line_end,
-    match_reasons: h.reasons.clone(),
+    match_reasons,
+    verified: trust.verified,
+    warnings: trust.warnings.iter().map(|w| w.to_string()).collect(),
+    stale_after: entry.meta.stale_after.clone(),
   })
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn vm(vault: &'static str, mode: RetrievalMode) -> VaultMode {
+    VaultMode { vault_id: vault.into(), vault, mode, fallback_from: None, reason: None }
+  }
+
+  #[test]
+  fn overall_mode_is_the_least_capable_answering_vault() {
+    use RetrievalMode::*;
+    assert_eq!(overall_mode(Quality, &[]), Quality);
+    assert_eq!(overall_mode(Quality, &[vm("project", Quality), vm("personal", Lexical)]), Lexical);
+    assert_eq!(overall_mode(Quality, &[vm("project", Lexical), vm("personal", Quality)]), Lexical);
+    assert_eq!(overall_mode(Adaptive, &[vm("project", Quality), vm("personal", Hybrid)]), Hybrid);
+    assert_eq!(overall_mode(Hybrid, &[vm("project", Hybrid)]), Hybrid);
+  }
+
+  #[test]
+  fn fallbacks() {
+    use RetrievalMode::*;
+    assert!(!is_fallback(Lexical, Lexical));
+    assert!(is_fallback(Hybrid, Lexical));
+    assert!(!is_fallback(Adaptive, Hybrid));
+    assert!(!is_fallback(Adaptive, Quality));
+    assert!(is_fallback(Adaptive, Lexical));
+    assert!(is_fallback(Quality, Hybrid));
+    assert!(!is_fallback(Quality, Quality));
+  }
 }

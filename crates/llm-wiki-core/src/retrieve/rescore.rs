@@ -79,8 +79,9 @@ pub(super) fn cross_encoder(
   hits[..pool].sort_by(|a, b| b.engine_score.total_cmp(&a.engine_score));
   renumber(hits);
   trace.push(format!(
-    "quality: cross-encoder rescored {} pairs ({:.1} ms)",
+    "quality: cross-encoder rescored {} pairs{} ({:.1} ms)",
     scores.len(),
+    if ctx.intent.is_some() { " with the vault's intent" } else { "" },
     started.elapsed().as_secs_f64() * 1000.0
   ));
   Ok(())

@@ -89,6 +89,41 @@ pub struct PageMeta {
   /// Frontmatter `relations`.
   #[serde(skip_serializing_if = "Vec::is_empty", default)]
   pub relations: Vec<Relation>,
+  /// Frontmatter `stale_after` (the date after which the content is stale), as written.
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub stale_after: Option<String>,
+  /// `at` of the latest human verification event in `verified` (see [`human_verified_at`]).
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub verified_at: Option<String>,
+  /// `generated.at`: when the current content was produced.
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub generated_at: Option<String>,
+}
+
+/// `at` of the latest human verification event of a `verified` value (OKF: a list of
+/// `{by, at}` events, or one such map). An event counts when it has a non-empty `by` and an
+/// `at` that parses as a date or timestamp (see [`crate::retrieve::trust::parse_timestamp`]).
+/// A `by` containing `/` is a tool identifier (`pi-llm-wiki/model`, the form `generated.by`
+/// uses) — a machine confirmation, which gets no human-verification bonus.
+pub fn human_verified_at(value: Option<&YamlValue>) -> Option<String> {
+  let events: Vec<&YamlValue> = match value? {
+    YamlValue::Seq(items) => items.iter().collect(),
+    m @ YamlValue::Map(_) => vec![m],
+    _ => return None,
+  };
+  events
+    .into_iter()
+    .filter_map(|e| {
+      let by = e.get("by")?.scalar_text()?;
+      let by = by.trim();
+      if by.is_empty() || by.contains('/') {
+        return None;
+      }
+      let at = e.get("at")?.scalar_text()?.trim().to_string();
+      crate::retrieve::trust::parse_timestamp(&at).map(|t| (t, at))
+    })
+    .max_by_key(|(t, _)| *t)
+    .map(|(_, at)| at)
 }
 
 /// A page that passed the frontmatter rules.
@@ -213,6 +248,14 @@ impl Page {
       category: text_field(&fm, "category"),
       recall_triggers: list_field(&fm, "recall_triggers"),
       relations: relations(extensions.iter().find(|(k, _)| k == "relations").map(|(_, v)| v)),
+      stale_after: text_field(&fm, "stale_after"),
+      verified_at: human_verified_at(fm.get("verified")),
+      generated_at: fm
+        .get("generated")
+        .and_then(|g| g.get("at"))
+        .and_then(|v| v.scalar_text())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty()),
       page_type: page_type.clone(),
     };
     Ok(Page {
@@ -278,6 +321,28 @@ mod tests {
       Page::from_file_bytes("x", PathBuf::from("/x.md"), b"\xe9").unwrap_err().code,
       "frontmatter_missing"
     );
+  }
+
+  #[test]
+  fn verification_and_freshness_fields() {
+    let text = "---\ntype: concept\nstale_after: 2026-01-01\ngenerated:\n  by: pi-llm-wiki/model\n  at: 2026-08-02T10:00:00Z\nverified:\n  - by: reviewer@example.com\n    at: 2026-08-02T11:00:00Z\n  - by: Ada\n    at: 2026-08-03\n  - by: pi-llm-wiki/checker\n    at: 2026-09-01T00:00:00Z\n  - by: Bob\n    at: not a date\n---\nbody\n";
+    let p = Page::parse("concepts/v", PathBuf::from("/v.md"), text).unwrap();
+    assert_eq!(p.meta.stale_after.as_deref(), Some("2026-01-01"));
+    assert_eq!(p.meta.generated_at.as_deref(), Some("2026-08-02T10:00:00Z"));
+    // The latest human event; the tool's later confirmation and the unparseable one do not count.
+    assert_eq!(p.meta.verified_at.as_deref(), Some("2026-08-03"));
+    let one = "---\ntype: concept\nverified:\n  by: reviewer@example.com\n  at: 2026-08-02T11:00:00Z\n---\n";
+    let p = Page::parse("concepts/w", PathBuf::from("/w.md"), one).unwrap();
+    assert_eq!(p.meta.verified_at.as_deref(), Some("2026-08-02T11:00:00Z"));
+    for bad in [
+      "verified: true",
+      "verified: []",
+      "verified:\n  - at: 2026-08-02",
+      "verified:\n  - by: pi/tool\n    at: 2026-08-02",
+    ] {
+      let t = format!("---\ntype: concept\n{bad}\n---\n");
+      assert_eq!(Page::parse("c/x", PathBuf::from("/x.md"), &t).unwrap().meta.verified_at, None, "{bad}");
+    }
   }
 
   #[test]

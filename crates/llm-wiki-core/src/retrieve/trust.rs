@@ -1,0 +1,169 @@
+//! Verification and freshness of a recalled page (OKF `verified`, `generated`, `stale_after`).
+//!
+//! - **Verified**: the page carries a human verification event (see
+//!   [`crate::vault::page::human_verified_at`]) that is current — not older than `generated.at`
+//!   when both are known. It earns the spec's `+0.02` inside the bounded multiplier's clamp
+//!   ([`super::confidence::bounded_multiplier`]).
+//! - **Verification outdated**: the latest human verification predates `generated.at`: no bonus
+//!   and a `verification_outdated` warning.
+//! - **Stale**: `now >= stale_after` (a date means 00:00 UTC of that day): a `stale` warning. No
+//!   score penalty — the spec gives no constant for it, and constants change only through
+//!   benchmarked code — and a stale page is never dropped.
+//! - **Deprecated** (`status: deprecated`): a `deprecated` warning (its −0.08 is in the
+//!   multiplier).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::vault::PageMeta;
+
+/// Trust state of a page at a point in time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trust {
+  /// Current human verification (earns the verification bonus).
+  pub verified: bool,
+  /// Warning codes, in a fixed order: `stale`, `verification_outdated`, `deprecated`.
+  pub warnings: Vec<&'static str>,
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now_secs() -> i64 {
+  SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+/// Trust state of `meta` at `now` (seconds since the epoch). Unparseable dates are ignored
+/// (no bonus, no warning): lint reports them, recall never hides a page because of them.
+pub fn trust_of(meta: &PageMeta, now: i64) -> Trust {
+  let mut t = Trust::default();
+  if let Some(stale) = meta.stale_after.as_deref().and_then(parse_timestamp) {
+    if now >= stale {
+      t.warnings.push("stale");
+    }
+  }
+  if let Some(v) = meta.verified_at.as_deref().and_then(parse_timestamp) {
+    match meta.generated_at.as_deref().and_then(parse_timestamp) {
+      Some(g) if v < g => t.warnings.push("verification_outdated"),
+      _ => t.verified = true,
+    }
+  }
+  if meta.status.as_deref() == Some("deprecated") {
+    t.warnings.push("deprecated");
+  }
+  t
+}
+
+/// Parse `YYYY-MM-DD`, optionally followed by `T` or a space, `HH:MM[:SS[.fff]]` and `Z` or
+/// `±HH:MM` (no offset = UTC), into seconds since the Unix epoch.
+pub fn parse_timestamp(s: &str) -> Option<i64> {
+  let s = s.trim();
+  let num = |t: &str| -> Option<i64> {
+    (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())).then(|| t.parse().ok()).flatten()
+  };
+  let (date, rest) = if s.len() > 10 { s.split_at(10) } else { (s, "") };
+  let mut parts = date.split('-');
+  let (y, m, d) = (num(parts.next()?)?, num(parts.next()?)?, num(parts.next()?)?);
+  if date.len() != 10 || parts.next().is_some() || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m)
+  {
+    return None;
+  }
+  let mut secs = days_from_civil(y, m, d) * 86_400;
+  if rest.is_empty() {
+    return Some(secs);
+  }
+  let rest = rest.strip_prefix(['T', 't', ' '])?;
+  let (clock, offset) = match rest.find(['Z', 'z', '+', '-']) {
+    Some(i) => rest.split_at(i),
+    None => (rest, ""),
+  };
+  let mut hms = clock.trim().split(':');
+  let h = num(hms.next()?)?;
+  let mi = num(hms.next()?)?;
+  let sec = match hms.next() {
+    Some(x) => num(x.split('.').next()?)?,
+    None => 0,
+  };
+  if hms.next().is_some() || h > 23 || mi > 59 || sec > 60 {
+    return None;
+  }
+  secs += h * 3600 + mi * 60 + sec;
+  match offset {
+    "" | "Z" | "z" => Some(secs),
+    o => {
+      let sign = if o.starts_with('-') { 1 } else { -1 };
+      let (oh, om) = o[1..].split_once(':').unwrap_or((&o[1..], "0"));
+      let (oh, om) = (num(oh)?, num(om)?);
+      (oh <= 23 && om <= 59).then_some(secs + sign * (oh * 3600 + om * 60))
+    }
+  }
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+  match m {
+    2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+    2 => 28,
+    4 | 6 | 9 | 11 => 30,
+    _ => 31,
+  }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+  let y = if m <= 2 { y - 1 } else { y };
+  let era = y.div_euclid(400);
+  let yoe = y - era * 400;
+  let mp = (m + 9) % 12;
+  let doy = (153 * mp + 2) / 5 + d - 1;
+  let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn timestamps() {
+    assert_eq!(parse_timestamp("1970-01-01"), Some(0));
+    assert_eq!(parse_timestamp("1970-01-02T00:00:01Z"), Some(86_401));
+    assert_eq!(parse_timestamp("2026-08-02T11:00:00Z"), Some(1_785_668_400));
+    assert_eq!(parse_timestamp("2026-08-02T13:00:00+02:00"), parse_timestamp("2026-08-02T11:00:00Z"));
+    assert_eq!(parse_timestamp("2026-08-02 11:00"), parse_timestamp("2026-08-02T11:00:00.5Z"));
+    assert_eq!(parse_timestamp("2024-02-29"), Some(days_from_civil(2024, 2, 29) * 86_400));
+    for bad in ["", "2026-02-30", "2026-13-01", "26-01-01", "2026-01-01T25:00", "soon", "2026-01-01X"] {
+      assert_eq!(parse_timestamp(bad), None, "{bad}");
+    }
+  }
+
+  fn meta(
+    stale: Option<&str>,
+    verified: Option<&str>,
+    generated: Option<&str>,
+    status: Option<&str>,
+  ) -> PageMeta {
+    PageMeta {
+      stale_after: stale.map(str::to_string),
+      verified_at: verified.map(str::to_string),
+      generated_at: generated.map(str::to_string),
+      status: status.map(str::to_string),
+      ..PageMeta::default()
+    }
+  }
+
+  #[test]
+  fn freshness_and_verification() {
+    let now = parse_timestamp("2026-12-01T12:00:00Z").unwrap();
+    assert_eq!(trust_of(&meta(None, None, None, None), now), Trust::default());
+    // Stale from 00:00 UTC of the stale_after day on; not before.
+    assert_eq!(trust_of(&meta(Some("2026-12-01"), None, None, None), now).warnings, vec!["stale"]);
+    assert!(trust_of(&meta(Some("2026-12-02"), None, None, None), now).warnings.is_empty());
+    assert!(trust_of(&meta(Some("never"), None, None, None), now).warnings.is_empty());
+    // Verification counts when it is not older than the generation.
+    let v = trust_of(&meta(None, Some("2026-08-02T11:00:00Z"), Some("2026-08-02T10:00:00Z"), None), now);
+    assert_eq!(v, Trust { verified: true, warnings: vec![] });
+    assert!(trust_of(&meta(None, Some("2026-08-02"), None, None), now).verified);
+    let old = trust_of(&meta(None, Some("2026-08-01"), Some("2026-08-02T10:00:00Z"), None), now);
+    assert_eq!(old, Trust { verified: false, warnings: vec!["verification_outdated"] });
+    let all =
+      trust_of(&meta(Some("2020-01-01"), Some("2026-08-01"), Some("2026-08-02"), Some("deprecated")), now);
+    assert_eq!(all.warnings, vec!["stale", "verification_outdated", "deprecated"]);
+  }
+}
