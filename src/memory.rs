@@ -135,11 +135,7 @@ impl From<core_memory::MemoryResponse> for MemoryResponse {
         })
         .collect(),
       context: r.context,
-      diagnostics: r
-        .diagnostics
-        .into_iter()
-        .map(|d| RecallDiagnostic { code: d.code, message: d.message })
-        .collect(),
+      diagnostics: r.diagnostics.into_iter().map(RecallDiagnostic::from).collect(),
       trace: r.trace,
       mode: r.mode.as_str().to_string(),
     }

@@ -523,6 +523,12 @@ pub struct RecallDiagnostic {
   pub message: String,
 }
 
+impl From<core_retrieve::recall::RecallDiagnostic> for RecallDiagnostic {
+  fn from(d: core_retrieve::recall::RecallDiagnostic) -> Self {
+    RecallDiagnostic { code: d.code, message: d.message }
+  }
+}
+
 /// Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome.
 #[napi(object)]
 pub struct RecallResponse {
@@ -559,11 +565,7 @@ impl From<core_retrieve::RecallResponse> for RecallResponse {
   fn from(r: core_retrieve::RecallResponse) -> Self {
     RecallResponse {
       results: r.results.iter().map(RecallResult::from).collect(),
-      diagnostics: r
-        .diagnostics
-        .into_iter()
-        .map(|d| RecallDiagnostic { code: d.code, message: d.message })
-        .collect(),
+      diagnostics: r.diagnostics.into_iter().map(RecallDiagnostic::from).collect(),
       trace: r.trace,
       mode: r.mode.as_str().to_string(),
       vault_modes: r

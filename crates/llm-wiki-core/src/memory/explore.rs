@@ -99,7 +99,7 @@ impl From<&Edge> for GraphEdge {
 }
 
 /// Result of [`neighbours`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Neighbourhood {
   /// The start page (absent when it is not in the index).
@@ -181,16 +181,7 @@ pub fn neighbours_in(
   direction: Direction,
   max_bytes: usize,
 ) -> Neighbourhood {
-  let mut out = Neighbourhood {
-    page: None,
-    content: String::new(),
-    outbound: vec![],
-    inbound: vec![],
-    pages: vec![],
-    dangling: vec![],
-    truncated: false,
-    diagnostics: vec![],
-  };
+  let mut out = Neighbourhood::default();
   let Some(start) = find_id(manifest, page_id) else {
     out.diagnostics.push(("page_not_found".into(), format!("no indexed page '{page_id}' in this vault")));
     return out;
@@ -351,16 +342,7 @@ pub fn neighbours(
       let g = super::graph::graph_for(&snap.reader.store.dir, &snap.manifest);
       neighbours_in(&snap.manifest, &g, paths, page_id, depth, direction, max_bytes)
     }
-    Err(d) => Neighbourhood {
-      page: None,
-      content: String::new(),
-      outbound: vec![],
-      inbound: vec![],
-      pages: vec![],
-      dangling: vec![],
-      truncated: false,
-      diagnostics: vec![d],
-    },
+    Err(d) => Neighbourhood { diagnostics: vec![d], ..Default::default() },
   }
 }
 
