@@ -10,6 +10,7 @@ import { describe, test } from 'node:test'
 import {
   addon,
   copyPiBenchVault,
+  skipWithoutPiBenchVault,
   editPage,
   EXPLICIT,
   makeVault,
@@ -143,7 +144,7 @@ describe('modes', () => {
     assert.ok(exact.trace.some((x) => x.includes('bypasses escalation')))
   })
 
-  test('automatic recall on the pi benchmark vault injects nothing for its negatives in every mode', async (t) => {
+  test('automatic recall on the pi benchmark vault injects nothing for its negatives in every mode', { skip: skipWithoutPiBenchVault() }, async (t) => {
     useModels()
     const root = tmpDir(t)
     noPersonalVault(root)

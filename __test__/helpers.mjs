@@ -212,6 +212,18 @@ export function sharedDir() {
   return process.env.LLM_WIKI_SHARED || path.resolve(repoRoot, '..', 'shared')
 }
 
+/**
+ * `false` when the shared benchmark data holds the Pi vault, else the reason to skip a test that
+ * needs it (`npm test` passes from a plain clone; `.ci/run` has ../shared beside the clone, so
+ * there these tests run).
+ */
+export function skipWithoutPiBenchVault() {
+  const src = path.join(sharedDir(), 'bench', 'pi', 'vault')
+  return fs.existsSync(path.join(src, '.llm-wiki', 'config.json'))
+    ? false
+    : `needs the shared benchmark data (${path.join('..', 'shared', 'bench', 'pi', 'vault')} or LLM_WIKI_SHARED)`
+}
+
 /** Copy the Pi benchmark vault into `dest`; throws a clear error when the shared data is missing. */
 export function copyPiBenchVault(dest) {
   const src = path.join(sharedDir(), 'bench', 'pi', 'vault')

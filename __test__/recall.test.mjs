@@ -10,6 +10,7 @@ import {
   EXPLICIT,
   addon,
   copyPiBenchVault,
+  skipWithoutPiBenchVault,
   editPage,
   makeTmp,
   makeVault,
@@ -421,7 +422,7 @@ describe('modes', () => {
   })
 })
 
-describe('Pi benchmark vault', () => {
+describe('Pi benchmark vault', { skip: skipWithoutPiBenchVault() }, () => {
   let bench
   beforeEach(async () => {
     bench = copyPiBenchVault(path.join(base, 'pi'))
