@@ -1,7 +1,7 @@
 // `npm run test:example`: the pi-extension drop-in example (examples/pi-extension) against the
 // addon built in this checkout: install its dev tools (typescript, @types/node; the addon itself
-// is linked with file:../..), compile it with tsc (strict), run its node:test suite. Needs the
-// Pi benchmark vault from the shared data directory (LLM_WIKI_SHARED or <repo>/../shared).
+// is linked with file:../..), compile it with tsc (strict), run its node:test suite on vaults it
+// writes or keeps in examples/pi-extension/test/vault (no shared data needed).
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 

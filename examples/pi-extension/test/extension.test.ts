@@ -1,5 +1,5 @@
-// The extension's call sites on the Pi benchmark vault (copied from the shared data directory:
-// LLM_WIKI_SHARED or <repo>/../shared; never committed): explicit wiki_recall, automatic
+// The extension's call sites on a small vault committed beside this test (test/vault: 12 pages
+// about a fictional search service, written for these tests): explicit wiki_recall, automatic
 // before_agent_start, MCP/Pi parity, wiki_reindex and wiki_status.
 import assert from 'node:assert/strict'
 import { cpSync, existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs'
@@ -22,17 +22,14 @@ import {
   type ToolContext,
 } from '../src/extension.js'
 
-// dist/test/extension.test.js → repository root is four levels up.
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..')
-const shared = process.env.LLM_WIKI_SHARED || resolve(repoRoot, '..', 'shared')
-const source = join(shared, 'bench', 'pi', 'vault')
+// dist/test/extension.test.js → the example's root is two levels up; the vault is test/vault.
+const source = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'test', 'vault')
+const PAGES = 12
 
 let base: string
 let ctx: ToolContext
 before(() => {
-  if (!existsSync(join(source, '.llm-wiki', 'config.json'))) {
-    throw new Error(`Pi benchmark vault not found at ${source}: set LLM_WIKI_SHARED to the shared data directory`)
-  }
+  assert.ok(existsSync(join(source, '.llm-wiki', 'config.json')), `test vault missing at ${source}`)
   base = realpathSync(mkdtempSync(join(tmpdir(), 'pi-extension-')))
   process.env.WIKI_HOME = join(base, 'no-personal-vault') // keep ~/.llm-wiki out of the results
   cpSync(source, join(base, 'vault'), { recursive: true })
@@ -50,11 +47,11 @@ describe('pi extension call sites', () => {
     assert.deepEqual([details.scope, details.components, details.vault], ['changed', ['lexical', 'vectors'], 'active'])
     assert.equal(details.results.length, 1)
     assert.equal(details.results[0]!.result.ok, true)
-    assert.equal(details.results[0]!.result.documents.indexed, 22)
-    assert.match(text(r), /^wiki_reindex scope=changed components=\["lexical","vectors"\] vault=active\n✅ active vault .*: 22 indexed, 0 updated, 0 unchanged, 0 removed; /)
+    assert.equal(details.results[0]!.result.documents.indexed, PAGES)
+    assert.match(text(r), new RegExp(`^wiki_reindex scope=changed components=\\["lexical","vectors"\\] vault=active\\n✅ active vault .*: ${PAGES} indexed, 0 updated, 0 unchanged, 0 removed; `))
 
     const again = await wikiReindex({ scope: 'changed', components: ['lexical'], force: false, vault: 'active' }, ctx)
-    assert.equal((again.details as { results: WikiReindexResult['results'] }).results[0]!.result.documents.unchanged, 22)
+    assert.equal((again.details as { results: WikiReindexResult['results'] }).results[0]!.result.documents.unchanged, PAGES)
 
     for (const bad of [{ components: [] }, { components: ['lexical', 'lexical'] }, { scope: 'some' }, { vault: 'everything' }]) {
       const e = await wikiReindex(bad as never, ctx)
@@ -69,47 +66,47 @@ describe('pi extension call sites', () => {
   test('wiki_status renders the index lines and carries the full status in details.qmd', async () => {
     const r = await wikiStatus(ctx)
     const qmd = r.details.qmd as IndexStatus
-    assert.equal(qmd.totalDocuments, 22)
-    assert.equal(qmd.canonicalDocuments + qmd.evidenceDocuments, 22)
+    assert.equal(qmd.totalDocuments, PAGES)
+    assert.equal(qmd.canonicalDocuments + qmd.evidenceDocuments, PAGES)
     const lines = text(r).split('\n')
     assert.deepEqual(lines.slice(0, 6), [
       '📊 LLM Wiki Status',
       '══════════════════',
       `QMD index: ${qmd.state}`,
-      `QMD documents: 22 (${qmd.canonicalDocuments} canonical, ${qmd.evidenceDocuments} evidence)`,
+      `QMD documents: ${PAGES} (${qmd.canonicalDocuments} canonical, ${qmd.evidenceDocuments} evidence)`,
       `QMD embeddings pending: ${qmd.needsEmbedding}`,
       `QMD package: ${engine.engineInfo().version}`,
     ])
     assert.equal(qmd.state, 'ready')
   })
 
-  test('explicit wiki_recall: entities/qmd first for "QMD", preview rendering below the links threshold', async () => {
-    const r = await wikiRecall({ query: 'QMD' }, ctx)
+  test('explicit wiki_recall: entities/larkspur first for "Larkspur", preview rendering below the links threshold', async () => {
+    const r = await wikiRecall({ query: 'Larkspur' }, ctx)
     assert.equal(r.isError, undefined)
     const matches = r.details.matches as RecallResult[]
-    assert.equal(matches[0]!.id, 'entities/qmd')
+    assert.equal(matches[0]!.id, 'entities/larkspur')
     assert.ok(matches.length >= 1 && matches.length <= 5)
     assert.equal(r.details.mode, 'preview')
     const first = matches[0]!
     assert.ok(
       text(r).startsWith(
-        `Found ${matches.length} wiki page(s) matching "QMD":\n\n## [[entities/qmd]] — ${first.title}\nType: ${first.type}\nPath: ${first.path}\n\n${first.preview}`,
+        `Found ${matches.length} wiki page(s) matching "Larkspur":\n\n## [[entities/larkspur]] — ${first.title}\nType: ${first.type}\nPath: ${first.path}\n\n${first.preview}`,
       ),
       text(r),
     )
-    assert.equal(first.path, join(ctx.cwd, '.llm-wiki', 'wiki', 'entities', 'qmd.md'))
+    assert.equal(first.path, join(ctx.cwd, '.llm-wiki', 'wiki', 'entities', 'larkspur.md'))
     // max_results is capped at 10.
     const many = await wikiRecall({ query: 'retrieval', max_results: 50 }, ctx)
     assert.ok((many.details.matches as RecallResult[]).length <= 10)
   })
 
   test('explicit wiki_recall in links-first mode above the threshold', async () => {
-    const r = await wikiRecall({ query: 'QMD', max_results: 3 }, { ...ctx, config: { recallLinksThreshold: 10 } })
+    const r = await wikiRecall({ query: 'Larkspur', max_results: 3 }, { ...ctx, config: { recallLinksThreshold: 10 } })
     assert.equal(r.details.mode, 'links')
     const m = (r.details.matches as RecallResult[])[0]!
     const lines = text(r).split('\n')
-    assert.match(lines[0]!, /^Found [1-3] wiki page\(s\) matching "QMD" \(two-stage recall — ranked links, expand on demand\):$/)
-    assert.equal(lines[2], `1. [[entities/qmd]] — ${m.title} (${m.type}, score ${m.score.toFixed(1)})`)
+    assert.match(lines[0]!, /^Found [1-3] wiki page\(s\) matching "Larkspur" \(two-stage recall — ranked links, expand on demand\):$/)
+    assert.equal(lines[2], `1. [[entities/larkspur]] — ${m.title} (${m.type}, score ${m.score.toFixed(1)})`)
     assert.ok(lines[3]!.startsWith(`   Path: ${m.path} — `))
   })
 
@@ -120,20 +117,20 @@ describe('pi extension call sites', () => {
   })
 
   test('automatic before_agent_start injects a hidden recall block for a matching prompt', async () => {
-    const injected = await beforeAgentStart({ prompt: 'QMD' }, ctx)
+    const injected = await beforeAgentStart({ prompt: 'what is the Larkspur search service' }, ctx)
     assert.ok(injected)
     assert.equal(injected.message.customType, 'wiki-recall-context')
     assert.equal(injected.message.display, false)
     const content = injected.message.content
-    // Memory bundles (they fit the 8,000-character automatic budget), the QMD card first.
+    // Memory bundles (they fit the 8,000-character automatic budget), the Larkspur card first.
     assert.ok(content.startsWith('## Relevant Wiki Knowledge (memory)\n\n_'), content)
-    assert.match(content, /\n## Memory 1\nCard: [^\n]* \[entities\/qmd\] \(/)
+    assert.match(content, /\n## Memory 1\nCard: [^\n]* \[entities\/larkspur\] \(/)
     assert.ok(content.length <= 8000)
     assert.ok(content.endsWith('Add new findings via wiki_ensure_page or wiki_retro.\n'))
   })
 
   test('MCP recallOperation and Pi wiki_recall return the same structured results', async () => {
-    for (const query of ['QMD', 'reciprocal rank fusion', 'which node version do we run', 'hotel trial balance audit']) {
+    for (const query of ['Larkspur', 'reciprocal rank fusion', 'which node version do we run', 'hotel trial balance audit']) {
       for (const max of [undefined, 3, 10]) {
         const pi = await wikiRecall(max === undefined ? { query } : { query, max_results: max }, ctx)
         const mcp = await recallOperation(engine.resolveVaultPaths(ctx.cwd), query, Math.min(max ?? 5, 10))
