@@ -93,6 +93,32 @@ describe('vectors in the store', () => {
     const vec = (await addon.reindexWiki(paths, { components: ['vectors'], force: true })).results[0].result
     assert.equal(vec.vectors.generated, result.chunks.total)
   })
+
+  test('a vault copied elsewhere (another machine: new path, new mtimes) keeps its index: no absolute path stored, nothing re-embedded', async (t) => {
+    useModels()
+    const { v, result } = await vectorVault(t)
+    // No store file names the vault's location (text files and tantivy's binary files alike).
+    const needle = Buffer.from(v.root)
+    const files = fs.readdirSync(v.store, { recursive: true }).map((f) => path.join(v.store, f)).filter((f) => fs.statSync(f).isFile())
+    assert.ok(files.length > 5)
+    for (const f of files) assert.equal(fs.readFileSync(f).includes(needle), false, `${f} contains ${v.root}`)
+    const moved = path.join(path.dirname(v.root), 'elsewhere', 'copied-vault')
+    fs.cpSync(v.root, moved, { recursive: true }) // timestamps not preserved: every page looks touched
+    fs.rmSync(v.root, { recursive: true, force: true })
+    const paths = { root: moved }
+    const hybrid = await addon.recallWiki(paths, 'backup copies', { policy: EXPLICIT, mode: 'hybrid' })
+    assert.equal(hybrid.mode, 'hybrid', JSON.stringify(hybrid.diagnostics))
+    assert.ok(hybrid.results[0].path.startsWith(moved), hybrid.results[0].path)
+    const re = (await addon.reindexWiki(paths, { components: ['lexical', 'vectors'] })).results[0].result
+    assert.equal(re.ok, true, JSON.stringify(re.errors))
+    assert.equal(re.fullRebuild, false)
+    assert.equal(re.documents.updated, 0, 'same content hashes: nothing re-indexed')
+    assert.equal(re.documents.unchanged, Object.keys(NOTES).length)
+    assert.equal(re.vectors.generated, 0, 'no chunk re-embedded')
+    assert.equal(re.status.state, 'ready')
+    assert.equal(re.status.needsEmbedding, 0)
+    assert.equal(result.vectors.generated, result.chunks.total)
+  })
 })
 
 describe('modes', () => {
