@@ -7,7 +7,9 @@
 //
 // On a shared machine whose CPUs are saturated by other processes, scheduling alone can delay
 // one read past 50 ms (a probe with no reindex at all measured up to 90 ms at load 12 on 2
-// cores), so the probe gets up to three attempts; queueing behind the jobs fails every attempt.
+// cores), so the probe gets up to three attempts, and an attempt's limit is the larger of 50 ms
+// and twice the slowest read of the same probe with nothing of ours running just before it
+// (what the machine alone adds). Queueing behind whole jobs (≥ 1.3 s here) fails every attempt.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -71,12 +73,15 @@ test(`a small fs read completes in ≤ ${READ_LIMIT_MS} ms while ${VAULTS} force
       assert.equal(res.status.totalDocuments, PAGES)
     }
     t.diagnostic(`attempt ${attempt}: during ${VAULTS} reindexes ${fmt(loaded)}; no reindex ${fmt(control)}`)
-    attempts.push(loaded)
-    if (loaded.max <= READ_LIMIT_MS) {
+    const limit = Math.max(READ_LIMIT_MS, 2 * control.max)
+    attempts.push({ ...loaded, limit })
+    if (loaded.max <= limit) {
       assert.ok(loaded.n >= 3, `only ${loaded.n} reads completed while the reindexes ran: the vaults are too small to probe`)
       break
     }
   }
-  const best = Math.min(...attempts.map((a) => a.max))
-  assert.ok(best <= READ_LIMIT_MS, `slowest fs read took ${attempts.map((a) => a.max.toFixed(1)).join(' / ')} ms in ${attempts.length} attempts (limit ${READ_LIMIT_MS} ms)`)
+  assert.ok(
+    attempts.some((a) => a.max <= a.limit),
+    `slowest fs read took ${attempts.map((a) => `${a.max.toFixed(1)} ms (limit ${a.limit.toFixed(1)})`).join(' / ')} in ${attempts.length} attempts`,
+  )
 })
