@@ -300,37 +300,72 @@ fn evidence_fusion_of(
   evidence_fusion(&lex, trust, &dense_conf)
 }
 
+/// The dense half of a hybrid pass: one list per vector sub-query, the first list and the
+/// original query's vector, and where the time went.
+struct DenseSide {
+  lists: Vec<Vec<String>>,
+  first: Vec<DenseCandidate>,
+  query_vec: Vec<f32>,
+  embed_ms: f64,
+  scan_ms: f64,
+}
+
+/// Milliseconds since `t` (for the trace).
+fn ms(t: Instant) -> f64 {
+  t.elapsed().as_secs_f64() * 1000.0
+}
+
 fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(Vec<VaultHit>, HybridLists)> {
   let n = ctx.limit.max(CANDIDATE_LIMIT);
   let started = Instant::now();
-  let mut lists: Vec<Vec<String>> = Vec::new();
-  let mut lexical = Vec::new();
-  for (i, text) in sub_texts(ctx, true).iter().enumerate() {
-    let terms = if text == ctx.query { ctx.terms.to_vec() } else { super::lexical::query_terms(text) };
-    let c = lexical_candidates(ctx.snap, ctx.query, &terms, &[], n)?;
-    lists.push(c.iter().map(|c| c.page_id.clone()).collect());
-    if i == 0 {
-      lexical = c;
-    }
-  }
-  let mut dense_list = Vec::new();
-  let mut query_vec = Vec::new();
-  for (i, text) in sub_texts(ctx, false).iter().enumerate() {
-    ctx.cancel.check()?;
-    let q = dense.embedder.embed_query(text)?;
-    let c = dense_candidates(ctx.snap, &dense.vectors, &q, n)?;
-    lists.push(c.iter().map(|c| c.page_id.clone()).collect());
-    if i == 0 {
-      dense_list = c;
-      query_vec = q;
-    }
-  }
-  // Confidence always refers to the original query's vector.
-  let qvec = if sub_texts(ctx, false)[0] == ctx.query {
-    query_vec.clone()
-  } else {
-    dense.embedder.embed_query(ctx.query)?
-  };
+  // The lexical lists need no model and the dense side is mostly query embedding (ONNX): run
+  // them at once, so a hybrid query costs about the slower of the two, not their sum.
+  let (lexical_side, dense_side) = rayon::join(
+    || -> Result<(Vec<Vec<String>>, Vec<LexicalCandidate>, f64)> {
+      let t = Instant::now();
+      let mut lists = Vec::new();
+      let mut first = Vec::new();
+      for (i, text) in sub_texts(ctx, true).iter().enumerate() {
+        let terms = if text == ctx.query { ctx.terms.to_vec() } else { super::lexical::query_terms(text) };
+        let c = lexical_candidates(ctx.snap, ctx.query, &terms, &[], n)?;
+        lists.push(c.iter().map(|c| c.page_id.clone()).collect());
+        if i == 0 {
+          first = c;
+        }
+      }
+      Ok((lists, first, ms(t)))
+    },
+    || -> Result<DenseSide> {
+      let (mut embed_ms, mut scan_ms) = (0.0, 0.0);
+      let mut lists = Vec::new();
+      let (mut first, mut first_vec) = (Vec::new(), Vec::new());
+      let texts = sub_texts(ctx, false);
+      for (i, text) in texts.iter().enumerate() {
+        ctx.cancel.check()?;
+        let t = Instant::now();
+        let q = dense.embedder.embed_query(text)?;
+        embed_ms += ms(t);
+        let t = Instant::now();
+        let c = dense_candidates(ctx.snap, &dense.vectors, &q, n)?;
+        scan_ms += ms(t);
+        lists.push(c.iter().map(|c| c.page_id.clone()).collect());
+        if i == 0 {
+          first = c;
+          first_vec = q;
+        }
+      }
+      // Confidence always refers to the original query's vector.
+      if texts[0] != ctx.query {
+        let t = Instant::now();
+        first_vec = dense.embedder.embed_query(ctx.query)?;
+        embed_ms += ms(t);
+      }
+      Ok(DenseSide { lists, first, query_vec: first_vec, embed_ms, scan_ms })
+    },
+  );
+  let (mut lists, lexical, lexical_ms) = lexical_side?;
+  let DenseSide { lists: dense_lists, first: dense_list, query_vec: qvec, embed_ms, scan_ms } = dense_side?;
+  lists.extend(dense_lists);
   // One lexical and one dense list: fuse by their evidence. Typed sub-queries add lists whose
   // scores are not on one scale: reciprocal ranks then.
   let (fused, how) = if lists.len() == 2 {
@@ -340,11 +375,12 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
   };
   let hits = fuse_hits(ctx, dense, fused.clone(), &lexical, &dense_list, &qvec);
   trace.push(format!(
-    "hybrid: {} lexical + {} dense candidates from {} list(s), {how} ({:.1} ms)",
+    "hybrid: {} lexical + {} dense candidates from {} list(s), {how} ({:.1} ms: lexical {lexical_ms:.1} \
+     ∥ query embedding {embed_ms:.1} + vector scan {scan_ms:.1})",
     lexical.len(),
     dense_list.len(),
     lists.len(),
-    started.elapsed().as_secs_f64() * 1000.0
+    ms(started)
   ));
   Ok((hits, HybridLists { fused, lexical, dense: dense_list, query_vec: qvec }))
 }

@@ -129,6 +129,22 @@ pub(super) fn cost_markdown(md: &mut String, runs: &[ModeRun]) {
   }
 }
 
+/// Where a hybrid query's candidate phase goes: the median of each stage its trace times. Lexical
+/// and dense sides run concurrently, so `candidates` is about the slower side plus fusion.
+fn stage_markdown(md: &mut String, runs: &[ModeRun]) {
+  for r in runs {
+    let stages = r.stage_medians();
+    if stages.is_empty() {
+      if r.ranked.values().any(|a| a.used == RetrievalMode::Hybrid) {
+        let _ = writeln!(md, "\n{}: no stage times found in the hybrid trace line.", r.mode.as_str());
+      }
+      continue;
+    }
+    let cells: Vec<String> = stages.iter().map(|(s, v)| format!("{s} {v:.2}")).collect();
+    let _ = writeln!(md, "\n{} candidate phase, p50 ms per stage: {}.", r.mode.as_str(), cells.join(" · "));
+  }
+}
+
 pub(super) fn nondeterminism_markdown(md: &mut String, runs: &[ModeRun]) {
   for r in runs.iter().filter(|r| !r.nondeterministic.is_empty()) {
     let mut q = r.nondeterministic.clone();
@@ -247,6 +263,7 @@ pub(super) fn run_beir(dir: &Path, opts: &SetBenchOptions) -> Result<BenchOutput
   }
   md.push_str("\n## Query cost (warm)\n\n");
   cost_markdown(&mut md, &runs);
+  stage_markdown(&mut md, &runs);
   nondeterminism_markdown(&mut md, &runs);
   md.push_str("\n## Index cost\n\n");
   index_markdown(&mut md, &[(set.as_str(), &ix.report)]);

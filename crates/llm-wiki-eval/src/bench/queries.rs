@@ -31,6 +31,32 @@ pub(super) struct Answer {
   pub(super) ms: f64,
   pub(super) diagnostics: Vec<String>,
   pub(super) trec: Vec<RunLine>,
+  /// Stage times of the hybrid candidate phase, read from its trace line (empty in other modes).
+  pub(super) stages: Vec<(&'static str, f64)>,
+}
+
+/// Stages the hybrid trace line times ("… (8.1 ms: lexical 1.2 ∥ query embedding 5.0 + vector
+/// scan 0.9)"), in report order; `candidates` is the whole line, fusion included.
+pub(super) const HYBRID_STAGES: [&str; 4] = ["candidates", "lexical", "query embedding", "vector scan"];
+
+/// The hybrid stage times of one recall's trace.
+fn hybrid_stages(trace: &[String]) -> Vec<(&'static str, f64)> {
+  let Some(line) = trace.iter().find(|t| t.starts_with("hybrid:")) else { return Vec::new() };
+  let number_after = |key: &str| -> Option<f64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    rest.trim_start().split(|c: char| !(c.is_ascii_digit() || c == '.')).next()?.parse().ok()
+  };
+  HYBRID_STAGES
+    .iter()
+    .filter_map(|&stage| {
+      let key = match stage {
+        "candidates" => "evidence-weighted (",
+        "lexical" => "ms: lexical",
+        other => other,
+      };
+      number_after(key).map(|v| (stage, v))
+    })
+    .collect()
 }
 
 pub(super) fn ask(paths: &VaultPaths, qid: &str, text: &str, opts: &RecallOptions) -> Result<Answer> {
@@ -55,6 +81,7 @@ pub(super) fn ask(paths: &VaultPaths, qid: &str, text: &str, opts: &RecallOption
     ms,
     diagnostics: r.diagnostics.iter().map(|d| d.code.clone()).collect(),
     trec: llm_wiki_cli::trec::recall_run_lines(qid, &r.results),
+    stages: hybrid_stages(&r.trace),
   })
 }
 
@@ -95,6 +122,21 @@ impl ModeRun {
     latency(&answers.values().map(|a| a.ms).collect::<Vec<_>>())
   }
 
+  /// Median of each hybrid stage over the ranked answers that timed it (empty outside hybrid).
+  pub(super) fn stage_medians(&self) -> Vec<(&'static str, f64)> {
+    HYBRID_STAGES
+      .iter()
+      .filter_map(|&stage| {
+        let v: Vec<f64> = self
+          .ranked
+          .values()
+          .filter_map(|a| a.stages.iter().find(|(s, _)| *s == stage).map(|x| x.1))
+          .collect();
+        (!v.is_empty()).then(|| (stage, latency(&v).p50_ms))
+      })
+      .collect()
+  }
+
   pub(super) fn diagnostics(&self) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for a in self.ranked.values().chain(self.auto.values()) {
@@ -126,6 +168,7 @@ impl ModeRun {
       "queryPhasePeakRssBytes": self.peak_rss,
       "queryPhaseStartRssBytes": self.start_rss,
       "queryPhaseWallMs": r3(self.wall_ms),
+      "hybridStageP50Ms": self.stage_medians().into_iter().map(|(s, v)| (s.to_string(), json!(r3(v)))).collect::<serde_json::Map<_, _>>(),
     })
   }
 
@@ -200,4 +243,24 @@ pub(super) fn run_queries(
     }
   ));
   Ok(run)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn hybrid_stage_times_are_read_from_the_trace_line() {
+    let trace = vec![
+      "query:6 terms".to_string(),
+      "hybrid: 40 lexical + 40 dense candidates from 2 list(s), evidence-weighted (8.4 ms: lexical 1.2 \
+       ∥ query embedding 5.0 + vector scan 0.9)"
+        .to_string(),
+    ];
+    assert_eq!(
+      hybrid_stages(&trace),
+      vec![("candidates", 8.4), ("lexical", 1.2), ("query embedding", 5.0), ("vector scan", 0.9)]
+    );
+    assert!(hybrid_stages(&["lexical: 10 candidates".to_string()]).is_empty());
+  }
 }
