@@ -63,6 +63,7 @@ mod collection;
 mod gates;
 mod index;
 mod memory;
+mod memory_latency;
 mod pi;
 mod precision;
 mod prompts;
@@ -71,8 +72,8 @@ mod report;
 mod scale;
 
 pub use self::{
-  collection::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*, report::*,
-  scale::*,
+  collection::*, gates::*, index::*, memory::*, memory_latency::*, pi::*, precision::*, prompts::*,
+  queries::*, report::*, scale::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
