@@ -519,8 +519,10 @@ fn label(item: &mut MemoryItem, b: &MemoryBundle, partner: &str, relation: &str,
 ///   that item moves;
 /// - one of them shown: the other joins its bundle as a competing claim (a page not retrieved is
 ///   admitted only while the bundle has fewer than [`MAX_CONFLICTS`] competing claims);
-/// - neither shown (`s` is evidence no card took): a bundle of `s` (unpromoted) and `n`, while a
-///   slot is free.
+/// - neither shown (`s` is evidence no card took): a bundle of `s` (unpromoted) and `n`, in a
+///   free slot, or in place of the lowest bundle when `s` ranks above that bundle's anchor and
+///   the bundle has no competing claims (a plausible conflict recall found outranks a lower
+///   card; cards are never reordered, one conflict never displaces another).
 ///
 /// Returns nothing; bundles may be fewer afterwards (merges), never more than `max_bundles`.
 fn keep_claims_together(
@@ -530,7 +532,7 @@ fn keep_claims_together(
   max_bundles: usize,
   used: &mut HashSet<(String, String)>,
 ) {
-  for s in candidates {
+  for (si, s) in candidates.iter().enumerate() {
     let Some(g) = source.graph(&s.vault) else { continue };
     let mut links = typed_neighbours(g, &s.page_id).1;
     links.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
@@ -572,18 +574,32 @@ fn keep_claims_together(
           bundles[b].conflicts.push(item);
         }
         (None, None) => {
-          if bundles.len() >= max_bundles {
+          // Full: the pair takes the lowest bundle's slot only when `s` outranks its anchor and
+          // that bundle holds no competing claims of its own.
+          let full = bundles.len() >= max_bundles;
+          let rank_of = |b: &MemoryBundle| {
+            let a = b.card.as_ref().or(b.evidence.first());
+            a.and_then(|a| candidates.iter().position(|c| c.vault == a.vault && c.page_id == a.page_id))
+          };
+          let displaceable = |b: &MemoryBundle| b.conflicts.is_empty() && rank_of(b).is_some_and(|r| si < r);
+          if full && !bundles.last().is_some_and(displaceable) {
             continue;
           }
-          if let Some(other) = take_linked(candidates, source, s, &l) {
-            let mut head = unpromoted(s);
-            if l.relation == "supersedes" && l.direction == "incoming" {
-              head.warnings.push(format!("superseded by {}", other.page_id));
+          let Some(other) = take_linked(candidates, source, s, &l) else { continue };
+          if full {
+            if let Some(low) = bundles.pop() {
+              for i in low.items() {
+                used.remove(&key(i));
+              }
             }
-            used.insert(key(&head));
-            used.insert(key(&other));
-            bundles.push(MemoryBundle { card: None, evidence: vec![head], conflicts: vec![other] });
           }
+          let mut head = unpromoted(s);
+          if l.relation == "supersedes" && l.direction == "incoming" {
+            head.warnings.push(format!("superseded by {}", other.page_id));
+          }
+          used.insert(key(&head));
+          used.insert(key(&other));
+          bundles.push(MemoryBundle { card: None, evidence: vec![head], conflicts: vec![other] });
         }
       }
     }

@@ -319,11 +319,33 @@ fn retrieved_evidence_claims_find_their_partner_or_a_free_slot() {
   assert_eq!(ids(&b[2]), vec!["s/f", "s/g"]);
   assert_eq!(b[2].evidence[0].relation, "unpromoted");
   assert!(b[2].conflicts[0].warnings.iter().any(|w| w == "superseded by s/f"));
-  // No free slot: the pair is not forced in over a card.
+  // No free slot: the pair does not displace a bundle that holds a conflict of its own.
   let two = assemble(&cands, &mut src, &AssemblyOptions { max_bundles: 2, ..Default::default() });
   assert_eq!(two.len(), 2);
   assert!(two.iter().all(|b| b.card.is_some()));
   assert!(distinct_pages(&two));
+  // It takes the lowest plain bundle's slot when it outranks that bundle's card, and only then.
+  let mut src = fake(&[
+    ("c/a", "concept", "", "A"),
+    ("c/x", "entity", "", "X"),
+    ("s/f", "source", &rel("s/g", "supersedes"), "[[s/g]]"),
+    ("s/g", "source", "", "G"),
+  ]);
+  let opts = AssemblyOptions { max_bundles: 2, ..Default::default() };
+  let outranks = vec![
+    item("c/a", "concept", Some(0), "A"),
+    item("s/f", "source", Some(1), "F"),
+    item("c/x", "entity", Some(2), "X"),
+  ];
+  let b = assemble(&outranks, &mut src, &opts);
+  assert_eq!(b.iter().map(ids).collect::<Vec<_>>(), vec![vec!["c/a"], vec!["s/f", "s/g"]]);
+  let below = vec![
+    item("c/a", "concept", Some(0), "A"),
+    item("c/x", "entity", Some(1), "X"),
+    item("s/f", "source", Some(2), "F"),
+  ];
+  let b = assemble(&below, &mut src, &opts);
+  assert_eq!(b.iter().map(ids).collect::<Vec<_>>(), vec![vec!["c/a"], vec!["c/x"]]);
 }
 
 #[test]
