@@ -310,7 +310,10 @@ export interface MemoryCandidate {
    * `applies_under`).
    */
   relation: string
-  /** `outgoing` (the card declares the relation) or `incoming` (the item declares it). */
+  /**
+   * `outgoing` (the card — or the `relatedTo` page — declares the relation) or `incoming` (the
+   * item declares it).
+   */
   relationDirection?: 'outgoing' | 'incoming'
   /**
    * The page `relation` links the item to when that page is not the bundle's card (claims kept

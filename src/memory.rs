@@ -71,7 +71,8 @@ pub struct MemoryCandidate {
   /// that admitted it (`supports`, `derived_from`, `contradicts`, `qualifies`, `supersedes`,
   /// `applies_under`).
   pub relation: String,
-  /// `outgoing` (the card declares the relation) or `incoming` (the item declares it).
+  /// `outgoing` (the card — or the `relatedTo` page — declares the relation) or `incoming` (the
+  /// item declares it).
   #[napi(ts_type = "'outgoing' | 'incoming'")]
   pub relation_direction: Option<String>,
   /// The page `relation` links the item to when that page is not the bundle's card (claims kept

@@ -76,7 +76,8 @@ pub struct MemoryItem {
   pub match_reasons: Vec<String>,
   /// Relation to the bundle's card: `card`, `unpromoted`, `linked`, or a relation type.
   pub relation: String,
-  /// `outgoing` (card → item) or `incoming` (item → card) for relation-linked items.
+  /// `outgoing` (card → item) or `incoming` (item → card) for relation-linked items; the
+  /// partner is [`MemoryItem::related_to`] instead of the card when that is set.
   pub relation_direction: Option<String>,
   /// The page the relation links the item to when that page is not the bundle's card (a
   /// competing claim kept with a partner that is evidence, or with another competing claim).
