@@ -106,6 +106,94 @@ describe('recallMemory bundles', () => {
     assert.ok(auto.bundles.length <= 3)
   })
 
+  test('every item carries date, status, freshness and scope when the page declares them', async () => {
+    const { v } = await indexed('vault', {
+      'concepts/retention-old.md': page({
+        title: 'Logs are kept thirty days',
+        status: 'stable',
+        extra: 'created: 2025-01-10\nupdated: 2025-02-01\nscope: EU tenants\nstale_after: 2000-01-01\nverified:\n  - by: Ada\n    at: 2025-02-02',
+        body: '## Claim\n\nThe glimmerlog retention keeps logs thirty days.',
+      }),
+      'concepts/retention-new.md': page({
+        title: 'Logs are kept ninety days',
+        status: 'draft',
+        extra: `created: 2026-05-01\n${rel(['concepts/retention-old', 'contradicts'])}`,
+        body: 'Ninety days now; disputes [old](retention-old.md).',
+      }),
+      'concepts/bare.md': page({ title: 'Bare glimmerlog note', body: 'glimmerlog without metadata.' }),
+    })
+    const r = await memory(v.paths, 'glimmerlog retention thirty days')
+    const items = r.bundles.flatMap((b) => [b.card, ...b.evidence, ...b.conflicts].filter(Boolean))
+    const by = Object.fromEntries(items.map((i) => [i.pageId, i]))
+    const old = by['concepts/retention-old']
+    assert.ok(old, JSON.stringify(r.bundles))
+    assert.equal(old.date, '2025-02-01', 'updated wins over created')
+    assert.equal(old.status, 'stable')
+    assert.equal(old.scope, 'EU tenants')
+    assert.deepEqual(old.freshness, { staleAfter: '2000-01-01', verifiedAt: '2025-02-02', stale: true, verified: true })
+    assert.ok(old.warnings.some((w) => w.startsWith('stale: past stale_after 2000-01-01')), JSON.stringify(old.warnings))
+    const nw = by['concepts/retention-new']
+    assert.ok(nw, 'the contradicting claim is in the bundles')
+    assert.equal(nw.date, '2026-05-01')
+    assert.equal(nw.status, 'draft')
+    assert.equal(nw.freshness, undefined)
+    assert.ok(nw.warnings.includes('draft: not reviewed'))
+    // Both claims in one bundle, each with its date in the rendered context.
+    assert.ok(r.bundles.some((b) => [b.card, ...b.conflicts].filter(Boolean).map((i) => i.pageId).sort().join() === 'concepts/retention-new,concepts/retention-old'))
+    assert.match(r.context, /date: 2025-02-01/)
+    assert.match(r.context, /date: 2026-05-01/)
+    assert.match(r.context, /scope: EU tenants/)
+    const other = await memory(v.paths, 'bare glimmerlog note without metadata')
+    const bare = other.bundles.map((b) => b.card).find((c) => c && c.pageId === 'concepts/bare')
+    assert.ok(bare, JSON.stringify(other.bundles))
+    for (const k of ['date', 'freshness', 'scope']) assert.equal(bare[k], undefined, k)
+  })
+
+  test('competing claims stay in one bundle whichever side the query names', async () => {
+    // A conflict dev set: the audit supports one card and contradicts another card; a
+    // superseded note only the query's other side reaches.
+    const { v } = await indexed('vault', {
+      'concepts/rollout-tuesday.md': page({ title: 'Rollouts happen on Tuesday', body: '## Claim\n\nThe vantorix rollout runs every Tuesday.' }),
+      'concepts/rollout-daily.md': page({ type: 'entity', title: 'Rollouts run daily', body: '## Claim\n\nThe vantorix rollout runs daily at noon.' }),
+      'sources/rollout-audit.md': page({
+        type: 'source',
+        title: 'Rollout audit',
+        extra: rel(['concepts/rollout-tuesday', 'supports'], ['concepts/rollout-daily', 'contradicts']),
+        body: 'Audit of vantorix rollout logs: only Tuesdays ([[concepts/rollout-tuesday]]), never daily ([daily](../concepts/rollout-daily.md)).',
+      }),
+      'concepts/rollout-checklist.md': page({ type: 'skill', title: 'Rollout checklist', body: 'Steps of a vantorix rollout.' }),
+      'concepts/rollout-owner.md': page({ type: 'case', title: 'Rollout owner', body: 'Who owns the vantorix rollout.' }),
+      'sources/rollout-note-old.md': page({ type: 'source', title: 'Old rollout note', body: 'Rollouts were monthly in the old quintal process.' }),
+      'sources/rollout-note-new.md': page({
+        type: 'source',
+        title: 'New rollout note',
+        extra: rel(['sources/rollout-note-old', 'supersedes']),
+        body: 'Replaces [the old note](rollout-note-old.md): weekly now.',
+      }),
+    })
+    const together = (r, a, b) => r.bundles.some((x) => {
+      const ids = [x.card, ...x.evidence, ...x.conflicts].filter(Boolean).map((i) => i.pageId)
+      return ids.includes(a) && ids.includes(b)
+    })
+    const r = await memory(v.paths, 'vantorix rollout every Tuesday')
+    assert.ok(together(r, 'sources/rollout-audit', 'concepts/rollout-daily'), JSON.stringify(r.bundles, null, 1))
+    const daily = r.bundles.flatMap((b) => b.conflicts).find((i) => i.pageId === 'concepts/rollout-daily')
+    assert.equal(daily.relation, 'contradicts')
+    assert.equal(daily.relatedTo, 'sources/rollout-audit')
+    assert.match(r.context, /contradicts ← sources\/rollout-audit/)
+    const ids = r.bundles.flatMap((b) => [b.card, ...b.evidence, ...b.conflicts].filter(Boolean).map((i) => i.pageId))
+    assert.equal(new Set(ids).size, ids.length)
+    // The audit is the card's evidence; its own competing claim is admitted next to it.
+    assert.equal(r.bundles[0].card.pageId, 'concepts/rollout-tuesday')
+    assert.equal(r.bundles[0].evidence[0].pageId, 'sources/rollout-audit')
+    // Without typed-link assembly the two sides are apart.
+    const plain = await memory(v.paths, 'vantorix rollout every Tuesday', { typedExpansion: false })
+    assert.ok(!together(plain, 'sources/rollout-audit', 'concepts/rollout-daily'))
+    // A query naming only the superseded side: the superseding note joins it.
+    const old = await memory(v.paths, 'quintal monthly')
+    assert.ok(together(old, 'sources/rollout-note-old', 'sources/rollout-note-new'), JSON.stringify(old.bundles))
+  })
+
   test('no card: unpromoted evidence, labelled; nothing found is a valid answer', async () => {
     const { v } = await indexed('vault', {
       'sources/obs.md': page({ type: 'source', title: 'Observation', body: 'The vexillum flag was seen twice.' }),

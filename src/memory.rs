@@ -48,8 +48,13 @@ pub struct MemoryCandidate {
   pub role: String,
   pub status: Option<String>,
   pub domain: Option<String>,
-  /// Scope of the `applies_under` relation that admitted the item.
+  /// Scope of the `applies_under` relation that admitted the item, else the page's frontmatter
+  /// `scope`.
   pub scope: Option<String>,
+  /// The page's date: frontmatter `updated`, else `created`, as written.
+  pub date: Option<String>,
+  /// Present when the page declares `stale_after`, a human `verified` event or `generated.at`.
+  pub freshness: Option<MemoryFreshness>,
   pub heading: Option<String>,
   /// Exact text of the page lines `lineStart..=lineEnd` (≤ 800 characters).
   pub excerpt: String,
@@ -66,10 +71,29 @@ pub struct MemoryCandidate {
   /// that admitted it (`supports`, `derived_from`, `contradicts`, `qualifies`, `supersedes`,
   /// `applies_under`).
   pub relation: String,
-  /// `outgoing` (the card declares the relation) or `incoming` (the item declares it).
+  /// `outgoing` (the card — or the `relatedTo` page — declares the relation) or `incoming` (the
+  /// item declares it).
   #[napi(ts_type = "'outgoing' | 'incoming'")]
   pub relation_direction: Option<String>,
+  /// The page `relation` links the item to when that page is not the bundle's card (claims kept
+  /// together with a partner that is evidence or another competing claim).
+  pub related_to: Option<String>,
   pub warnings: Vec<String>,
+}
+
+/// Freshness and verification of a packed item, evaluated when the recall ran.
+#[napi(object)]
+pub struct MemoryFreshness {
+  /// Frontmatter `stale_after`, as written.
+  pub stale_after: Option<String>,
+  /// Latest human verification date, as written.
+  pub verified_at: Option<String>,
+  /// `generated.at`, as written.
+  pub generated_at: Option<String>,
+  /// Past `stale_after`.
+  pub stale: bool,
+  /// A current human verification (not older than `generated.at`).
+  pub verified: bool,
 }
 
 impl From<&core_bundle::MemoryItem> for MemoryCandidate {
@@ -86,6 +110,14 @@ impl From<&core_bundle::MemoryItem> for MemoryCandidate {
       status: i.status.clone(),
       domain: i.domain.clone(),
       scope: i.scope.clone(),
+      date: i.date.clone(),
+      freshness: i.freshness.as_ref().map(|f| MemoryFreshness {
+        stale_after: f.stale_after.clone(),
+        verified_at: f.verified_at.clone(),
+        generated_at: f.generated_at.clone(),
+        stale: f.stale,
+        verified: f.verified,
+      }),
       heading: i.heading.clone(),
       excerpt: i.excerpt.clone(),
       line_start: i.line_start,
@@ -96,6 +128,7 @@ impl From<&core_bundle::MemoryItem> for MemoryCandidate {
       match_reasons: i.match_reasons.clone(),
       relation: i.relation.clone(),
       relation_direction: i.relation_direction.clone(),
+      related_to: i.related_to.clone(),
       warnings: i.warnings.clone(),
     }
   }

@@ -8,8 +8,8 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log, BenchCommon,
-  ScaleOptions, SetBenchOptions,
+  parse_modes, run_memory, run_memory_latency, run_precision, run_prompts, run_scale, run_set_bench,
+  stderr_log, BenchCommon, BenchOutput, ScaleOptions, SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -220,11 +220,15 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
-  /// Memory bundles on the pi vault (curated relation overlay), with the typed-link ablation.
+  /// Memory bundles on the pi vault (curated relation overlay), with the typed-link ablation;
+  /// with `--beir`, warm recallMemory vs recallWiki latency on that collection.
   Memory {
     /// The pi fixture.json (its sibling vault/ is used).
+    #[arg(long, required_unless_present = "beir")]
+    pi: Option<PathBuf>,
+    /// A BEIR-style directory (e.g. SciFact): warm latency of recallMemory against recallWiki.
     #[arg(long)]
-    pi: PathBuf,
+    beir: Option<PathBuf>,
     #[command(flatten)]
     common: BenchCommonArgs,
   },
@@ -263,7 +267,17 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
   let started = Instant::now();
   let output = match args.suite {
     Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
-    Some(BenchSuite::Memory { pi, common }) => run_memory(&pi, &common.common()?)?,
+    Some(BenchSuite::Memory { pi, beir, common }) => {
+      let common = common.common()?;
+      let mut output = BenchOutput::default();
+      for run in [pi.map(|p| run_memory(&p, &common)), beir.map(|b| run_memory_latency(&b, &common))] {
+        if let Some(o) = run.transpose()? {
+          output.files.extend(o.files);
+          output.markdown.push_str(&o.markdown);
+        }
+      }
+      output
+    }
     Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?

@@ -50,8 +50,14 @@ pub struct MemoryItem {
   pub status: Option<String>,
   /// Frontmatter `domain`.
   pub domain: Option<String>,
-  /// Scope of the `applies_under` relation that admitted the item.
+  /// Scope: of the `applies_under` relation that admitted the item, else the page's
+  /// frontmatter `scope`.
   pub scope: Option<String>,
+  /// The page's date (frontmatter `updated`, else `created`), as written.
+  pub date: Option<String>,
+  /// Freshness and verification state, when the page declares any of `stale_after`,
+  /// `verified` (human) or `generated.at`.
+  pub freshness: Option<Freshness>,
   /// Heading of the excerpt.
   pub heading: Option<String>,
   /// Exact excerpt of the page (≤ [`MAX_EXCERPT_CHARS`]).
@@ -70,10 +76,70 @@ pub struct MemoryItem {
   pub match_reasons: Vec<String>,
   /// Relation to the bundle's card: `card`, `unpromoted`, `linked`, or a relation type.
   pub relation: String,
-  /// `outgoing` (card → item) or `incoming` (item → card) for relation-linked items.
+  /// `outgoing` (card → item) or `incoming` (item → card) for relation-linked items; the
+  /// partner is [`MemoryItem::related_to`] instead of the card when that is set.
   pub relation_direction: Option<String>,
+  /// The page the relation links the item to when that page is not the bundle's card (a
+  /// competing claim kept with a partner that is evidence, or with another competing claim).
+  pub related_to: Option<String>,
   /// Warnings shown with the item (draft, deprecated, superseded, unpromoted).
   pub warnings: Vec<String>,
+}
+
+/// Freshness of a packed item (OKF `stale_after`, `verified`, `generated`; see
+/// [`crate::retrieve::trust`]), evaluated when the recall ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Freshness {
+  /// Frontmatter `stale_after`, as written.
+  pub stale_after: Option<String>,
+  /// Latest human verification (`verified[].at`), as written.
+  pub verified_at: Option<String>,
+  /// `generated.at`, as written.
+  pub generated_at: Option<String>,
+  /// Past `stale_after`.
+  pub stale: bool,
+  /// A current human verification (not older than `generated.at`).
+  pub verified: bool,
+}
+
+impl Freshness {
+  /// Freshness of `meta` at `now` (seconds since the epoch); `None` when the page declares none
+  /// of the three dates.
+  pub fn of(meta: &crate::vault::PageMeta, now: i64) -> Option<Freshness> {
+    if meta.stale_after.is_none() && meta.verified_at.is_none() && meta.generated_at.is_none() {
+      return None;
+    }
+    let t = crate::retrieve::trust::trust_of(meta, now);
+    Some(Freshness {
+      stale_after: meta.stale_after.clone(),
+      verified_at: meta.verified_at.clone(),
+      generated_at: meta.generated_at.clone(),
+      stale: t.warnings.contains(&"stale"),
+      verified: t.verified,
+    })
+  }
+}
+
+/// Warnings of a packed item from its page's metadata at `now`: `draft`, `deprecated`,
+/// `stale`, `verification outdated` (a warned item is never dropped for it).
+pub fn page_warnings(meta: &crate::vault::PageMeta, now: i64) -> Vec<String> {
+  let mut w = Vec::new();
+  match meta.status.as_deref() {
+    Some("draft") => w.push("draft: not reviewed".to_string()),
+    Some("deprecated") => w.push("deprecated".to_string()),
+    _ => {}
+  }
+  for code in crate::retrieve::trust::trust_of(meta, now).warnings {
+    match code {
+      "stale" => w.push(format!("stale: past stale_after {}", meta.stale_after.as_deref().unwrap_or("?"))),
+      "verification_outdated" => {
+        w.push("verification outdated: regenerated after the last human review".to_string())
+      }
+      _ => {}
+    }
+  }
+  w
 }
 
 /// A bundle: at most one card, its evidence and its competing claims.
@@ -210,12 +276,17 @@ fn take_linked(
 }
 
 /// Group `candidates` (best first) into bundles under `opts`.
+///
+/// Cards are taken in rank order under the diversity cap, each with its one-hop typed
+/// neighbours. Then competing claims are kept together ([`keep_claims_together`]): every
+/// retrieved candidate — card or evidence, shown or not — with a `contradicts`, `supersedes`,
+/// `qualifies` or `applies_under` neighbour ends up in one bundle with it, merging two bundles
+/// when the claims sit in different ones. Slots freed by a merge go to the next cards.
 pub fn assemble(
   candidates: &[MemoryItem],
   source: &mut dyn MemorySource,
   opts: &AssemblyOptions,
 ) -> Vec<MemoryBundle> {
-  let key = |i: &MemoryItem| (i.vault.clone(), i.page_id.clone());
   let mut used: HashSet<(String, String)> = HashSet::new();
   let mut seen_text: HashSet<String> = HashSet::new();
   let mut bundles: Vec<MemoryBundle> = Vec::new();
@@ -235,124 +306,371 @@ pub fn assemble(
     }
   }
   order.extend(deferred);
-  for card in order {
+  let mut next = 0;
+  loop {
+    while bundles.len() < opts.max_bundles && next < order.len() {
+      let card = order[next];
+      next += 1;
+      if !used.contains(&key(card)) {
+        let b = card_bundle(card, candidates, source, opts, &mut used, &mut seen_text);
+        bundles.push(b);
+      }
+    }
+    if bundles.is_empty() {
+      bundles = unpromoted_bundles(candidates, source, opts, &mut used, &mut seen_text);
+    }
+    let before = bundles.len();
+    if opts.typed_expansion {
+      keep_claims_together(&mut bundles, candidates, source, opts.max_bundles, &mut used);
+    }
+    if bundles.len() >= before || next >= order.len() {
+      break;
+    }
+  }
+  pack(bundles, opts.budget_chars)
+}
+
+fn key(i: &MemoryItem) -> (String, String) {
+  (i.vault.clone(), i.page_id.clone())
+}
+
+/// The bundle of one card: its typed conflicts and evidence (one hop), then retrieved evidence
+/// linked with it by any edge.
+fn card_bundle(
+  card: &MemoryItem,
+  candidates: &[MemoryItem],
+  source: &mut dyn MemorySource,
+  opts: &AssemblyOptions,
+  used: &mut HashSet<(String, String)>,
+  seen_text: &mut HashSet<String>,
+) -> MemoryBundle {
+  used.insert(key(card));
+  let mut card_item = card.clone();
+  card_item.relation = "card".into();
+  seen_text.insert(norm_text(&card_item.excerpt));
+  let mut evidence: Vec<(usize, MemoryItem)> = Vec::new();
+  let mut conflicts: Vec<(usize, MemoryItem)> = Vec::new();
+  let (typed_ev, typed_cf, linked) = match source.graph(&card.vault) {
+    Some(g) if opts.typed_expansion => {
+      let (e, c) = typed_neighbours(g, &card.page_id);
+      (e, c, linked_any(g, &card.page_id))
+    }
+    Some(g) => (vec![], vec![], linked_any(g, &card.page_id)),
+    None => (vec![], vec![], HashSet::new()),
+  };
+  let mut cf_sorted: Vec<&Linked> = typed_cf.iter().collect();
+  cf_sorted.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
+  for l in cf_sorted {
+    if conflicts.len() >= MAX_CONFLICTS || used.contains(&(card.vault.clone(), l.page.clone())) {
+      continue;
+    }
+    if let Some(item) = take_linked(candidates, source, card, l) {
+      used.insert(key(&item));
+      if l.relation == "supersedes" && l.direction == "incoming" {
+        card_item.warnings.push(format!("superseded by {}", item.page_id));
+      }
+      conflicts.push((conflict_order(&l.relation), item));
+    }
+  }
+  for l in &typed_ev {
+    if evidence.len() >= MAX_EVIDENCE || used.contains(&(card.vault.clone(), l.page.clone())) {
+      continue;
+    }
+    if let Some(item) = take_linked(candidates, source, card, l) {
+      if seen_text.insert(norm_text(&item.excerpt)) {
+        used.insert(key(&item));
+        evidence.push((0, item));
+      }
+    }
+  }
+  // Retrieved evidence pages linked with the card, by rank.
+  for c in candidates.iter().filter(|c| c.role == "evidence" && c.vault == card.vault) {
+    if evidence.len() >= MAX_EVIDENCE {
+      break;
+    }
+    if used.contains(&key(c)) || !linked.contains(&c.page_id) {
+      continue;
+    }
+    if seen_text.insert(norm_text(&c.excerpt)) {
+      used.insert(key(c));
+      let mut item = c.clone();
+      item.relation = "linked".into();
+      evidence.push((1, item));
+    }
+  }
+  let by_rank = |a: &(usize, MemoryItem), b: &(usize, MemoryItem)| {
+    (a.0, a.1.qmd_rank.unwrap_or(u32::MAX), &a.1.page_id).cmp(&(
+      b.0,
+      b.1.qmd_rank.unwrap_or(u32::MAX),
+      &b.1.page_id,
+    ))
+  };
+  evidence.sort_by(by_rank);
+  conflicts.sort_by(by_rank);
+  MemoryBundle {
+    card: Some(card_item),
+    evidence: evidence.into_iter().map(|(_, i)| i).collect(),
+    conflicts: conflicts.into_iter().map(|(_, i)| i).collect(),
+  }
+}
+
+/// No card covers the need: the strongest evidence, labelled as unpromoted, with the claims that
+/// compete with it (the same typed hop a card gets).
+fn unpromoted_bundles(
+  candidates: &[MemoryItem],
+  source: &mut dyn MemorySource,
+  opts: &AssemblyOptions,
+  used: &mut HashSet<(String, String)>,
+  seen_text: &mut HashSet<String>,
+) -> Vec<MemoryBundle> {
+  let mut bundles = Vec::new();
+  for c in candidates.iter().filter(|c| c.role == "evidence") {
     if bundles.len() >= opts.max_bundles {
       break;
     }
-    if used.contains(&key(card)) {
+    if used.contains(&key(c)) || !seen_text.insert(norm_text(&c.excerpt)) {
       continue;
     }
-    used.insert(key(card));
-    let mut card_item = card.clone();
-    card_item.relation = "card".into();
-    seen_text.insert(norm_text(&card_item.excerpt));
-    let mut evidence: Vec<(usize, MemoryItem)> = Vec::new();
-    let mut conflicts: Vec<(usize, MemoryItem)> = Vec::new();
-    let (typed_ev, typed_cf, linked) = match source.graph(&card.vault) {
-      Some(g) if opts.typed_expansion => {
-        let (e, c) = typed_neighbours(g, &card.page_id);
-        (e, c, linked_any(g, &card.page_id))
-      }
-      Some(g) => (vec![], vec![], linked_any(g, &card.page_id)),
-      None => (vec![], vec![], HashSet::new()),
+    used.insert(key(c));
+    let mut item = unpromoted(c);
+    let mut conflicts = Vec::new();
+    let typed_cf = match source.graph(&c.vault) {
+      Some(g) if opts.typed_expansion => typed_neighbours(g, &c.page_id).1,
+      _ => vec![],
     };
     let mut cf_sorted: Vec<&Linked> = typed_cf.iter().collect();
     cf_sorted.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
     for l in cf_sorted {
-      if conflicts.len() >= MAX_CONFLICTS || used.contains(&(card.vault.clone(), l.page.clone())) {
+      if conflicts.len() >= MAX_CONFLICTS || used.contains(&(c.vault.clone(), l.page.clone())) {
         continue;
       }
-      if let Some(item) = take_linked(candidates, source, card, l) {
-        used.insert(key(&item));
+      if let Some(other) = take_linked(candidates, source, c, l) {
+        used.insert(key(&other));
         if l.relation == "supersedes" && l.direction == "incoming" {
-          card_item.warnings.push(format!("superseded by {}", item.page_id));
+          item.warnings.push(format!("superseded by {}", other.page_id));
         }
-        conflicts.push((conflict_order(&l.relation), item));
+        conflicts.push(other);
       }
     }
-    for l in &typed_ev {
-      if evidence.len() >= MAX_EVIDENCE || used.contains(&(card.vault.clone(), l.page.clone())) {
-        continue;
-      }
-      if let Some(item) = take_linked(candidates, source, card, l) {
-        if seen_text.insert(norm_text(&item.excerpt)) {
-          used.insert(key(&item));
-          evidence.push((0, item));
-        }
-      }
-    }
-    // Retrieved evidence pages linked with the card, by rank.
-    for c in candidates.iter().filter(|c| c.role == "evidence" && c.vault == card.vault) {
-      if evidence.len() >= MAX_EVIDENCE {
-        break;
-      }
-      if used.contains(&key(c)) || !linked.contains(&c.page_id) {
-        continue;
-      }
-      if seen_text.insert(norm_text(&c.excerpt)) {
-        used.insert(key(c));
-        let mut item = c.clone();
-        item.relation = "linked".into();
-        evidence.push((1, item));
-      }
-    }
-    evidence.sort_by(|a, b| {
-      (a.0, a.1.qmd_rank.unwrap_or(u32::MAX), &a.1.page_id).cmp(&(
-        b.0,
-        b.1.qmd_rank.unwrap_or(u32::MAX),
-        &b.1.page_id,
-      ))
-    });
-    conflicts.sort_by(|a, b| {
-      (a.0, a.1.qmd_rank.unwrap_or(u32::MAX), &a.1.page_id).cmp(&(
-        b.0,
-        b.1.qmd_rank.unwrap_or(u32::MAX),
-        &b.1.page_id,
-      ))
-    });
-    bundles.push(MemoryBundle {
-      card: Some(card_item),
-      evidence: evidence.into_iter().map(|(_, i)| i).collect(),
-      conflicts: conflicts.into_iter().map(|(_, i)| i).collect(),
-    });
+    bundles.push(MemoryBundle { card: None, evidence: vec![item], conflicts });
   }
-  if bundles.is_empty() {
-    // No card covers the need: the strongest evidence, labelled as unpromoted, with the claims
-    // that compete with it (the same typed hop a card gets).
-    for c in candidates.iter().filter(|c| c.role == "evidence") {
-      if bundles.len() >= opts.max_bundles {
-        break;
-      }
-      if used.contains(&key(c)) || !seen_text.insert(norm_text(&c.excerpt)) {
+  bundles
+}
+
+fn unpromoted(c: &MemoryItem) -> MemoryItem {
+  let mut item = c.clone();
+  item.relation = "unpromoted".into();
+  item.warnings.push("unpromoted evidence: not an established conclusion".into());
+  item
+}
+
+/// Where an item sits: bundle index and slot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Slot {
+  /// The card, or the unpromoted evidence heading a bundle without a card.
+  Anchor,
+  Evidence(usize),
+  Conflict(usize),
+}
+
+fn anchor_id(b: &MemoryBundle) -> Option<&str> {
+  b.card.as_ref().or(b.evidence.first().filter(|_| b.card.is_none())).map(|i| i.page_id.as_str())
+}
+
+fn locate(bundles: &[MemoryBundle], vault: &str, page: &str) -> Option<(usize, Slot)> {
+  let is = |i: &MemoryItem| i.vault == vault && i.page_id == page;
+  bundles.iter().enumerate().find_map(|(n, b)| {
+    if b.card.as_ref().is_some_and(is) {
+      return Some((n, Slot::Anchor));
+    }
+    if let Some(k) = b.evidence.iter().position(is) {
+      return Some((n, if b.card.is_none() && k == 0 { Slot::Anchor } else { Slot::Evidence(k) }));
+    }
+    b.conflicts.iter().position(is).map(|k| (n, Slot::Conflict(k)))
+  })
+}
+
+fn flip(direction: &str) -> &'static str {
+  if direction == "outgoing" {
+    "incoming"
+  } else {
+    "outgoing"
+  }
+}
+
+/// Label `item` with its relation to `partner` inside bundle `b` (direction as seen from the
+/// partner: `outgoing` = the partner declares the relation).
+fn label(item: &mut MemoryItem, b: &MemoryBundle, partner: &str, relation: &str, direction: &str) {
+  item.relation = relation.to_string();
+  item.relation_direction = Some(direction.to_string());
+  item.related_to =
+    (b.card.as_ref().map(|c| c.page_id.as_str()) != Some(partner)).then(|| partner.to_string());
+  let reason = format!("relation:{relation}");
+  if !item.match_reasons.contains(&reason) {
+    item.match_reasons.push(reason);
+  }
+}
+
+/// Contradiction grouping (spec: "Contradictory claims remain grouped"; "a contradiction
+/// neighbor is kept with its seed"). For every retrieved candidate `s` (best first) and each
+/// competing-claim neighbour `n` of it (one typed hop):
+/// - both in one bundle: nothing to do;
+/// - in two bundles: the later bundle joins the earlier one (its card becomes a competing claim
+///   labelled with its relation), or — when the later one holds the claim only as evidence —
+///   that item moves;
+/// - one of them shown: the other joins its bundle as a competing claim (a page not retrieved is
+///   admitted only while the bundle has fewer than [`MAX_CONFLICTS`] competing claims);
+/// - neither shown (`s` is evidence no card took): a bundle of `s` (unpromoted) and `n`, in a
+///   free slot, or in place of the lowest bundle when `s` ranks above that bundle's anchor and
+///   the bundle has no competing claims (a plausible conflict recall found outranks a lower
+///   card; cards are never reordered, one conflict never displaces another).
+///
+/// Returns nothing; bundles may be fewer afterwards (merges), never more than `max_bundles`.
+fn keep_claims_together(
+  bundles: &mut Vec<MemoryBundle>,
+  candidates: &[MemoryItem],
+  source: &mut dyn MemorySource,
+  max_bundles: usize,
+  used: &mut HashSet<(String, String)>,
+) {
+  for (si, s) in candidates.iter().enumerate() {
+    let Some(g) = source.graph(&s.vault) else { continue };
+    let mut links = typed_neighbours(g, &s.page_id).1;
+    links.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
+    for l in links {
+      if l.page == s.page_id {
         continue;
       }
-      used.insert(key(c));
-      let mut item = c.clone();
-      item.relation = "unpromoted".into();
-      item.warnings.push("unpromoted evidence: not an established conclusion".into());
-      let mut conflicts = Vec::new();
-      let typed_cf = match source.graph(&c.vault) {
-        Some(g) if opts.typed_expansion => typed_neighbours(g, &c.page_id).1,
-        _ => vec![],
-      };
-      let mut cf_sorted: Vec<&Linked> = typed_cf.iter().collect();
-      cf_sorted.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
-      for l in cf_sorted {
-        if conflicts.len() >= MAX_CONFLICTS || used.contains(&(c.vault.clone(), l.page.clone())) {
-          continue;
+      let ls = locate(bundles, &s.vault, &s.page_id);
+      let ln = locate(bundles, &s.vault, &l.page);
+      match (ls, ln) {
+        (Some((a, _)), Some((b, _))) if a == b => {}
+        (Some((a, sa)), Some((b, sb))) => {
+          // The pair member in the later bundle, and its partner in the earlier one.
+          let (keep, drop, moved_slot, moved, partner, dir) = if a < b {
+            (a, b, sb, l.page.clone(), s.page_id.clone(), l.direction)
+          } else {
+            (b, a, sa, s.page_id.clone(), l.page.clone(), flip(l.direction))
+          };
+          merge_claim(bundles, keep, drop, moved_slot, &moved, &partner, &l.relation, dir, used);
         }
-        if let Some(other) = take_linked(candidates, source, c, l) {
-          used.insert(key(&other));
-          if l.relation == "supersedes" && l.direction == "incoming" {
-            item.warnings.push(format!("superseded by {}", other.page_id));
+        (Some((a, _)), None) => {
+          let retrieved = candidates.iter().any(|c| c.vault == s.vault && c.page_id == l.page);
+          if !retrieved && bundles[a].conflicts.len() >= MAX_CONFLICTS {
+            continue;
           }
-          conflicts.push(other);
+          if let Some(mut item) = take_linked(candidates, source, s, &l) {
+            used.insert(key(&item));
+            label(&mut item, &bundles[a], &s.page_id, &l.relation, l.direction);
+            bundles[a].conflicts.push(item);
+          }
+        }
+        (None, Some((b, _))) => {
+          let mut item = s.clone();
+          used.insert(key(&item));
+          if l.relation == "supersedes" && l.direction == "incoming" {
+            item.warnings.push(format!("superseded by {}", l.page));
+          }
+          label(&mut item, &bundles[b], &l.page, &l.relation, flip(l.direction));
+          bundles[b].conflicts.push(item);
+        }
+        (None, None) => {
+          // Full: the pair takes the lowest bundle's slot only when `s` outranks its anchor and
+          // that bundle holds no competing claims of its own.
+          let full = bundles.len() >= max_bundles;
+          let rank_of = |b: &MemoryBundle| {
+            let a = b.card.as_ref().or(b.evidence.first());
+            a.and_then(|a| candidates.iter().position(|c| c.vault == a.vault && c.page_id == a.page_id))
+          };
+          let displaceable = |b: &MemoryBundle| b.conflicts.is_empty() && rank_of(b).is_some_and(|r| si < r);
+          if full && !bundles.last().is_some_and(displaceable) {
+            continue;
+          }
+          let Some(other) = take_linked(candidates, source, s, &l) else { continue };
+          if full {
+            if let Some(low) = bundles.pop() {
+              for i in low.items() {
+                used.remove(&key(i));
+              }
+            }
+          }
+          let mut head = unpromoted(s);
+          if l.relation == "supersedes" && l.direction == "incoming" {
+            head.warnings.push(format!("superseded by {}", other.page_id));
+          }
+          used.insert(key(&head));
+          used.insert(key(&other));
+          bundles.push(MemoryBundle { card: None, evidence: vec![head], conflicts: vec![other] });
         }
       }
-      bundles.push(MemoryBundle { card: None, evidence: vec![item], conflicts });
     }
   }
-  pack(bundles, opts.budget_chars)
+}
+
+/// Bring the claim `moved` (in bundle `drop`, at `slot`) into bundle `keep` next to `partner`.
+#[allow(clippy::too_many_arguments)]
+fn merge_claim(
+  bundles: &mut Vec<MemoryBundle>,
+  keep: usize,
+  drop: usize,
+  slot: Slot,
+  moved: &str,
+  partner: &str,
+  relation: &str,
+  direction: &str,
+  used: &mut HashSet<(String, String)>,
+) {
+  if let Slot::Evidence(k) = slot {
+    // Evidence of another card: only the claim moves.
+    let mut item = bundles[drop].evidence.remove(k);
+    label(&mut item, &bundles[keep], partner, relation, direction);
+    bundles[keep].conflicts.push(item);
+    return;
+  }
+  let b = bundles.remove(drop);
+  let anchor = anchor_id(&b).map(str::to_string);
+  let target = &mut bundles[keep];
+  // The later bundle's anchor and competing claims join as competing claims; each is labelled
+  // relative to the page it relates to (`moved` to `partner`; the others to their old anchor).
+  let mut anchor_item = b.card.clone().or_else(|| b.evidence.first().cloned());
+  let mut rest_evidence: Vec<MemoryItem> =
+    if b.card.is_some() { b.evidence.clone() } else { b.evidence.iter().skip(1).cloned().collect() };
+  let mut conflicts = b.conflicts.clone();
+  let old_anchor = anchor.clone().unwrap_or_default();
+  let relabel_to_old = |i: &mut MemoryItem| {
+    if i.related_to.is_none() {
+      i.related_to = Some(old_anchor.clone());
+    }
+  };
+  conflicts.iter_mut().for_each(relabel_to_old);
+  rest_evidence.iter_mut().for_each(relabel_to_old);
+  if let Some(a) = anchor_item.as_mut() {
+    if a.page_id == moved {
+      label(a, target, partner, relation, direction);
+    } else if let Some(m) = conflicts.iter().find(|c| c.page_id == moved) {
+      // The anchor relates to `moved`, which it held as a competing claim.
+      let (r, d) = (m.relation.clone(), m.relation_direction.clone().unwrap_or_default());
+      label(a, target, moved, &r, flip(&d));
+    }
+  }
+  if let Some(m) = conflicts.iter_mut().find(|c| c.page_id == moved) {
+    if anchor_item.as_ref().map(|a| a.page_id.as_str()) != Some(moved) {
+      // Keep its label to the old anchor; the pair with `partner` is recorded in the reason.
+      let reason = format!("relation:{relation}");
+      if !m.match_reasons.contains(&reason) {
+        m.match_reasons.push(reason);
+      }
+    }
+  }
+  target.conflicts.extend(anchor_item);
+  target.conflicts.extend(conflicts);
+  for e in rest_evidence {
+    if target.evidence.len() < MAX_EVIDENCE {
+      target.evidence.push(e);
+    } else {
+      used.remove(&key(&e));
+    }
+  }
 }
 
 /// Keep bundles while their rendering fits `budget`: lower bundles go first; the top bundle
@@ -393,11 +711,22 @@ fn render_item(out: &mut String, label: &str, i: &MemoryItem) {
   use std::fmt::Write;
   let mut tags: Vec<String> = vec![i.page_type.clone()];
   tags.extend(i.status.clone());
+  tags.extend(i.date.as_ref().map(|d| format!("date: {d}")));
+  if let Some(f) = &i.freshness {
+    if f.verified {
+      tags.extend(f.verified_at.as_ref().map(|d| format!("verified: {d}")));
+    }
+    if !f.stale {
+      tags.extend(f.stale_after.as_ref().map(|d| format!("fresh until: {d}")));
+    }
+  }
   tags.extend(i.scope.as_ref().map(|s| format!("scope: {s}")));
   tags.extend(i.vault_label.clone());
   let _ = write!(out, "{label} {} [{}] ({})", i.title, i.page_id, tags.join(", "));
   if let Some(d) = &i.relation_direction {
-    let _ = write!(out, " — {} {}", i.relation, if d == "outgoing" { "← card" } else { "→ card" });
+    let partner = i.related_to.as_deref().unwrap_or("card");
+    let arrow = if d == "outgoing" { "←" } else { "→" };
+    let _ = write!(out, " — {} {arrow} {partner}", i.relation);
   }
   let _ = writeln!(out);
   for w in &i.warnings {
@@ -452,213 +781,5 @@ pub fn distinct_pages(bundles: &[MemoryBundle]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-  use super::*;
-  use crate::memory::graph::tests::manifest_of;
-
-  fn item(id: &str, ty: &str, rank: Option<u32>, excerpt: &str) -> MemoryItem {
-    let canonical = crate::vault::Role::for_type(ty) == crate::vault::Role::Canonical;
-    MemoryItem {
-      vault: "project".into(),
-      vault_id: "v".into(),
-      vault_label: None,
-      page_id: id.into(),
-      path: format!("/w/{id}.md"),
-      title: id.to_uppercase(),
-      page_type: ty.into(),
-      role: if canonical { "canonical" } else { "evidence" }.into(),
-      status: None,
-      domain: None,
-      scope: None,
-      heading: Some("Claim".into()),
-      excerpt: excerpt.into(),
-      line_start: 5,
-      line_end: 6,
-      qmd_rank: rank,
-      qmd_score: rank.map(|_| 0.9),
-      score: 0.9,
-      match_reasons: vec!["terms".into()],
-      relation: String::new(),
-      relation_direction: None,
-      warnings: vec![],
-    }
-  }
-
-  struct Fake {
-    graph: LinkGraph,
-    types: std::collections::HashMap<String, String>,
-    admitted: Vec<String>,
-  }
-
-  impl MemorySource for Fake {
-    fn graph(&self, vault: &str) -> Option<&LinkGraph> {
-      (vault == "project").then_some(&self.graph)
-    }
-    fn admit(&mut self, _vault: &str, page_id: &str) -> Option<MemoryItem> {
-      self.admitted.push(page_id.to_string());
-      let ty = self.types.get(page_id)?;
-      Some(item(page_id, ty, None, &format!("text of {page_id}")))
-    }
-  }
-
-  /// `(id, type, frontmatter extra, body)`.
-  fn fake(pages: &[(&str, &str, &str, &str)]) -> Fake {
-    let texts: Vec<(String, String)> = pages
-      .iter()
-      .map(|(id, ty, fm, body)| (id.to_string(), format!("---\ntype: {ty}\n{fm}---\n{body}\n")))
-      .collect();
-    let refs: Vec<(&str, &str)> = texts.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-    Fake {
-      graph: LinkGraph::build(&manifest_of(&refs)),
-      types: pages.iter().map(|(id, ty, _, _)| (id.to_string(), ty.to_string())).collect(),
-      admitted: vec![],
-    }
-  }
-
-  fn rel(target: &str, ty: &str) -> String {
-    format!("relations:\n  - target: {target}\n    type: {ty}\n")
-  }
-
-  #[test]
-  fn contradiction_neighbour_is_admitted_and_kept_with_its_seed() {
-    let mut src = fake(&[
-      ("c/a", "concept", &rel("c/b", "contradicts"), "Versus [[c/b]]."),
-      ("c/b", "concept", "", "Other claim."),
-      ("c/x", "concept", "", "x"),
-      ("c/y", "concept", "", "y"),
-    ]);
-    // b is not retrieved at all; a, x, y are (all concept, no domain: one (type, domain) pair).
-    let cands = vec![
-      item("c/a", "concept", Some(0), "A"),
-      item("c/x", "concept", Some(1), "X"),
-      item("c/y", "concept", Some(2), "Y"),
-    ];
-    let b = assemble(&cands, &mut src, &AssemblyOptions::default());
-    assert_eq!(b[0].card.as_ref().unwrap().page_id, "c/a");
-    assert_eq!(b[0].conflicts.len(), 1);
-    let c = &b[0].conflicts[0];
-    assert_eq!(
-      (c.page_id.as_str(), c.relation.as_str(), c.relation_direction.as_deref()),
-      ("c/b", "contradicts", Some("outgoing"))
-    );
-    assert!(c.match_reasons.contains(&"relation:contradicts".to_string()));
-    assert_eq!(c.qmd_rank, None);
-    // Diversity cap 2 per (type, domain): x fills the second slot, y only because no alternative.
-    assert_eq!(b.len(), 3);
-    assert!(distinct_pages(&b));
-    // Ablation: no typed expansion, no admission.
-    src.admitted.clear();
-    let plain = assemble(&cands, &mut src, &AssemblyOptions { typed_expansion: false, ..Default::default() });
-    assert!(plain[0].conflicts.is_empty() && src.admitted.is_empty());
-  }
-
-  #[test]
-  fn retrieved_competing_card_joins_the_seed_not_its_own_bundle() {
-    let mut src = fake(&[
-      ("c/new", "concept", &rel("c/old", "supersedes"), "Replaces [old](old.md)."),
-      ("c/old", "concept", "", "Old claim."),
-    ]);
-    let cands = vec![item("c/old", "concept", Some(0), "Old"), item("c/new", "concept", Some(1), "New")];
-    let b = assemble(&cands, &mut src, &AssemblyOptions::default());
-    assert_eq!(b.len(), 1);
-    assert_eq!(b[0].card.as_ref().unwrap().page_id, "c/old");
-    assert!(b[0].card.as_ref().unwrap().warnings.iter().any(|w| w.contains("superseded by c/new")));
-    assert_eq!(b[0].conflicts[0].page_id, "c/new");
-    assert_eq!(b[0].conflicts[0].qmd_rank, Some(1), "the retrieved copy is used");
-    assert!(src.admitted.is_empty());
-  }
-
-  #[test]
-  fn evidence_order_cap_and_only_typed_edges_admit() {
-    let mut src = fake(&[
-      (
-        "c/a",
-        "concept",
-        &(rel("s/d", "derived_from") + "  - target: c/r\n    type: related_to\n"),
-        "[[s/d]] [[c/r]] [[s/plain]] [[s/ret]] [[s/ret2]]",
-      ),
-      ("s/d", "source", "", "d"),
-      ("s/sup", "source", &rel("c/a", "supports"), "[[c/a]]"),
-      ("c/r", "concept", "", "r"),
-      ("s/plain", "source", "", "p"),
-      ("s/ret", "source", "", "ret"),
-      ("s/ret2", "source", "", "ret2"),
-    ]);
-    let cands = vec![item("c/a", "concept", Some(0), "A"), item("s/ret", "source", Some(1), "R")];
-    let b = assemble(&cands, &mut src, &AssemblyOptions::default());
-    let ev: Vec<(&str, &str)> =
-      b[0].evidence.iter().map(|e| (e.page_id.as_str(), e.relation.as_str())).collect();
-    assert_eq!(ev, vec![("s/d", "derived_from"), ("s/sup", "supports")], "typed first, capped at 2");
-    let mut admitted = src.admitted.clone();
-    admitted.sort();
-    assert_eq!(admitted, vec!["s/d", "s/sup"], "related_to and plain links never admit");
-  }
-
-  #[test]
-  fn unpromoted_evidence_only_without_cards_and_duplicates_dropped() {
-    let mut src = fake(&[("s/a", "source", "", "a"), ("s/b", "source", "", "b")]);
-    let cands =
-      vec![item("s/a", "source", Some(0), "Same  text"), item("s/b", "source", Some(1), "same text")];
-    let b = assemble(&cands, &mut src, &AssemblyOptions::default());
-    assert_eq!(b.len(), 1, "a repeated observation is dropped");
-    assert!(b[0].card.is_none());
-    assert_eq!(b[0].evidence[0].relation, "unpromoted");
-    assert!(render_bundles(&b).contains("Unpromoted evidence:"));
-  }
-
-  #[test]
-  fn unpromoted_evidence_keeps_its_competing_claim() {
-    let mut src = fake(&[
-      ("s/new", "source", &rel("s/old", "contradicts"), "Newer measurement than [[s/old]]."),
-      ("s/old", "source", "", "old"),
-    ]);
-    let cands =
-      vec![item("s/old", "source", Some(0), "Old claim"), item("s/other", "source", Some(1), "Other")];
-    let b = assemble(&cands, &mut src, &AssemblyOptions::default());
-    assert_eq!(b[0].evidence[0].page_id, "s/old");
-    assert_eq!(
-      b[0]
-        .conflicts
-        .iter()
-        .map(|c| (c.page_id.as_str(), c.relation_direction.as_deref()))
-        .collect::<Vec<_>>(),
-      vec![("s/new", Some("incoming"))]
-    );
-    assert_eq!(b.len(), 2);
-  }
-
-  #[test]
-  fn budget_drops_lower_bundles_first_then_trims_the_top() {
-    let mut src = fake(&[("c/a", "concept", "", ""), ("c/b", "entity", "", ""), ("c/c", "skill", "", "")]);
-    let long = "word ".repeat(160);
-    let cands: Vec<MemoryItem> = [("c/a", "concept"), ("c/b", "entity"), ("c/c", "skill")]
-      .iter()
-      .enumerate()
-      .map(|(i, (id, ty))| item(id, ty, Some(i as u32), &long))
-      .collect();
-    let full = assemble(&cands, &mut src, &AssemblyOptions::default());
-    assert_eq!(full.len(), 3);
-    let one = render_bundles(&full[..1]).chars().count();
-    let budget = one + 50;
-    let b = assemble(&cands, &mut src, &AssemblyOptions { budget_chars: budget, ..Default::default() });
-    assert_eq!(b.len(), 1);
-    assert_eq!(b[0].card.as_ref().unwrap().excerpt.len(), long.len(), "top bundle untouched");
-    let tiny = assemble(&cands, &mut src, &AssemblyOptions { budget_chars: 300, ..Default::default() });
-    assert_eq!(tiny.len(), 1);
-    assert!(render_bundles(&tiny).chars().count() <= 300);
-    assert!(
-      assemble(&cands, &mut src, &AssemblyOptions { budget_chars: 10, ..Default::default() }).is_empty()
-    );
-    for bundles in [&full, &b, &tiny] {
-      for i in bundles.iter().flat_map(|b| b.items()) {
-        assert!(i.excerpt.chars().count() <= MAX_EXCERPT_CHARS);
-      }
-    }
-  }
-
-  #[test]
-  fn truncation_is_by_characters() {
-    assert_eq!(truncate_chars("héllo", 2), "hé");
-    assert_eq!(truncate_chars("ab", 5), "ab");
-  }
-}
+#[path = "bundle_tests.rs"]
+mod tests;

@@ -7,17 +7,17 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::bundle::{
-  assemble, render_bundles, render_links, truncate_chars, AssemblyOptions, MemoryBundle, MemoryItem,
-  MemorySource, MAX_EXCERPT_CHARS,
+  assemble, page_warnings, render_bundles, render_links, truncate_chars, AssemblyOptions, Freshness,
+  MemoryBundle, MemoryItem, MemorySource, MAX_EXCERPT_CHARS,
 };
 use super::graph::{graph_for, LinkGraph};
 use crate::error::Result;
 use crate::retrieve::engine::{open_snapshot, Snapshot};
-use crate::retrieve::fusion::VaultKind;
 use crate::retrieve::lexical::query_terms;
 use crate::retrieve::recall::{recall_vaults, recall_wiki, RecallDiagnostic, RecallOptions, PERSONAL_LABEL};
+use crate::retrieve::trust::now_secs;
 use crate::retrieve::RetrievalMode;
-use crate::vault::VaultPaths;
+use crate::vault::{PageMeta, VaultPaths};
 
 /// Candidates asked of recall for grouping (the spec's per-vault candidate count).
 pub const MEMORY_CANDIDATES: usize = 10;
@@ -65,6 +65,7 @@ fn file_lines(path: &str, start: u32, end: u32) -> Option<String> {
 struct Source {
   vaults: HashMap<&'static str, (VaultPaths, Snapshot, Arc<LinkGraph>)>,
   terms: Vec<String>,
+  now: i64,
 }
 
 impl MemorySource for Source {
@@ -104,7 +105,9 @@ impl MemorySource for Source {
       role: entry.role.as_str().to_string(),
       status: entry.meta.status.clone(),
       domain: entry.meta.domain.clone(),
-      scope: None,
+      scope: entry.meta.scope.clone(),
+      date: entry.meta.date().map(str::to_string),
+      freshness: Freshness::of(&entry.meta, self.now),
       heading,
       excerpt: truncate_chars(&excerpt, MAX_EXCERPT_CHARS),
       line_start: start,
@@ -115,16 +118,9 @@ impl MemorySource for Source {
       match_reasons: vec![],
       relation: String::new(),
       relation_direction: None,
-      warnings: status_warnings(entry.meta.status.as_deref()),
+      related_to: None,
+      warnings: page_warnings(&entry.meta, self.now),
     })
-  }
-}
-
-fn status_warnings(status: Option<&str>) -> Vec<String> {
-  match status {
-    Some("draft") => vec!["draft: not reviewed".into()],
-    Some("deprecated") => vec!["deprecated".into()],
-    _ => vec![],
   }
 }
 
@@ -145,16 +141,15 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
       vaults.insert(kind.as_str(), (paths, snap, g));
     }
   }
-  let _ = VaultKind::Project;
+  let now = now_secs();
   let candidates: Vec<MemoryItem> = response
     .results
     .iter()
     .map(|r| {
       let excerpt = file_lines(&r.path, r.line_start, r.line_end).unwrap_or_else(|| r.preview.clone());
-      let domain = vaults
-        .get(r.vault)
-        .and_then(|(_, s, _)| s.manifest.entries.get(&r.id))
-        .and_then(|e| e.meta.domain.clone());
+      let meta = vaults.get(r.vault).and_then(|(_, s, _)| s.manifest.entries.get(&r.id)).map(|e| &e.meta);
+      let fallback = PageMeta { status: r.status.clone(), ..PageMeta::default() };
+      let meta = meta.unwrap_or(&fallback);
       MemoryItem {
         vault: r.vault.to_string(),
         vault_id: r.vault_id.clone(),
@@ -165,8 +160,10 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
         page_type: r.page_type.clone(),
         role: r.role.as_str().to_string(),
         status: r.status.clone(),
-        domain,
-        scope: None,
+        domain: meta.domain.clone(),
+        scope: meta.scope.clone(),
+        date: meta.date().map(str::to_string),
+        freshness: Freshness::of(meta, now),
         heading: r.heading.clone(),
         excerpt: truncate_chars(&excerpt, MAX_EXCERPT_CHARS),
         line_start: r.line_start,
@@ -177,11 +174,12 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
         match_reasons: r.match_reasons.clone(),
         relation: String::new(),
         relation_direction: None,
-        warnings: status_warnings(r.status.as_deref()),
+        related_to: None,
+        warnings: page_warnings(meta, now),
       }
     })
     .collect();
-  let mut source = Source { vaults, terms: query_terms(raw_query) };
+  let mut source = Source { vaults, terms: query_terms(raw_query), now };
   let assembly =
     AssemblyOptions { max_bundles, budget_chars: opts.budget_chars, typed_expansion: opts.typed_expansion };
   let bundles = assemble(&candidates, &mut source, &assembly);

@@ -98,6 +98,23 @@ pub struct PageMeta {
   /// `generated.at`: when the current content was produced.
   #[serde(skip_serializing_if = "Option::is_none", default)]
   pub generated_at: Option<String>,
+  /// Frontmatter `created`, as written (a scalar).
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub created: Option<String>,
+  /// Frontmatter `updated`, as written (a scalar).
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub updated: Option<String>,
+  /// Frontmatter `scope` (a profile extension: where the page's claim applies), when a string.
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub scope: Option<String>,
+}
+
+impl PageMeta {
+  /// The page's date: `updated`, else `created` (as written). Memory items carry it so that
+  /// competing claims can be compared by age.
+  pub fn date(&self) -> Option<&str> {
+    self.updated.as_deref().or(self.created.as_deref())
+  }
 }
 
 /// `at` of the latest human verification event of a `verified` value (OKF: a list of
@@ -256,6 +273,9 @@ impl Page {
         .and_then(|v| v.scalar_text())
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty()),
+      created: text_field(&fm, "created"),
+      updated: text_field(&fm, "updated"),
+      scope: text_field(&fm, "scope"),
       page_type: page_type.clone(),
     };
     Ok(Page {
@@ -343,6 +363,22 @@ mod tests {
       let t = format!("---\ntype: concept\n{bad}\n---\n");
       assert_eq!(Page::parse("c/x", PathBuf::from("/x.md"), &t).unwrap().meta.verified_at, None, "{bad}");
     }
+  }
+
+  #[test]
+  fn date_and_scope_fields() {
+    let text =
+      "---\ntype: concept\ncreated: 2026-01-02\nupdated: 2026-03-04\nscope: Linux hosts\n---\nbody\n";
+    let p = Page::parse("concepts/d", PathBuf::from("/d.md"), text).unwrap();
+    assert_eq!(p.meta.date(), Some("2026-03-04"));
+    assert_eq!(p.meta.scope.as_deref(), Some("Linux hosts"));
+    let p =
+      Page::parse("c/e", PathBuf::from("/e.md"), "---\ntype: concept\ncreated: 2026-01-02\n---\n").unwrap();
+    assert_eq!(p.meta.date(), Some("2026-01-02"));
+    // Non-scalar or empty values are absent, never a guessed date.
+    let p = Page::parse("c/f", PathBuf::from("/f.md"), "---\ntype: concept\nupdated: []\nscope: ''\n---\n")
+      .unwrap();
+    assert_eq!((p.meta.date(), p.meta.scope.as_deref()), (None, None));
   }
 
   #[test]

@@ -63,6 +63,7 @@ mod collection;
 mod gates;
 mod index;
 mod memory;
+mod memory_latency;
 mod pi;
 mod precision;
 mod prompts;
@@ -71,8 +72,8 @@ mod report;
 mod scale;
 
 pub use self::{
-  collection::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*, report::*,
-  scale::*,
+  collection::*, gates::*, index::*, memory::*, memory_latency::*, pi::*, precision::*, prompts::*,
+  queries::*, report::*, scale::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
@@ -266,11 +267,16 @@ fn to_value<T: Serialize>(v: &T) -> Value {
 }
 
 /// Copy the flat `<dir>/vault/*.md` pages of a BEIR-style set into `<root>/.llm-wiki/wiki/` and
-/// write `<root>/.llm-wiki/config.json` `{"name":"bench"}`. Returns the vault and the page count.
+/// write `<root>/.llm-wiki/config.json` `{"name":"bench"}` unless one exists (a reused copy).
+/// Returns the vault and the page count.
 pub fn prepare_beir_vault(beir_dir: &Path, root: &Path) -> Result<(VaultPaths, usize)> {
   let paths = VaultPaths::new_layout(root);
   create_dir(&paths.wiki)?;
-  write_text_file(&paths.config_file(), "{\"name\":\"bench\"}")?;
+  // A reused copy keeps its config: the engine backfilled a `vault_id` into it, and a new id
+  // would make the kept index another vault's (a cold rebuild instead of an incremental one).
+  if !paths.config_file().is_file() {
+    write_text_file(&paths.config_file(), "{\"name\":\"bench\"}")?;
+  }
   let src = beir_dir.join("vault");
   let mut names: Vec<std::ffi::OsString> = std::fs::read_dir(&src)
     .map_err(|e| Error::io("read directory", &src, e))?
