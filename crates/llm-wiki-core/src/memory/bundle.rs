@@ -72,8 +72,12 @@ pub struct MemoryItem {
   pub relation: String,
   /// `outgoing` (card → item) or `incoming` (item → card) for relation-linked items.
   pub relation_direction: Option<String>,
-  /// Warnings shown with the item (draft, deprecated, superseded, unpromoted).
+  /// Warnings shown with the item (draft, deprecated, superseded, unpromoted, cites_superseded).
   pub warnings: Vec<String>,
+  /// True when the page is superseded (by a user resolution or a declared `supersedes`
+  /// relation): shown as a historical claim; its own `status` is untouched.
+  #[serde(default)]
+  pub historical: bool,
 }
 
 /// A bundle: at most one card, its evidence and its competing claims.
@@ -86,6 +90,10 @@ pub struct MemoryBundle {
   pub evidence: Vec<MemoryItem>,
   /// Qualifiers, superseding and contradicting claims, kept with the card.
   pub conflicts: Vec<MemoryItem>,
+  /// The active user resolution between the card and one of its competing claims.
+  pub resolution: Option<super::resolve::ConflictResolution>,
+  /// Competing pairs without a user resolution: ask the user (exact page ids).
+  pub unresolved: Vec<super::resolve::UnresolvedConflict>,
 }
 
 impl MemoryBundle {
@@ -135,11 +143,16 @@ fn norm_text(s: &str) -> String {
   s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
-struct Linked {
-  page: String,
-  relation: String,
-  direction: &'static str,
-  scope: Option<String>,
+/// A page linked to a seed by a typed relation or an active user resolution.
+pub(crate) struct Linked {
+  pub(crate) page: String,
+  pub(crate) relation: String,
+  pub(crate) direction: &'static str,
+  pub(crate) scope: Option<String>,
+  /// The user resolution that set relation and direction.
+  pub(crate) resolution: Option<String>,
+  /// Declared relations to the same page that the resolution overrides (kept for audit).
+  pub(crate) declared: Option<String>,
 }
 
 /// Typed neighbours of a card: `(evidence, conflicts)`.
@@ -152,6 +165,8 @@ fn typed_neighbours(g: &LinkGraph, card: &str) -> (Vec<Linked>, Vec<Linked>) {
         relation: r.relation_type.clone(),
         direction: "outgoing",
         scope: r.scope.clone(),
+        resolution: None,
+        declared: None,
       };
       match r.relation_type.as_str() {
         "derived_from" => ev.push(l),
@@ -167,6 +182,8 @@ fn typed_neighbours(g: &LinkGraph, card: &str) -> (Vec<Linked>, Vec<Linked>) {
         relation: r.relation_type.clone(),
         direction: "incoming",
         scope: r.scope.clone(),
+        resolution: None,
+        declared: None,
       };
       match r.relation_type.as_str() {
         "supports" => ev.push(l),
@@ -175,6 +192,7 @@ fn typed_neighbours(g: &LinkGraph, card: &str) -> (Vec<Linked>, Vec<Linked>) {
       }
     }
   }
+  let cf = super::resolve::overlay(g, card, cf);
   (ev, cf)
 }
 
@@ -198,13 +216,32 @@ fn take_linked(
     .or_else(|| source.admit(&seed.vault, &l.page))?;
   item.relation = l.relation.clone();
   item.relation_direction = Some(l.direction.to_string());
-  item.scope = l.scope.clone().or(item.scope);
-  let reason = format!("relation:{}", l.relation);
+  // A user resolution's scope belongs to its selected page (the other applies outside it).
+  match &l.resolution {
+    Some(_) if l.direction == "outgoing" => {
+      if let Some(s) = &l.scope {
+        item.warnings.push(format!("applies outside scope: {s} (user resolution)"));
+      }
+    }
+    _ => item.scope = l.scope.clone().or(item.scope),
+  }
+  let reason = match &l.resolution {
+    Some(r) => format!("resolution:{r}"),
+    None => format!("relation:{}", l.relation),
+  };
   if !item.match_reasons.contains(&reason) {
     item.match_reasons.push(reason);
   }
+  if let (Some(r), Some(d)) = (&l.resolution, &l.declared) {
+    item.match_reasons.push(format!("declared:{d}"));
+    item.warnings.push(format!("declared relation {d} is overridden by user resolution {r}"));
+  }
   if l.relation == "supersedes" && l.direction == "outgoing" {
-    item.warnings.push(format!("superseded by {}", seed.page_id));
+    item.historical = true;
+    item.warnings.push(match &l.resolution {
+      Some(r) => format!("superseded by {} (user resolution {r})", seed.page_id),
+      None => format!("superseded by {}", seed.page_id),
+    });
   }
   Some(item)
 }
@@ -257,7 +294,7 @@ pub fn assemble(
       None => (vec![], vec![], HashSet::new()),
     };
     let mut cf_sorted: Vec<&Linked> = typed_cf.iter().collect();
-    cf_sorted.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
+    cf_sorted.sort_by_key(|l| (l.resolution.is_none(), conflict_order(&l.relation), l.page.clone()));
     for l in cf_sorted {
       if conflicts.len() >= MAX_CONFLICTS || used.contains(&(card.vault.clone(), l.page.clone())) {
         continue;
@@ -265,9 +302,20 @@ pub fn assemble(
       if let Some(item) = take_linked(candidates, source, card, l) {
         used.insert(key(&item));
         if l.relation == "supersedes" && l.direction == "incoming" {
-          card_item.warnings.push(format!("superseded by {}", item.page_id));
+          card_item.historical = true;
+          card_item.warnings.push(match &l.resolution {
+            Some(r) => format!("superseded by {} (user resolution {r})", item.page_id),
+            None => format!("superseded by {}", item.page_id),
+          });
         }
-        conflicts.push((conflict_order(&l.relation), item));
+        if let (Some(_), "applies_under", Some(s)) = (&l.resolution, l.relation.as_str(), &l.scope) {
+          if l.direction == "outgoing" {
+            card_item.scope = Some(s.clone());
+          } else {
+            card_item.warnings.push(format!("applies outside scope: {s} (user resolution)"));
+          }
+        }
+        conflicts.push((if l.resolution.is_some() { 0 } else { 1 + conflict_order(&l.relation) }, item));
       }
     }
     for l in &typed_ev {
@@ -310,11 +358,15 @@ pub fn assemble(
         &b.1.page_id,
       ))
     });
-    bundles.push(MemoryBundle {
+    let mut bundle = MemoryBundle {
       card: Some(card_item),
       evidence: evidence.into_iter().map(|(_, i)| i).collect(),
       conflicts: conflicts.into_iter().map(|(_, i)| i).collect(),
-    });
+      resolution: None,
+      unresolved: vec![],
+    };
+    super::resolve::annotate_bundle(&mut bundle, source.graph(&card.vault));
+    bundles.push(bundle);
   }
   if bundles.is_empty() {
     // No card covers the need: the strongest evidence, labelled as unpromoted, with the claims
@@ -336,7 +388,7 @@ pub fn assemble(
         _ => vec![],
       };
       let mut cf_sorted: Vec<&Linked> = typed_cf.iter().collect();
-      cf_sorted.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
+      cf_sorted.sort_by_key(|l| (l.resolution.is_none(), conflict_order(&l.relation), l.page.clone()));
       for l in cf_sorted {
         if conflicts.len() >= MAX_CONFLICTS || used.contains(&(c.vault.clone(), l.page.clone())) {
           continue;
@@ -344,12 +396,18 @@ pub fn assemble(
         if let Some(other) = take_linked(candidates, source, c, l) {
           used.insert(key(&other));
           if l.relation == "supersedes" && l.direction == "incoming" {
-            item.warnings.push(format!("superseded by {}", other.page_id));
+            item.historical = true;
+            item.warnings.push(match &l.resolution {
+              Some(r) => format!("superseded by {} (user resolution {r})", other.page_id),
+              None => format!("superseded by {}", other.page_id),
+            });
           }
           conflicts.push(other);
         }
       }
-      bundles.push(MemoryBundle { card: None, evidence: vec![item], conflicts });
+      let mut bundle = MemoryBundle { card: None, evidence: vec![item], conflicts, resolution: None, unresolved: vec![] };
+      super::resolve::annotate_bundle(&mut bundle, source.graph(&c.vault));
+      bundles.push(bundle);
     }
   }
   pack(bundles, opts.budget_chars)
@@ -393,6 +451,9 @@ fn render_item(out: &mut String, label: &str, i: &MemoryItem) {
   use std::fmt::Write;
   let mut tags: Vec<String> = vec![i.page_type.clone()];
   tags.extend(i.status.clone());
+  if i.historical {
+    tags.push("historical".into());
+  }
   tags.extend(i.scope.as_ref().map(|s| format!("scope: {s}")));
   tags.extend(i.vault_label.clone());
   let _ = write!(out, "{label} {} [{}] ({})", i.title, i.page_id, tags.join(", "));
@@ -425,7 +486,20 @@ pub fn render_bundles(bundles: &[MemoryBundle]) -> String {
     for c in &b.conflicts {
       render_item(&mut out, "Competing claim:", c);
     }
-    if !b.conflicts.is_empty() {
+    if let Some(r) = &b.resolution {
+      let scope = r.scope.as_deref().map(|s| format!(" under \"{s}\"")).unwrap_or_default();
+      out.push_str(&format!(
+        "  Resolved by the user ({}): {} {} {}{scope}.\n",
+        r.id, r.selected_page_id, r.relation, r.other_page_id
+      ));
+    }
+    for u in &b.unresolved {
+      out.push_str(&format!(
+        "  Unresolved conflict: ask the user which applies — {} vs {} ({} vault).\n",
+        u.page_ids[0], u.page_ids[1], u.vault
+      ));
+    }
+    if !b.conflicts.is_empty() && b.resolution.is_none() && b.unresolved.is_empty() {
       out.push_str("  These claims compete; ask the user which applies (page ids above).\n");
     }
   }
@@ -481,6 +555,7 @@ mod tests {
       relation: String::new(),
       relation_direction: None,
       warnings: vec![],
+      historical: false,
     }
   }
 

@@ -116,6 +116,7 @@ impl MemorySource for Source {
       relation: String::new(),
       relation_direction: None,
       warnings: status_warnings(entry.meta.status.as_deref()),
+      historical: false,
     })
   }
 }
@@ -146,9 +147,13 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
     }
   }
   let _ = VaultKind::Project;
+  // Resolution records are rendered as `bundle.resolution`, not as cards of their own.
+  let is_record =
+    |vault: &str, id: &str| vaults.get(vault).is_some_and(|(_, _, g)| g.decisions.resolutions.is_record_page(id));
   let candidates: Vec<MemoryItem> = response
     .results
     .iter()
+    .filter(|r| !is_record(r.vault, &r.id))
     .map(|r| {
       let excerpt = file_lines(&r.path, r.line_start, r.line_end).unwrap_or_else(|| r.preview.clone());
       let domain = vaults
@@ -178,6 +183,7 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
         relation: String::new(),
         relation_direction: None,
         warnings: status_warnings(r.status.as_deref()),
+        historical: false,
       }
     })
     .collect();
