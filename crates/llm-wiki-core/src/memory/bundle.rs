@@ -405,7 +405,8 @@ pub fn assemble(
           conflicts.push(other);
         }
       }
-      let mut bundle = MemoryBundle { card: None, evidence: vec![item], conflicts, resolution: None, unresolved: vec![] };
+      let mut bundle =
+        MemoryBundle { card: None, evidence: vec![item], conflicts, resolution: None, unresolved: vec![] };
       super::resolve::annotate_bundle(&mut bundle, source.graph(&c.vault));
       bundles.push(bundle);
     }

@@ -148,8 +148,9 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
   }
   let _ = VaultKind::Project;
   // Resolution records are rendered as `bundle.resolution`, not as cards of their own.
-  let is_record =
-    |vault: &str, id: &str| vaults.get(vault).is_some_and(|(_, _, g)| g.decisions.resolutions.is_record_page(id));
+  let is_record = |vault: &str, id: &str| {
+    vaults.get(vault).is_some_and(|(_, _, g)| g.decisions.resolutions.is_record_page(id))
+  };
   let candidates: Vec<MemoryItem> = response
     .results
     .iter()

@@ -173,7 +173,8 @@ pub fn parse_resolution(page: &Page) -> (Option<ResolutionRecord>, Vec<RelationI
   let Some(YamlValue::Map(entries)) = value else {
     return bad("a conflict-resolution page needs a `resolution` mapping".into());
   };
-  const KEYS: &[&str] = &["id", "selected", "other", "relation", "scope", "decided_by", "decided_at", "replaces"];
+  const KEYS: &[&str] =
+    &["id", "selected", "other", "relation", "scope", "decided_by", "decided_at", "replaces"];
   if let Some((k, _)) = entries.iter().find(|(k, _)| !KEYS.contains(&k.as_str())) {
     return bad(format!("resolution has an unexpected key '{k}'"));
   }
@@ -283,8 +284,14 @@ impl ResolutionSet {
   pub fn build(vault_id: &str, items: impl IntoIterator<Item = (String, ResolutionRecord)>) -> Self {
     let mut s = ResolutionSet { vault_id: vault_id.to_string(), ..Default::default() };
     for (page, r) in items {
-      let expect =
-        resolution_id(vault_id, &r.selected, &r.other, &r.relation, r.scope.as_deref(), r.replaces.as_deref());
+      let expect = resolution_id(
+        vault_id,
+        &r.selected,
+        &r.other,
+        &r.relation,
+        r.scope.as_deref(),
+        r.replaces.as_deref(),
+      );
       if r.id != expect {
         s.issues.push((
           page,
@@ -298,7 +305,10 @@ impl ResolutionSet {
       if let Some((first, _)) = s.records.get(&r.id) {
         s.issues.push((
           page,
-          RelationIssue::new("resolution_duplicate", format!("repeats resolution {} of {first}; ignored", r.id)),
+          RelationIssue::new(
+            "resolution_duplicate",
+            format!("repeats resolution {} of {first}; ignored", r.id),
+          ),
         ));
         continue;
       }
@@ -323,7 +333,10 @@ impl ResolutionSet {
           Some(_) => {}
           None => s.issues.push((
             page.clone(),
-            RelationIssue::new("resolution_replaces_missing", format!("replaces {rep}, which no page records")),
+            RelationIssue::new(
+              "resolution_replaces_missing",
+              format!("replaces {rep}, which no page records"),
+            ),
           )),
         }
       }
@@ -338,7 +351,9 @@ impl ResolutionSet {
       let heads: Vec<&String> = ids.iter().filter(|id| !replaced.contains(id.as_str())).collect();
       let latest = |c: &[&String]| -> String {
         c.iter()
-          .max_by_key(|id| (crate::retrieve::trust::parse_timestamp(&s.records[**id].1.decided_at), (**id).clone()))
+          .max_by_key(|id| {
+            (crate::retrieve::trust::parse_timestamp(&s.records[**id].1.decided_at), (**id).clone())
+          })
           .map(|id| (*id).clone())
           .expect("non-empty")
       };
@@ -443,7 +458,8 @@ pub struct Decisions {
 impl Decisions {
   /// Derive from a manifest and its resolved graph (called by [`LinkGraph::build`]).
   pub fn derive(manifest: &Manifest, g: &LinkGraph) -> Decisions {
-    let records = manifest.entries.iter().filter_map(|(id, e)| e.links.resolution.clone().map(|r| (id.clone(), r)));
+    let records =
+      manifest.entries.iter().filter_map(|(id, e)| e.links.resolution.clone().map(|r| (id.clone(), r)));
     let resolutions = ResolutionSet::build(&manifest.vault_id, records);
     let mut issues = resolutions.issues.clone();
     for (page, (_, r)) in resolutions.records.iter().map(|(_, v)| (&v.0, v)) {
@@ -474,7 +490,10 @@ impl Decisions {
         if e.relations.iter().any(|r| r.relation_type == "supersedes")
           && resolutions.active_for_pair(&e.from, &e.to).is_none()
         {
-          superseded.entry(e.to.clone()).or_default().push(Supersession { by: e.from.clone(), resolution: None });
+          superseded
+            .entry(e.to.clone())
+            .or_default()
+            .push(Supersession { by: e.from.clone(), resolution: None });
         }
       }
     }
@@ -532,7 +551,8 @@ impl Decisions {
 
   /// Warning texts of a recalled page: `superseded by …` (historical) and `cites_superseded: …`.
   pub fn warnings(&self, page: &str) -> Vec<String> {
-    let mut w: Vec<String> = self.superseded.get(page).into_iter().flatten().map(Supersession::warning).collect();
+    let mut w: Vec<String> =
+      self.superseded.get(page).into_iter().flatten().map(Supersession::warning).collect();
     for (c, by) in self.cites_superseded.get(page).into_iter().flatten() {
       w.push(format!("cites_superseded: cites {c}, superseded by {by}"));
     }
@@ -707,14 +727,11 @@ fn vaults_of(active: &VaultPaths, vault: &str) -> Result<(VaultPaths, Option<Vau
     o => return Err(Error::invalid(format!("vault must be 'project' or 'personal', not '{o}'"))),
   };
   let Some((paths, _)) = resolve_targets(active, target).into_iter().next() else {
-    return Err(reject(codes::VAULT_UNAVAILABLE, "the active vault is the personal vault: there is no project vault"));
-  };
-  if !paths.dot_wiki.is_dir() {
     return Err(reject(
       codes::VAULT_UNAVAILABLE,
-      format!("the {vault} vault at {} does not exist (run wiki_bootstrap first)", paths.root.display()),
+      "the active vault is the personal vault: there is no project vault",
     ));
-  }
+  };
   Ok((paths, resolve_targets(active, other).into_iter().next().map(|(p, _)| p)))
 }
 
@@ -725,7 +742,9 @@ fn page_file(wiki: &Path, id: &str) -> Option<PathBuf> {
   let mut path = wiki.to_path_buf();
   for comp in rel.split('/') {
     let found = std::fs::read_dir(&path).ok()?.flatten().find(|e| {
-      e.file_name().to_str().is_some_and(|n| n == comp || (!n.is_ascii() && n.nfc().collect::<String>() == comp))
+      e.file_name()
+        .to_str()
+        .is_some_and(|n| n == comp || (!n.is_ascii() && n.nfc().collect::<String>() == comp))
     })?;
     path = found.path();
   }
@@ -804,7 +823,12 @@ fn escape_md(s: &str) -> String {
 }
 
 /// The text of a resolution page.
-pub fn render_page(r: &ResolutionRecord, selected_title: &str, other_title: &str, rationale: Option<&str>) -> String {
+pub fn render_page(
+  r: &ResolutionRecord,
+  selected_title: &str,
+  other_title: &str,
+  rationale: Option<&str>,
+) -> String {
   let null = || "null".to_string();
   let title = format!("Resolution: {} {} {}", r.selected, r.relation.replace('_', " "), r.other);
   let mut s = format!(
@@ -861,7 +885,9 @@ fn commit_page(target: &Path, id: &str, text: &str, expect: &ResolutionRecord) -
       .ok()
       .and_then(|(p, _)| parse_resolution(&p).0);
     if parsed.as_ref() != Some(expect) {
-      return Err(Error::Index(format!("resolution page {id} did not validate after writing; nothing was committed")));
+      return Err(Error::Index(format!(
+        "resolution page {id} did not validate after writing; nothing was committed"
+      )));
     }
     crate::store::swap::crash_point("resolve:before-rename");
     // hard_link fails when the target exists (never replace a record); rename where links are
@@ -871,7 +897,10 @@ fn commit_page(target: &Path, id: &str, text: &str, expect: &ResolutionRecord) -
         let _ = std::fs::remove_file(&tmp);
       }
       Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-        return Err(reject(codes::PAGE_INVALID, format!("{} already exists but is not a valid resolution record", target.display())));
+        return Err(reject(
+          codes::PAGE_INVALID,
+          format!("{} already exists but is not a valid resolution record", target.display()),
+        ));
       }
       Err(_) => std::fs::rename(&tmp, target).map_err(|e| Error::io("rename", target, e))?,
     }
@@ -898,7 +927,10 @@ fn check_request(req: &ResolveRequest) -> Result<(String, String, Option<String>
   let selected = id("selectedPageId", &req.selected)?;
   let other = id("otherPageId", &req.other)?;
   if selected.to_lowercase() == other.to_lowercase() {
-    return Err(reject(codes::SAME_PAGE, format!("selectedPageId and otherPageId are the same page ({selected})")));
+    return Err(reject(
+      codes::SAME_PAGE,
+      format!("selectedPageId and otherPageId are the same page ({selected})"),
+    ));
   }
   let scope = clean_scope(req.scope.as_deref());
   match (req.relation.as_str(), &scope) {
@@ -910,15 +942,24 @@ fn check_request(req: &ResolveRequest) -> Result<(String, String, Option<String>
     }
     ("applies_under", _) | (_, None) => {}
     (rel, Some(_)) => {
-      return Err(reject(codes::SCOPE_INVALID, format!("scope is only allowed with applies_under, not {rel}")));
+      return Err(reject(
+        codes::SCOPE_INVALID,
+        format!("scope is only allowed with applies_under, not {rel}"),
+      ));
     }
   }
   if req.rationale.as_deref().is_some_and(|r| r.chars().count() > MAX_RATIONALE_CHARS) {
-    return Err(reject(codes::RATIONALE_TOO_LONG, format!("rationale has more than {MAX_RATIONALE_CHARS} characters")));
+    return Err(reject(
+      codes::RATIONALE_TOO_LONG,
+      format!("rationale has more than {MAX_RATIONALE_CHARS} characters"),
+    ));
   }
-  let replaces = req.replaces.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(|s| {
-    s.strip_prefix(&format!("{FOLDER}/")).unwrap_or(s).to_string()
-  });
+  let replaces = req
+    .replaces
+    .as_deref()
+    .map(str::trim)
+    .filter(|s| !s.is_empty())
+    .map(|s| s.strip_prefix(&format!("{FOLDER}/")).unwrap_or(s).to_string());
   Ok((selected, other, scope, replaces))
 }
 
@@ -928,15 +969,39 @@ fn check_request(req: &ResolveRequest) -> Result<(String, String, Option<String>
 /// the vault's index is updated incrementally; a failure there leaves the page committed and is
 /// reported in `index` (`stale: true`).
 pub fn resolve_conflict(active: &VaultPaths, req: &ResolveRequest) -> Result<ResolveOutcome> {
-  let (selected, other, scope, replaces) = check_request(req)?;
+  check_request(req)?;
   let (paths, other_vault) = vaults_of(active, &req.vault)?;
-  let sel_page = check_page(&paths, other_vault.as_ref(), &req.vault, &selected)?;
-  let oth_page = check_page(&paths, other_vault.as_ref(), &req.vault, &other)?;
-  let vault_id = crate::vault::config::ensure_vault_id(&paths)?;
-  let id = resolution_id(&vault_id, &selected, &other, &req.relation, scope.as_deref(), replaces.as_deref());
-  let target = paths.wiki.join(FOLDER).join(format!("{id}.md"));
-  let (resolution, created) = {
+  resolve_in(&paths, other_vault.as_ref(), req)
+}
+
+/// [`resolve_conflict`] in the vault `paths`, `other_vault` being the vault whose pages are
+/// reported as `resolution_cross_vault`.
+pub fn resolve_in(
+  paths: &VaultPaths,
+  other_vault: Option<&VaultPaths>,
+  req: &ResolveRequest,
+) -> Result<ResolveOutcome> {
+  let (selected, other, scope, replaces) = check_request(req)?;
+  if !paths.dot_wiki.is_dir() {
+    return Err(reject(
+      codes::VAULT_UNAVAILABLE,
+      format!(
+        "the {} vault at {} does not exist (run wiki_bootstrap first)",
+        req.vault,
+        paths.root.display()
+      ),
+    ));
+  }
+  let paths = paths.clone();
+  let sel_page = check_page(&paths, other_vault, &req.vault, &selected)?;
+  let oth_page = check_page(&paths, other_vault, &req.vault, &other)?;
+  let (resolution, created, target) = {
     let _lock = EventsLock::acquire(&paths, EXPLICIT_WAIT)?;
+    // Under the lock: a vault id backfilled by two first resolutions at once would differ.
+    let vault_id = crate::vault::config::ensure_vault_id(&paths)?;
+    let id =
+      resolution_id(&vault_id, &selected, &other, &req.relation, scope.as_deref(), replaces.as_deref());
+    let target = paths.wiki.join(FOLDER).join(format!("{id}.md"));
     let set = ResolutionSet::build(&vault_id, scan_records(&paths));
     let active_rec = set.active_for_pair(&selected, &other).cloned();
     let same_choice = |r: &ResolutionRecord| {
@@ -948,7 +1013,7 @@ pub fn resolve_conflict(active: &VaultPaths, req: &ResolveRequest) -> Result<Res
     match (&active_rec, &replaces) {
       // A repeat of the active decision (with or without the replaces that produced it).
       (Some(a), _) if a.id == id || (replaces.is_none() && same_choice(a)) => {
-        (set.describe(&a.id).expect("active record is described"), false)
+        (set.describe(&a.id).expect("active record is described"), false, target)
       }
       (Some(a), Some(rep)) if *rep != a.id => {
         return Err(reject(
@@ -991,7 +1056,7 @@ pub fn resolve_conflict(active: &VaultPaths, req: &ResolveRequest) -> Result<Res
         };
         let text = render_page(&record, &sel_page.meta.title, &oth_page.meta.title, req.rationale.as_deref());
         commit_page(&target, &id, &text, &record)?;
-        (ConflictResolution::of(&record, &vault_id, &page_id_of(&id), true), true)
+        (ConflictResolution::of(&record, &vault_id, &page_id_of(&id), true), true, target)
       }
     }
   };
@@ -1011,12 +1076,18 @@ fn skipped_update() -> DerivedUpdate {
 
 /// Incremental lexical update of the vault after a resolution.
 fn update_index(paths: &VaultPaths) -> DerivedUpdate {
-  let opts = ReindexOptions { scope: Scope::Changed, components: vec![Component::Lexical], ..Default::default() };
+  let opts =
+    ReindexOptions { scope: Scope::Changed, components: vec![Component::Lexical], ..Default::default() };
   let r = crate::store::reindex_vault(paths, &opts);
   let res = if r.ok {
     Ok(r.generation)
   } else {
-    Err(r.errors.into_iter().next().unwrap_or_else(|| IndexIssue::new("qmd_index_error", "index update failed")))
+    Err(
+      r.errors
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| IndexIssue::new("qmd_index_error", "index update failed")),
+    )
   };
   match res {
     Ok(generation) => DerivedUpdate { updated: true, stale: false, generation, issues: vec![] },
