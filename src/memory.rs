@@ -69,7 +69,11 @@ pub struct MemoryCandidate {
   /// `outgoing` (the card declares the relation) or `incoming` (the item declares it).
   #[napi(ts_type = "'outgoing' | 'incoming'")]
   pub relation_direction: Option<String>,
+  /// `superseded by …` (historical), `cites_superseded: …`, draft / deprecated / unpromoted notes.
   pub warnings: Vec<String>,
+  /// True when a user resolution or a `supersedes` relation made the page historical (its own
+  /// `status` is unchanged).
+  pub historical: bool,
 }
 
 impl From<&core_bundle::MemoryItem> for MemoryCandidate {
@@ -97,6 +101,7 @@ impl From<&core_bundle::MemoryItem> for MemoryCandidate {
       relation: i.relation.clone(),
       relation_direction: i.relation_direction.clone(),
       warnings: i.warnings.clone(),
+      historical: i.historical,
     }
   }
 }
@@ -107,6 +112,10 @@ pub struct MemoryBundle {
   pub card: Option<MemoryCandidate>,
   pub evidence: Vec<MemoryCandidate>,
   pub conflicts: Vec<MemoryCandidate>,
+  /// The active user resolution between the card and one of its competing claims.
+  pub resolution: Option<crate::resolve::ConflictResolution>,
+  /// Competing pairs without a user resolution (ask the user; exact page ids).
+  pub unresolved: Vec<crate::resolve::UnresolvedConflict>,
 }
 
 /// Result of `recallMemory`. Empty `bundles` ("no reliable memory") is a valid outcome.
@@ -132,6 +141,8 @@ impl From<core_memory::MemoryResponse> for MemoryResponse {
           card: b.card.as_ref().map(MemoryCandidate::from),
           evidence: b.evidence.iter().map(MemoryCandidate::from).collect(),
           conflicts: b.conflicts.iter().map(MemoryCandidate::from).collect(),
+          resolution: b.resolution.as_ref().map(crate::resolve::ConflictResolution::from),
+          unresolved: b.unresolved.iter().map(crate::resolve::UnresolvedConflict::from).collect(),
         })
         .collect(),
       context: r.context,
