@@ -494,14 +494,14 @@ pub fn render_bundles(bundles: &[MemoryBundle]) -> String {
         r.id, r.selected_page_id, r.relation, r.other_page_id
       ));
     }
+    if !b.unresolved.is_empty() || (b.resolution.is_none() && !b.conflicts.is_empty()) {
+      out.push_str("  These claims compete; ask the user which applies (page ids above).\n");
+    }
     for u in &b.unresolved {
       out.push_str(&format!(
-        "  Unresolved conflict: ask the user which applies — {} vs {} ({} vault).\n",
+        "  Unresolved conflict: ask the user which applies — {} vs {} ({} vault); record the answer with wiki_resolve_conflict.\n",
         u.page_ids[0], u.page_ids[1], u.vault
       ));
-    }
-    if !b.conflicts.is_empty() && b.resolution.is_none() && b.unresolved.is_empty() {
-      out.push_str("  These claims compete; ask the user which applies (page ids above).\n");
     }
   }
   out

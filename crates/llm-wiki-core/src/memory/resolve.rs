@@ -462,7 +462,7 @@ impl Decisions {
       manifest.entries.iter().filter_map(|(id, e)| e.links.resolution.clone().map(|r| (id.clone(), r)));
     let resolutions = ResolutionSet::build(&manifest.vault_id, records);
     let mut issues = resolutions.issues.clone();
-    for (page, (_, r)) in resolutions.records.iter().map(|(_, v)| (&v.0, v)) {
+    for (page, r) in resolutions.records.values() {
       for claim in [&r.selected, &r.other] {
         if !manifest.entries.contains_key(claim) {
           issues.push((
@@ -633,14 +633,13 @@ pub(crate) fn annotate_bundle(b: &mut MemoryBundle, g: Option<&LinkGraph>) {
   };
   for c in &b.conflicts {
     match d.resolutions.active_for_pair(&seed.page_id, &c.page_id) {
-      Some(r) => {
-        if b.resolution.is_none() {
-          b.resolution = d.resolutions.describe(&r.id).map(|mut cr| {
-            cr.vault_id = seed.vault_id.clone();
-            cr
-          });
-        }
+      Some(r) if b.resolution.is_none() => {
+        b.resolution = d.resolutions.describe(&r.id).map(|mut cr| {
+          cr.vault_id = seed.vault_id.clone();
+          cr
+        });
       }
+      Some(_) => {}
       None if c.relation == "contradicts" => b.unresolved.push(UnresolvedConflict {
         vault: seed.vault.clone(),
         vault_id: seed.vault_id.clone(),
