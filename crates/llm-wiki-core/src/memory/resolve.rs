@@ -572,6 +572,15 @@ impl Decisions {
   }
 }
 
+/// True when some page of `manifest` records a resolution or declares `supersedes`: only then
+/// can a page be historical or cite one (a scan of the entries, no graph build — `recallWiki`
+/// skips building the link graph of a vault where this is false).
+pub fn may_supersede(manifest: &Manifest) -> bool {
+  manifest.entries.values().any(|e| {
+    e.links.resolution.is_some() || e.links.relations.iter().any(|r| r.relation_type == "supersedes")
+  })
+}
+
 // ── Memory bundles ─────────────────────────────────────────────────────────────────────────
 
 /// Typed neighbours of `page` with its active resolutions laid over them: each resolution adds
