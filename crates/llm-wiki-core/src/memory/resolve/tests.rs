@@ -371,6 +371,8 @@ fn decisions_mark_historical_pages_and_their_citers() {
     (&rid, &rtext),
   ]);
   let g = LinkGraph::build(&m);
+  assert!(may_supersede(&m));
+  assert!(!may_supersede(&manifest_of(&[("c/user", "---\ntype: concept\n---\nSee [[c/old]].\n")])));
   let d = &g.decisions;
   assert_eq!(
     d.superseded["c/old"],
