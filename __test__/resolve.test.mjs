@@ -144,7 +144,7 @@ describe('resolveConflict', () => {
     const b0 = before.bundles[0]
     assert.equal(b0.resolution, undefined)
     assert.deepEqual(b0.unresolved.map((u) => u.pageIds.slice().sort()), [['concepts/deploy-freeze', 'concepts/deploy-friday']])
-    assert.match(before.context, /Unresolved conflict: ask the user which applies/)
+    assert.match(before.context, /These claims compete; ask the user which applies: concepts\/deploy-(friday|freeze) vs concepts\/deploy-(freeze|friday)\./)
     const { resolution } = await resolveConflict(v.paths, args())
     const r = await memory(v.paths, 'glimmerpipe deploys Fridays')
     const items = r.bundles.flatMap((b) => [b.card, ...b.evidence, ...b.conflicts].filter(Boolean))

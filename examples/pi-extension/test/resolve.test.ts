@@ -71,7 +71,7 @@ describe('wiki_resolve_conflict', () => {
 
   test('a decision is recorded once and recall shows it instead of asking again', async () => {
     const before = await automaticRecall(PROMPT, ctx)
-    assert.match(before.content, /Unresolved conflict: ask the user which applies — concepts\/cache-ttl vs concepts\/cache-forever/)
+    assert.match(before.content, /These claims compete; ask the user which applies: concepts\/cache-ttl vs concepts\/cache-forever\./)
     const pi = await wikiResolveConflict({ ...choice, rationale: 'Measured at 300 s.' }, ctx)
     assert.equal(pi.isError, undefined, pi.content[0]!.text)
     assert.match(pi.content[0]!.text, /^Recorded resolution resolution-[0-9a-f]{32}: concepts\/cache-ttl supersedes concepts\/cache-forever \(concepts\/cache-forever is now historical\)/)

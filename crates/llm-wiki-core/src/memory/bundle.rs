@@ -494,14 +494,12 @@ pub fn render_bundles(bundles: &[MemoryBundle]) -> String {
         r.id, r.selected_page_id, r.relation, r.other_page_id
       ));
     }
-    if !b.unresolved.is_empty() || (b.resolution.is_none() && !b.conflicts.is_empty()) {
+    if !b.unresolved.is_empty() {
+      // Unresolved pairs by exact page id, so the answer maps onto wiki_resolve_conflict.
+      let pairs: Vec<String> = b.unresolved.iter().map(|u| u.page_ids.join(" vs ")).collect();
+      out.push_str(&format!("  These claims compete; ask the user which applies: {}.\n", pairs.join("; ")));
+    } else if b.resolution.is_none() && !b.conflicts.is_empty() {
       out.push_str("  These claims compete; ask the user which applies (page ids above).\n");
-    }
-    for u in &b.unresolved {
-      out.push_str(&format!(
-        "  Unresolved conflict: ask the user which applies — {} vs {} ({} vault); record the answer with wiki_resolve_conflict.\n",
-        u.page_ids[0], u.page_ids[1], u.vault
-      ));
     }
   }
   out

@@ -500,7 +500,7 @@ fn unresolved_contradictions_name_both_pages_and_qualifiers_stay_current() {
   assert_eq!(b[0].unresolved.len(), 1);
   assert_eq!(b[0].unresolved[0].page_ids, vec!["c/a".to_string(), "c/b".to_string()]);
   assert!(b[0].resolution.is_none());
-  assert!(render_bundles(&b).contains("Unresolved conflict: ask the user which applies — c/a vs c/b"));
+  assert!(render_bundles(&b).contains("These claims compete; ask the user which applies: c/a vs c/b.\n"));
   // applies_under, with no declared relation at all: the resolution admits the partner, the
   // scope sits on the selected claim, nothing is historical.
   let (rid, rtext) = record_page("c/b", "c/a", "applies_under", Some("offline mode"));
