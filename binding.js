@@ -849,5 +849,6 @@ module.exports.recallMemory = nativeBinding.recallMemory
 module.exports.recallWiki = nativeBinding.recallWiki
 module.exports.recoverIndex = nativeBinding.recoverIndex
 module.exports.reindexWiki = nativeBinding.reindexWiki
+module.exports.resolveConflict = nativeBinding.resolveConflict
 module.exports.resolveVaultPaths = nativeBinding.resolveVaultPaths
 module.exports.runCli = nativeBinding.runCli

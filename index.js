@@ -59,6 +59,7 @@ const wrapped = {
   linkPath: reject(binding.linkPath),
   recoverIndex: reject(binding.recoverIndex),
   ensureVaultId: reject(binding.ensureVaultId),
+  resolveConflict: reject(binding.resolveConflict),
 }
 
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
@@ -78,5 +79,6 @@ exports.recallMemory = wrapped.recallMemory
 exports.recoverIndex = wrapped.recoverIndex
 exports.recallWiki = wrapped.recallWiki
 exports.reindexWiki = wrapped.reindexWiki
+exports.resolveConflict = wrapped.resolveConflict
 exports.resolveVaultPaths = binding.resolveVaultPaths
 exports.runCli = wrapped.runCli

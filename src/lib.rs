@@ -8,6 +8,7 @@
 
 mod error;
 pub mod memory;
+pub mod resolve;
 mod task;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;

@@ -78,7 +78,11 @@ pub struct MemoryCandidate {
   /// The page `relation` links the item to when that page is not the bundle's card (claims kept
   /// together with a partner that is evidence or another competing claim).
   pub related_to: Option<String>,
+  /// `superseded by …` (historical), `cites_superseded: …`, draft / deprecated / unpromoted notes.
   pub warnings: Vec<String>,
+  /// True when a user resolution or a `supersedes` relation made the page historical (its own
+  /// `status` is unchanged).
+  pub historical: bool,
 }
 
 /// Freshness and verification of a packed item, evaluated when the recall ran.
@@ -130,6 +134,7 @@ impl From<&core_bundle::MemoryItem> for MemoryCandidate {
       relation_direction: i.relation_direction.clone(),
       related_to: i.related_to.clone(),
       warnings: i.warnings.clone(),
+      historical: i.historical,
     }
   }
 }
@@ -140,6 +145,10 @@ pub struct MemoryBundle {
   pub card: Option<MemoryCandidate>,
   pub evidence: Vec<MemoryCandidate>,
   pub conflicts: Vec<MemoryCandidate>,
+  /// The active user resolution between the card and one of its competing claims.
+  pub resolution: Option<crate::resolve::ConflictResolution>,
+  /// Competing pairs without a user resolution (ask the user; exact page ids).
+  pub unresolved: Vec<crate::resolve::UnresolvedConflict>,
 }
 
 /// Result of `recallMemory`. Empty `bundles` ("no reliable memory") is a valid outcome.
@@ -165,6 +174,8 @@ impl From<core_memory::MemoryResponse> for MemoryResponse {
           card: b.card.as_ref().map(MemoryCandidate::from),
           evidence: b.evidence.iter().map(MemoryCandidate::from).collect(),
           conflicts: b.conflicts.iter().map(MemoryCandidate::from).collect(),
+          resolution: b.resolution.as_ref().map(crate::resolve::ConflictResolution::from),
+          unresolved: b.unresolved.iter().map(crate::resolve::UnresolvedConflict::from).collect(),
         })
         .collect(),
       context: r.context,

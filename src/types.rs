@@ -478,7 +478,9 @@ pub struct RecallResult {
   /// Current human verification (OKF `verified` event by a person, not older than
   /// `generated.at`): +0.02 inside the multiplier's clamp.
   pub verified: bool,
-  /// Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`.
+  /// Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`; then
+  /// `superseded` (historical: a user resolution or a `supersedes` relation) and
+  /// `cites_superseded` (the page links to a superseded page).
   /// A warned page is still returned.
   pub warnings: Vec<String>,
   /// Frontmatter `stale_after`, as written.

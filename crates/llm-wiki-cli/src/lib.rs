@@ -1,5 +1,5 @@
 //! The user commands of `llm-wiki-retrieval` — `index`, `status`, `recall`, `run`, `memory`,
-//! `neighbours`, `path` — over a vault
+//! `neighbours`, `path`, `resolve` — over a vault
 //! directory. The npm package's `bin` runs them inside the addon ([`run`]); the evaluation crate's
 //! development binary adds its `bench` and `reliability` subcommands to the same [`Command`] enum.
 //! Nothing here depends on the evaluation code, so the published addon does not contain it.
@@ -117,6 +117,33 @@ pub enum Command {
     #[arg(long, default_value_t = 8000)]
     budget: usize,
     /// Print the response as JSON.
+    #[arg(long)]
+    json: bool,
+  },
+  /// Record a user's conflict decision as one immutable resolution page (`wiki/analyses/`),
+  /// then update the index. Repeating a decision is a no-op; changing one needs --replaces.
+  Resolve {
+    vault: PathBuf,
+    /// The user-endorsed page id.
+    selected: String,
+    /// The competing page id.
+    other: String,
+    /// supersedes | qualifies | applies_under (selected → other).
+    #[arg(long)]
+    relation: String,
+    /// Scope (required for applies_under, rejected otherwise).
+    #[arg(long)]
+    scope: Option<String>,
+    /// Why; recorded in the page body.
+    #[arg(long)]
+    rationale: Option<String>,
+    /// The pair's active resolution id this decision replaces.
+    #[arg(long)]
+    replaces: Option<String>,
+    /// Do not update the index afterwards.
+    #[arg(long)]
+    no_index: bool,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
   },
@@ -339,6 +366,42 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
       }
       for d in &r.diagnostics {
         writeln!(out, "diagnostic {}: {}", d.code, d.message).ok();
+      }
+    }
+    Command::Resolve { vault, selected, other, relation, scope, rationale, replaces, no_index, json } => {
+      use llm_wiki_core::memory::resolve::{resolve_in, ResolveRequest};
+      let paths = vault_paths(&vault)?;
+      let label = if llm_wiki_core::vault::paths::is_personal_vault(&paths) { "personal" } else { "project" };
+      let req = ResolveRequest {
+        vault: label.into(),
+        selected,
+        other,
+        relation,
+        scope,
+        rationale,
+        replaces,
+        update_index: !no_index,
+      };
+      let r = resolve_in(&paths, None, &req)?;
+      if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
+      } else {
+        let res = &r.resolution;
+        let scope = res.scope.as_deref().map(|s| format!(" under {s:?}")).unwrap_or_default();
+        writeln!(
+          out,
+          "{} {}: {} {} {}{scope}",
+          if r.created { "recorded" } else { "already recorded" },
+          res.id,
+          res.selected_page_id,
+          res.relation,
+          res.other_page_id
+        )
+        .ok();
+        writeln!(out, "page: {}", r.path).ok();
+        for i in &r.index.issues {
+          writeln!(out, "index {}: {}", i.code, i.message).ok();
+        }
       }
     }
     Command::Neighbours { vault, page, depth, direction, max_bytes } => {

@@ -82,6 +82,18 @@ pub enum Error {
   /// A Rust panic was caught at the API boundary.
   #[error("internal error (panic): {0}")]
   Panic(String),
+  /// `resolveConflict` refused a request; `code` is one of the stable `resolution_*` codes of
+  /// [`crate::memory::resolve::codes`].
+  #[error("{message}")]
+  Resolution {
+    /// The rule that refused the request.
+    code: &'static str,
+    /// Human-readable explanation naming the page ids involved.
+    message: String,
+  },
+  /// The vault's events lock (`meta/events.lock`) stayed held by another writer past the wait.
+  #[error("events lock is busy: {0}")]
+  EventsLockBusy(String),
 }
 
 impl Error {
@@ -104,6 +116,8 @@ impl Error {
       Error::Download(_) => "model_download_failed",
       Error::Timeout(_) => "timeout",
       Error::Panic(_) => "internal_panic",
+      Error::Resolution { code, .. } => code,
+      Error::EventsLockBusy(_) => "events_lock_busy",
     }
   }
 

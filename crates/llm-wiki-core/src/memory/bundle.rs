@@ -82,8 +82,12 @@ pub struct MemoryItem {
   /// The page the relation links the item to when that page is not the bundle's card (a
   /// competing claim kept with a partner that is evidence, or with another competing claim).
   pub related_to: Option<String>,
-  /// Warnings shown with the item (draft, deprecated, superseded, unpromoted).
+  /// Warnings shown with the item (draft, deprecated, superseded, unpromoted, cites_superseded).
   pub warnings: Vec<String>,
+  /// True when the page is superseded (by a user resolution or a declared `supersedes`
+  /// relation): shown as a historical claim; its own `status` is untouched.
+  #[serde(default)]
+  pub historical: bool,
 }
 
 /// Freshness of a packed item (OKF `stale_after`, `verified`, `generated`; see
@@ -152,6 +156,10 @@ pub struct MemoryBundle {
   pub evidence: Vec<MemoryItem>,
   /// Qualifiers, superseding and contradicting claims, kept with the card.
   pub conflicts: Vec<MemoryItem>,
+  /// The active user resolution between the card and one of its competing claims.
+  pub resolution: Option<super::resolve::ConflictResolution>,
+  /// Competing pairs without a user resolution: ask the user (exact page ids).
+  pub unresolved: Vec<super::resolve::UnresolvedConflict>,
 }
 
 impl MemoryBundle {
@@ -201,11 +209,16 @@ fn norm_text(s: &str) -> String {
   s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
-struct Linked {
-  page: String,
-  relation: String,
-  direction: &'static str,
-  scope: Option<String>,
+/// A page linked to a seed by a typed relation or an active user resolution.
+pub(crate) struct Linked {
+  pub(crate) page: String,
+  pub(crate) relation: String,
+  pub(crate) direction: &'static str,
+  pub(crate) scope: Option<String>,
+  /// The user resolution that set relation and direction.
+  pub(crate) resolution: Option<String>,
+  /// Declared relations to the same page that the resolution overrides (kept for audit).
+  pub(crate) declared: Option<String>,
 }
 
 /// Typed neighbours of a card: `(evidence, conflicts)`.
@@ -218,6 +231,8 @@ fn typed_neighbours(g: &LinkGraph, card: &str) -> (Vec<Linked>, Vec<Linked>) {
         relation: r.relation_type.clone(),
         direction: "outgoing",
         scope: r.scope.clone(),
+        resolution: None,
+        declared: None,
       };
       match r.relation_type.as_str() {
         "derived_from" => ev.push(l),
@@ -233,6 +248,8 @@ fn typed_neighbours(g: &LinkGraph, card: &str) -> (Vec<Linked>, Vec<Linked>) {
         relation: r.relation_type.clone(),
         direction: "incoming",
         scope: r.scope.clone(),
+        resolution: None,
+        declared: None,
       };
       match r.relation_type.as_str() {
         "supports" => ev.push(l),
@@ -241,6 +258,7 @@ fn typed_neighbours(g: &LinkGraph, card: &str) -> (Vec<Linked>, Vec<Linked>) {
       }
     }
   }
+  let cf = super::resolve::overlay(g, card, cf);
   (ev, cf)
 }
 
@@ -264,15 +282,40 @@ fn take_linked(
     .or_else(|| source.admit(&seed.vault, &l.page))?;
   item.relation = l.relation.clone();
   item.relation_direction = Some(l.direction.to_string());
-  item.scope = l.scope.clone().or(item.scope);
-  let reason = format!("relation:{}", l.relation);
+  // A user resolution's scope belongs to its selected page (the other applies outside it).
+  match &l.resolution {
+    Some(_) if l.direction == "outgoing" => {
+      if let Some(s) = &l.scope {
+        item.warnings.push(format!("applies outside scope: {s} (user resolution)"));
+      }
+    }
+    _ => item.scope = l.scope.clone().or(item.scope),
+  }
+  let reason = match &l.resolution {
+    Some(r) => format!("resolution:{r}"),
+    None => format!("relation:{}", l.relation),
+  };
   if !item.match_reasons.contains(&reason) {
     item.match_reasons.push(reason);
   }
+  if let (Some(r), Some(d)) = (&l.resolution, &l.declared) {
+    item.match_reasons.push(format!("declared:{d}"));
+    item.warnings.push(format!("declared relation {d} is overridden by user resolution {r}"));
+  }
   if l.relation == "supersedes" && l.direction == "outgoing" {
-    item.warnings.push(format!("superseded by {}", seed.page_id));
+    mark_superseded(&mut item, &seed.page_id, l);
   }
   Some(item)
+}
+
+/// `item` is superseded by `by` (through `l`, a declared relation or a user resolution): shown as
+/// historical with a warning; its own status is untouched.
+fn mark_superseded(item: &mut MemoryItem, by: &str, l: &Linked) {
+  item.historical = true;
+  item.warnings.push(match &l.resolution {
+    Some(r) => format!("superseded by {by} (user resolution {r})"),
+    None => format!("superseded by {by}"),
+  });
 }
 
 /// Group `candidates` (best first) into bundles under `opts`.
@@ -327,6 +370,13 @@ pub fn assemble(
       break;
     }
   }
+  // Decisions (historical pages, the active resolution, unresolved pairs) once grouping is final.
+  for b in &mut bundles {
+    let vault = b.card.as_ref().or(b.evidence.first()).map(|i| i.vault.clone());
+    if let Some(v) = vault {
+      super::resolve::annotate_bundle(b, source.graph(&v));
+    }
+  }
   pack(bundles, opts.budget_chars)
 }
 
@@ -359,7 +409,7 @@ fn card_bundle(
     None => (vec![], vec![], HashSet::new()),
   };
   let mut cf_sorted: Vec<&Linked> = typed_cf.iter().collect();
-  cf_sorted.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
+  cf_sorted.sort_by_key(|l| (l.resolution.is_none(), conflict_order(&l.relation), l.page.clone()));
   for l in cf_sorted {
     if conflicts.len() >= MAX_CONFLICTS || used.contains(&(card.vault.clone(), l.page.clone())) {
       continue;
@@ -367,9 +417,16 @@ fn card_bundle(
     if let Some(item) = take_linked(candidates, source, card, l) {
       used.insert(key(&item));
       if l.relation == "supersedes" && l.direction == "incoming" {
-        card_item.warnings.push(format!("superseded by {}", item.page_id));
+        mark_superseded(&mut card_item, &item.page_id, l);
       }
-      conflicts.push((conflict_order(&l.relation), item));
+      if let (Some(_), "applies_under", Some(s)) = (&l.resolution, l.relation.as_str(), &l.scope) {
+        if l.direction == "outgoing" {
+          card_item.scope = Some(s.clone());
+        } else {
+          card_item.warnings.push(format!("applies outside scope: {s} (user resolution)"));
+        }
+      }
+      conflicts.push((if l.resolution.is_some() { 0 } else { 1 + conflict_order(&l.relation) }, item));
     }
   }
   for l in &typed_ev {
@@ -411,6 +468,8 @@ fn card_bundle(
     card: Some(card_item),
     evidence: evidence.into_iter().map(|(_, i)| i).collect(),
     conflicts: conflicts.into_iter().map(|(_, i)| i).collect(),
+    resolution: None,
+    unresolved: vec![],
   }
 }
 
@@ -439,7 +498,7 @@ fn unpromoted_bundles(
       _ => vec![],
     };
     let mut cf_sorted: Vec<&Linked> = typed_cf.iter().collect();
-    cf_sorted.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
+    cf_sorted.sort_by_key(|l| (l.resolution.is_none(), conflict_order(&l.relation), l.page.clone()));
     for l in cf_sorted {
       if conflicts.len() >= MAX_CONFLICTS || used.contains(&(c.vault.clone(), l.page.clone())) {
         continue;
@@ -447,12 +506,18 @@ fn unpromoted_bundles(
       if let Some(other) = take_linked(candidates, source, c, l) {
         used.insert(key(&other));
         if l.relation == "supersedes" && l.direction == "incoming" {
-          item.warnings.push(format!("superseded by {}", other.page_id));
+          mark_superseded(&mut item, &other.page_id, l);
         }
         conflicts.push(other);
       }
     }
-    bundles.push(MemoryBundle { card: None, evidence: vec![item], conflicts });
+    bundles.push(MemoryBundle {
+      card: None,
+      evidence: vec![item],
+      conflicts,
+      resolution: None,
+      unresolved: vec![],
+    });
   }
   bundles
 }
@@ -536,7 +601,7 @@ fn keep_claims_together(
   for (si, s) in candidates.iter().enumerate() {
     let Some(g) = source.graph(&s.vault) else { continue };
     let mut links = typed_neighbours(g, &s.page_id).1;
-    links.sort_by_key(|l| (conflict_order(&l.relation), l.page.clone()));
+    links.sort_by_key(|l| (l.resolution.is_none(), conflict_order(&l.relation), l.page.clone()));
     for l in links {
       if l.page == s.page_id {
         continue;
@@ -569,7 +634,7 @@ fn keep_claims_together(
           let mut item = s.clone();
           used.insert(key(&item));
           if l.relation == "supersedes" && l.direction == "incoming" {
-            item.warnings.push(format!("superseded by {}", l.page));
+            mark_superseded(&mut item, &l.page, &l);
           }
           label(&mut item, &bundles[b], &l.page, &l.relation, flip(l.direction));
           bundles[b].conflicts.push(item);
@@ -596,11 +661,17 @@ fn keep_claims_together(
           }
           let mut head = unpromoted(s);
           if l.relation == "supersedes" && l.direction == "incoming" {
-            head.warnings.push(format!("superseded by {}", other.page_id));
+            mark_superseded(&mut head, &other.page_id, &l);
           }
           used.insert(key(&head));
           used.insert(key(&other));
-          bundles.push(MemoryBundle { card: None, evidence: vec![head], conflicts: vec![other] });
+          bundles.push(MemoryBundle {
+            card: None,
+            evidence: vec![head],
+            conflicts: vec![other],
+            resolution: None,
+            unresolved: vec![],
+          });
         }
       }
     }
@@ -720,6 +791,9 @@ fn render_item(out: &mut String, label: &str, i: &MemoryItem) {
       tags.extend(f.stale_after.as_ref().map(|d| format!("fresh until: {d}")));
     }
   }
+  if i.historical {
+    tags.push("historical".into());
+  }
   tags.extend(i.scope.as_ref().map(|s| format!("scope: {s}")));
   tags.extend(i.vault_label.clone());
   let _ = write!(out, "{label} {} [{}] ({})", i.title, i.page_id, tags.join(", "));
@@ -754,7 +828,18 @@ pub fn render_bundles(bundles: &[MemoryBundle]) -> String {
     for c in &b.conflicts {
       render_item(&mut out, "Competing claim:", c);
     }
-    if !b.conflicts.is_empty() {
+    if let Some(r) = &b.resolution {
+      let scope = r.scope.as_deref().map(|s| format!(" under \"{s}\"")).unwrap_or_default();
+      out.push_str(&format!(
+        "  Resolved by the user ({}): {} {} {}{scope}.\n",
+        r.id, r.selected_page_id, r.relation, r.other_page_id
+      ));
+    }
+    if !b.unresolved.is_empty() {
+      // Unresolved pairs by exact page id, so the answer maps onto wiki_resolve_conflict.
+      let pairs: Vec<String> = b.unresolved.iter().map(|u| u.page_ids.join(" vs ")).collect();
+      out.push_str(&format!("  These claims compete; ask the user which applies: {}.\n", pairs.join("; ")));
+    } else if b.resolution.is_none() && !b.conflicts.is_empty() {
       out.push_str("  These claims compete; ask the user which applies (page ids above).\n");
     }
   }

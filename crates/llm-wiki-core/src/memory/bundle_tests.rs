@@ -30,6 +30,7 @@ fn item(id: &str, ty: &str, rank: Option<u32>, excerpt: &str) -> MemoryItem {
     relation_direction: None,
     related_to: None,
     warnings: vec![],
+    historical: false,
   }
 }
 
@@ -222,7 +223,13 @@ fn date_freshness_and_scope_are_carried_and_rendered() {
   card.date = m.date().map(str::to_string);
   card.freshness = Freshness::of(&m, now - 40 * day);
   card.scope = Some("Linux hosts".into());
-  let text = render_bundles(&[MemoryBundle { card: Some(card), evidence: vec![], conflicts: vec![] }]);
+  let text = render_bundles(&[MemoryBundle {
+    card: Some(card),
+    evidence: vec![],
+    conflicts: vec![],
+    resolution: None,
+    unresolved: vec![],
+  }]);
   let head = text.lines().nth(1).unwrap();
   assert_eq!(
     head,

@@ -26,12 +26,15 @@ pub struct PageLinks {
   /// Page-level lint findings.
   #[serde(skip_serializing_if = "Vec::is_empty", default)]
   pub issues: Vec<RelationIssue>,
+  /// The user decision recorded by a conflict-resolution page ([`super::resolve`]).
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub resolution: Option<super::resolve::ResolutionRecord>,
 }
 
 impl PageLinks {
   /// True when the page has no link, relation or issue.
   pub fn is_empty(&self) -> bool {
-    self.links.is_empty() && self.relations.is_empty() && self.issues.is_empty()
+    self.links.is_empty() && self.relations.is_empty() && self.issues.is_empty() && self.resolution.is_none()
   }
 
   /// Links and relations of a parsed page.
@@ -39,6 +42,8 @@ impl PageLinks {
     let extracted = extract_links(&page.body, page.body_start_line);
     let value = page.extensions.iter().find(|(k, _)| k == "relations").map(|(_, v)| v);
     let (relations, mut issues) = parse_relations(&page.id, value);
+    let (resolution, resolution_issues) = super::resolve::parse_resolution(page);
+    issues.extend(resolution_issues);
     if extracted.dropped > 0 {
       issues.push(RelationIssue::new(
         "page_links_truncated",
@@ -48,7 +53,7 @@ impl PageLinks {
         ),
       ));
     }
-    PageLinks { links: extracted.links, relations, issues }
+    PageLinks { links: extracted.links, relations, issues, resolution }
   }
 }
 
@@ -88,6 +93,8 @@ pub struct LinkGraph {
   pub dangling: Vec<(String, String, u32)>,
   /// Lint findings by page (page-level and graph-level).
   pub issues: BTreeMap<String, Vec<RelationIssue>>,
+  /// User resolutions, historical pages and pages citing them ([`super::resolve::Decisions`]).
+  pub decisions: super::resolve::Decisions,
 }
 
 /// Join `rel` onto folder `dir`, resolving `.` and `..`; `None` when it climbs out of the vault.
@@ -224,6 +231,10 @@ impl LinkGraph {
       if !edges.is_empty() {
         g.outbound.insert(id.clone(), edges);
       }
+    }
+    g.decisions = super::resolve::Decisions::derive(manifest, &g);
+    for (page, issue) in g.decisions.lint() {
+      g.issues.entry(page).or_default().push(issue);
     }
     g
   }

@@ -7,6 +7,7 @@ pub mod graph;
 pub mod links;
 pub mod recall;
 pub mod relations;
+pub mod resolve;
 
 pub use bundle::{MemoryBundle, MemoryItem};
 pub use recall::{recall_memory, MemoryOptions, MemoryResponse};

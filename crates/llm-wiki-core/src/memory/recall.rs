@@ -119,6 +119,7 @@ impl MemorySource for Source {
       relation: String::new(),
       relation_direction: None,
       related_to: None,
+      historical: false,
       warnings: page_warnings(&entry.meta, self.now),
     })
   }
@@ -142,9 +143,14 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
     }
   }
   let now = now_secs();
+  // Resolution records are rendered as `bundle.resolution`, not as cards of their own.
+  let is_record = |vault: &str, id: &str| {
+    vaults.get(vault).is_some_and(|(_, _, g)| g.decisions.resolutions.is_record_page(id))
+  };
   let candidates: Vec<MemoryItem> = response
     .results
     .iter()
+    .filter(|r| !is_record(r.vault, &r.id))
     .map(|r| {
       let excerpt = file_lines(&r.path, r.line_start, r.line_end).unwrap_or_else(|| r.preview.clone());
       let meta = vaults.get(r.vault).and_then(|(_, s, _)| s.manifest.entries.get(&r.id)).map(|e| &e.meta);
@@ -175,6 +181,7 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
         relation: String::new(),
         relation_direction: None,
         related_to: None,
+        historical: false,
         warnings: page_warnings(meta, now),
       }
     })

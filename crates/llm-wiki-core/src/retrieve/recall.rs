@@ -152,7 +152,9 @@ pub struct RecallResult {
   pub match_reasons: Vec<String>,
   /// Current human verification (see [`super::trust`]).
   pub verified: bool,
-  /// Trust warnings: `stale` (past `stale_after`), `verification_outdated`, `deprecated`.
+  /// Trust warnings: `stale` (past `stale_after`), `verification_outdated`, `deprecated`; then
+  /// `superseded` (a user resolution or a `supersedes` relation made the page historical) and
+  /// `cites_superseded` (the page links to such a page).
   /// A warned page is never dropped for it.
   pub warnings: Vec<String>,
   /// Frontmatter `stale_after`, as written.
@@ -408,11 +410,23 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     fused.len().min(opts.policy.max_results)
   ));
   let mut results = Vec::new();
+  // Historical pages and pages citing them (user resolutions, `supersedes` relations): the link
+  // graph of a vault, built once per generation, only where some page can supersede another.
+  let mut graphs: Vec<Option<Option<std::sync::Arc<crate::memory::graph::LinkGraph>>>> =
+    vec![None; outcomes.len()];
   for f in fused.into_iter().take(opts.policy.max_results) {
     let (vi, hi) = f.item.payload;
     let o = &outcomes[vi];
     let (h, m, score) = &o.hits[hi];
-    results.push(build_result(o, h, &terms, *m, *score, f.key)?);
+    let mut r = build_result(o, h, &terms, *m, *score, f.key)?;
+    let g = graphs[vi].get_or_insert_with(|| {
+      crate::memory::resolve::may_supersede(&o.snap.manifest)
+        .then(|| crate::memory::graph::graph_for(&o.snap.reader.store.dir, &o.snap.manifest))
+    });
+    if let Some(g) = g {
+      r.warnings.extend(g.decisions.warning_codes(&r.id).into_iter().map(str::to_string));
+    }
+    results.push(r);
   }
   let mode = overall_mode(opts.mode, &vault_modes);
   Ok(RecallResponse { results, diagnostics, trace, mode, vault_modes })

@@ -57,8 +57,9 @@ pub fn foreign_writer(layout: &StoreLayout) -> Option<LockOwner> {
   process_alive(owner.pid).then_some(owner)
 }
 
+/// True when a local process with `pid` exists (always true where this cannot be checked).
 #[cfg(unix)]
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
   let Ok(pid) = libc::pid_t::try_from(pid) else {
     return false;
   };
@@ -70,8 +71,9 @@ fn process_alive(pid: u32) -> bool {
   r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// True when a local process with `pid` exists (always true where this cannot be checked).
 #[cfg(not(unix))]
-fn process_alive(_pid: u32) -> bool {
+pub(crate) fn process_alive(_pid: u32) -> bool {
   true
 }
 
