@@ -317,8 +317,15 @@ export interface MemoryCandidate {
   role: 'canonical' | 'evidence'
   status?: string
   domain?: string
-  /** Scope of the `applies_under` relation that admitted the item. */
+  /**
+   * Scope of the `applies_under` relation that admitted the item, else the page's frontmatter
+   * `scope`.
+   */
   scope?: string
+  /** The page's date: frontmatter `updated`, else `created`, as written. */
+  date?: string
+  /** Present when the page declares `stale_after`, a human `verified` event or `generated.at`. */
+  freshness?: MemoryFreshness
   heading?: string
   /** Exact text of the page lines `lineStart..=lineEnd` (≤ 800 characters). */
   excerpt: string
@@ -337,8 +344,16 @@ export interface MemoryCandidate {
    * `applies_under`).
    */
   relation: string
-  /** `outgoing` (the card declares the relation) or `incoming` (the item declares it). */
+  /**
+   * `outgoing` (the card — or the `relatedTo` page — declares the relation) or `incoming` (the
+   * item declares it).
+   */
   relationDirection?: 'outgoing' | 'incoming'
+  /**
+   * The page `relation` links the item to when that page is not the bundle's card (claims kept
+   * together with a partner that is evidence or another competing claim).
+   */
+  relatedTo?: string
   /** `superseded by …` (historical), `cites_superseded: …`, draft / deprecated / unpromoted notes. */
   warnings: Array<string>
   /**
@@ -346,6 +361,20 @@ export interface MemoryCandidate {
    * `status` is unchanged).
    */
   historical: boolean
+}
+
+/** Freshness and verification of a packed item, evaluated when the recall ran. */
+export interface MemoryFreshness {
+  /** Frontmatter `stale_after`, as written. */
+  staleAfter?: string
+  /** Latest human verification date, as written. */
+  verifiedAt?: string
+  /** `generated.at`, as written. */
+  generatedAt?: string
+  /** Past `stale_after`. */
+  stale: boolean
+  /** A current human verification (not older than `generated.at`). */
+  verified: boolean
 }
 
 /** Result of `recallMemory`. Empty `bundles` ("no reliable memory") is a valid outcome. */
