@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log, BenchCommon,
+  parse_modes, run_feedback, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log, BenchCommon, FeedbackBenchOptions,
   ScaleOptions, SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
@@ -228,6 +228,25 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
+  /// Recall feedback on the pi vault: the "without feedback" ablation with simulated judgments
+  /// of the train queries, recall latency with a large event stream, session-ledger savings on
+  /// a scripted session.
+  Feedback {
+    /// The pi fixture.json (its sibling vault/ is used).
+    #[arg(long)]
+    pi: PathBuf,
+    /// Events in the generated stream (latency part).
+    #[arg(long, default_value_t = 100_000)]
+    events: usize,
+    /// The scripted session.
+    #[arg(long, default_value = "bench-data/feedback/session-pi.json")]
+    session: PathBuf,
+    /// Session budget in characters (savings part).
+    #[arg(long, default_value_t = 24_000)]
+    session_budget: usize,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
   /// Long conversational prompts (an `llm-wiki-prompts/1` file) against one vault: automatic hit
   /// rate on positives, injections on negatives, MRR@10.
   Prompts {
@@ -264,6 +283,10 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
   let output = match args.suite {
     Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
     Some(BenchSuite::Memory { pi, common }) => run_memory(&pi, &common.common()?)?,
+    Some(BenchSuite::Feedback { pi, events, session, session_budget, common }) => run_feedback(
+      &pi,
+      &FeedbackBenchOptions { common: common.common()?, events, session, session_budget },
+    )?,
     Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?

@@ -1,2 +1,3 @@
 export * from './extension.js'
+export * from './feedback.js'
 export * from './format.js'

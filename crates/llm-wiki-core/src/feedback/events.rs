@@ -117,7 +117,7 @@ pub fn events_len(meta: &Path) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
   use super::*;
 
   pub(crate) fn ev(page: &str, action: FeedbackAction) -> FeedbackEvent {

@@ -60,6 +60,7 @@ use llm_wiki_core::vault::page::Role;
 use llm_wiki_core::vault::VaultPaths;
 
 mod collection;
+mod feedback;
 mod gates;
 mod index;
 mod memory;
@@ -71,7 +72,7 @@ mod report;
 mod scale;
 
 pub use self::{
-  collection::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*, report::*,
+  collection::*, feedback::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*, report::*,
   scale::*,
 };
 
