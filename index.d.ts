@@ -34,6 +34,20 @@ export interface ChunkCounts {
  */
 export declare function configure(options: EngineOptions): void
 
+/**
+ * Confirm that the session's last recall was delivered: its results join the session's shown
+ * set (explicit judgments become possible, automatic recall will not re-inject them unchanged,
+ * their characters count against the session budget) and `shown` events are appended unless
+ * `config.recallFeedback` is false.
+ */
+export declare function confirmRecallShown(paths: VaultPaths, input: ConfirmShownInput): Promise<FeedbackOutcome>
+
+/** Input of `confirmRecallShown`. */
+export interface ConfirmShownInput {
+  sessionId: string
+  config?: FeedbackConfig
+}
+
 /** Page counts of a reindex. */
 export interface DocumentCounts {
   /** Pages indexed for the first time. */
@@ -115,6 +129,9 @@ export interface EdgeRelation {
   scope?: string
 }
 
+/** Forget a session (call when the host session ends); true when it existed. */
+export declare function endRecallSession(sessionId: string): boolean
+
 /** Engine name, versions and limits. */
 export declare function engineInfo(): EngineInfo
 
@@ -177,6 +194,40 @@ export interface EngineOptions {
  * or `config_invalid_vault_id` (a `vault_id` that is not a v4 UUID), never touching the file.
  */
 export declare function ensureVaultId(paths: VaultPaths): Promise<string>
+
+/** The host's feedback setting. */
+export interface FeedbackConfig {
+  /**
+   * The spec's `recallFeedback` (default true): false turns off `shown`, `opened`, `cited`
+   * and `shown_only` capture only; explicit judgments and conflict choices are still recorded.
+   */
+  recallFeedback?: boolean
+}
+
+/** What happened to a feedback request. */
+export interface FeedbackOutcome {
+  /**
+   * `recorded` | `disabled` (implicit capture off) | `dropped` (implicit event, lock busy
+   * 250 ms) | `correction_saved_feedback_pending` (observation saved, event append failed).
+   */
+  status: string
+  /** Events appended. */
+  events: number
+  /** Id of the correction observation page. */
+  observation?: string
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** Result of `rebuildFeedback`. */
+export interface FeedbackRebuildResult {
+  /** False when the stream is malformed (feedback disabled; last projection kept). */
+  enabled: boolean
+  events: number
+  pages: number
+  /** Correction observations replayed because their event was missing. */
+  replayed: Array<string>
+  diagnostics: Array<RecallDiagnostic>
+}
 
 /** A page edge: every body link from `from` to `to`, with the validated relations on it. */
 export interface GraphEdge {
@@ -394,6 +445,12 @@ export declare function personalVaultPaths(): VaultPaths
  */
 export declare function readIndexStatus(paths: VaultPaths, options?: StatusOptions | undefined | null): Promise<IndexStatus>
 
+/**
+ * Rebuild `meta/recall-feedback.json` from the whole event stream plus correction observations
+ * whose event is missing, ignoring deleted pages (part of a metadata rebuild).
+ */
+export declare function rebuildFeedback(paths: VaultPaths): Promise<FeedbackRebuildResult>
+
 /** The subset of the extension's `TaskConfig` recall reads. */
 export interface RecallConfig {
   /**
@@ -407,6 +464,18 @@ export interface RecallConfig {
 export interface RecallDiagnostic {
   code: string
   message: string
+}
+
+/** Input of `recordRecallFeedback`. */
+export interface RecallFeedbackInput {
+  /** Session whose shown set holds the pair (not needed for `conflict_selected`). */
+  sessionId?: string
+  vaultId: string
+  pageId: string
+  action: 'opened' | 'cited' | 'shown_only' | 'relevant' | 'irrelevant' | 'corrected' | 'conflict_selected'
+  /** The user's correction; required for `corrected`, refused otherwise. */
+  correction?: string
+  config?: FeedbackConfig
 }
 
 /**
@@ -432,6 +501,10 @@ export interface RecallMemoryOptions {
    * ablation).
    */
   typedExpansion?: boolean
+  /** Apply the bounded feedback term (default true). */
+  feedback?: boolean
+  /** The host session (see `RecallWikiOptions.session`); its budget caps `budgetChars`. */
+  session?: RecallSession
 }
 
 /** Recall policy (the phase-3 plan's `RecallPolicy`). */
@@ -513,6 +586,33 @@ export interface RecallResult {
   staleAfter?: string
 }
 
+/** The host session a recall belongs to (`recallWiki` / `recallMemory` option `session`). */
+export interface RecallSession {
+  /** Host session id (any non-empty string, stable for the session). */
+  id: string
+  /** Characters all automatic injections of the session may take together (default: no cap). */
+  budgetChars?: number
+}
+
+/** A session's totals in the ledger (zeros for an unknown session). */
+export declare function recallSessionStats(sessionId: string): RecallSessionStats
+
+/** Totals of a session in the ledger. */
+export interface RecallSessionStats {
+  /** Confirmed automatic injections. */
+  injections: number
+  /** Characters charged to the session budget. */
+  injectedChars: number
+  /** Pairs in the shown set. */
+  shownPages: number
+}
+
+/**
+ * Why automatic recall would skip `prompt` (`recall_skipped_chatter`,
+ * `recall_skipped_machine_output`), or null when it is recall-shaped. Cheap: no index access.
+ */
+export declare function recallSkipReason(prompt: string): string | null
+
 /**
  * Recall pages for a query under a policy. Empty `results` means no reliable memory was found.
  * An empty or over-long query (or sub-query) resolves with a diagnostic (`recall_query_empty`,
@@ -549,7 +649,23 @@ export interface RecallWikiOptions {
    * `rerankTimeoutMs` budget.
    */
   sentenceRescore?: boolean
+  /** Apply the bounded feedback term (default true; false = the "without feedback" ablation). */
+  feedback?: boolean
+  /**
+   * The host session: results are offered to its ledger (`confirmRecallShown` marks them
+   * delivered); automatic recall also skips prompts that are not recall-shaped, does not
+   * re-inject an unchanged page, and shares `budgetChars` across the session.
+   */
+  session?: RecallSession
 }
+
+/**
+ * Record feedback for a result the session showed (the spec's `wiki_recall_feedback` plus the
+ * hooks' `opened` / `cited` / `shown_only`). Rejects with `feedback_not_shown` for a pair the
+ * session did not show, `feedback_lock_busy` when an explicit event waits 2 s for the events
+ * lock, `invalid_argument` for a bad action or correction.
+ */
+export declare function recordRecallFeedback(paths: VaultPaths, input: RecallFeedbackInput): Promise<FeedbackOutcome>
 
 /** One recovery finding (the extension's `KnowledgeDiagnostic` shape). */
 export interface RecoverDiagnostic {

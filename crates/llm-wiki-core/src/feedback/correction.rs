@@ -72,10 +72,7 @@ pub fn write_observation(wiki: &Path, c: &Correction) -> Result<String> {
     return Err(Error::invalid("correction observation does not round-trip its corrected_page"));
   }
   let path = wiki.join("sources").join(format!("{slug}.md"));
-  #[cfg(feature = "test-hooks")]
-  if std::env::var("LLM_WIKI_CRASH_AT").as_deref() == Ok("correction_before_write") {
-    std::process::abort();
-  }
+  crate::store::swap::crash_point("correction_before_write");
   atomic_write(&path, page.as_bytes())?;
   Ok(format!("sources/{slug}"))
 }

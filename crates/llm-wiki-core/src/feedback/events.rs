@@ -86,10 +86,7 @@ pub fn append_events(meta: &Path, events: &[FeedbackEvent], wait: Duration) -> R
     buf.push(b'\n');
   }
   let _held = lock::acquire(meta, wait)?;
-  #[cfg(feature = "test-hooks")]
-  if std::env::var("LLM_WIKI_CRASH_AT").as_deref() == Ok("feedback_append") {
-    std::process::abort();
-  }
+  crate::store::swap::crash_point("feedback_append");
   let path = events_path(meta);
   let mut f = OpenOptions::new()
     .create(true)

@@ -226,8 +226,11 @@ fn read_line(r: &mut impl BufRead, line: &mut Vec<u8>, too_long: &mut bool) -> s
 pub fn fold(meta: &Path, proj: &mut Projection, now: i64) {
   let path = events_path(meta);
   let Ok(file) = File::open(&path) else {
-    // No stream: no feedback (a missing file is not corruption).
-    *proj = Projection { version: PROJECTION_VERSION, ..Default::default() };
+    // No stream (not corruption): what the projection folded from a stream is gone with it;
+    // replayed corrections (offset 0) stay.
+    if proj.offset > 0 || proj.version != PROJECTION_VERSION {
+      *proj = Projection { version: PROJECTION_VERSION, ..Default::default() };
+    }
     return;
   };
   let len = file.metadata().map(|m| m.len()).unwrap_or(0);

@@ -274,7 +274,7 @@ pub fn corrupt_diagnostic(why: &str) -> RecallDiagnostic {
   }
 }
 
-/// Whether `meta` has a feedback stream (cheap: one stat).
+/// Whether `meta` has feedback to apply: a stream or a projection file (cheap: two stats).
 pub fn has_stream(meta: &Path) -> bool {
-  super::events::events_path(meta).is_file()
+  super::events::events_path(meta).is_file() || projection::projection_path(meta).is_file()
 }
