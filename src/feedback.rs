@@ -53,7 +53,9 @@ pub struct RecallFeedbackInput {
   pub session_id: Option<String>,
   pub vault_id: String,
   pub page_id: String,
-  #[napi(ts_type = "'opened' | 'cited' | 'shown_only' | 'relevant' | 'irrelevant' | 'corrected' | 'conflict_selected'")]
+  #[napi(
+    ts_type = "'opened' | 'cited' | 'shown_only' | 'relevant' | 'irrelevant' | 'corrected' | 'conflict_selected'"
+  )]
   pub action: String,
   /// The user's correction; required for `corrected`, refused otherwise.
   pub correction: Option<String>,
@@ -175,7 +177,10 @@ pub fn record_recall_feedback<'env>(
 /// Rebuild `meta/recall-feedback.json` from the whole event stream plus correction observations
 /// whose event is missing, ignoring deleted pages (part of a metadata rebuild).
 #[napi(catch_unwind, ts_return_type = "Promise<FeedbackRebuildResult>")]
-pub fn rebuild_feedback<'env>(env: &'env Env, paths: VaultPaths) -> Result<PromiseRaw<'env, FeedbackRebuildResult>> {
+pub fn rebuild_feedback<'env>(
+  env: &'env Env,
+  paths: VaultPaths,
+) -> Result<PromiseRaw<'env, FeedbackRebuildResult>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
     Ok(core_record::rebuild_feedback(&paths).map_err(core_err)?.into())

@@ -28,8 +28,18 @@ fn reindex(p: &VaultPaths) {
 fn vault() -> (tempfile::TempDir, VaultPaths) {
   let (t, p) = temp_vault();
   // Two near-twins for QUERY, so the bounded term decides their order.
-  write_page(&p, "concepts/release-a", "Release Pipeline A", "The release pipeline promotes builds to staging before the rollout.");
-  write_page(&p, "concepts/release-b", "Release Pipeline B", "The release pipeline promotes builds to staging before the rollout.");
+  write_page(
+    &p,
+    "concepts/release-a",
+    "Release Pipeline A",
+    "The release pipeline promotes builds to staging before the rollout.",
+  );
+  write_page(
+    &p,
+    "concepts/release-b",
+    "Release Pipeline B",
+    "The release pipeline promotes builds to staging before the rollout.",
+  );
   write_page(&p, "concepts/sourdough", "Sourdough Starter", "The starter is fed with rye flour twice a day.");
   reindex(&p);
   (t, p)
@@ -64,13 +74,23 @@ fn judgments_need_a_shown_pair_and_move_ranking_within_the_bound() {
   assert_eq!(e.code(), "feedback_not_shown");
   assert_eq!(confirm_shown(&p, s, true).unwrap().events, 2);
   // A page never shown, another session, another vault id: refused.
-  for (sess, v, page) in [(s, vid.as_str(), "concepts/sourdough"), ("other", vid.as_str(), order[0].as_str()), (s, "nope", order[0].as_str())] {
+  for (sess, v, page) in [
+    (s, vid.as_str(), "concepts/sourdough"),
+    ("other", vid.as_str(), order[0].as_str()),
+    (s, "nope", order[0].as_str()),
+  ] {
     assert!(record_feedback(&p, sess, v, page, FeedbackAction::Irrelevant, None, true).is_err());
   }
   assert!(record_feedback(&p, s, &vid, &order[0], FeedbackAction::Relevant, Some("text"), true).is_err());
   let (top, second) = (&order[0], &order[1]);
-  assert_eq!(record_feedback(&p, s, &vid, second, FeedbackAction::Relevant, None, true).unwrap().status, "recorded");
-  assert_eq!(record_feedback(&p, s, &vid, top, FeedbackAction::Irrelevant, None, true).unwrap().status, "recorded");
+  assert_eq!(
+    record_feedback(&p, s, &vid, second, FeedbackAction::Relevant, None, true).unwrap().status,
+    "recorded"
+  );
+  assert_eq!(
+    record_feedback(&p, s, &vid, top, FeedbackAction::Irrelevant, None, true).unwrap().status,
+    "recorded"
+  );
   // The stream holds hashes, never the query.
   let stream = fs::read_to_string(events_path(&p.meta)).unwrap();
   assert_eq!(stream.lines().count(), 4);
@@ -81,7 +101,13 @@ fn judgments_need_a_shown_pair_and_move_ranking_within_the_bound() {
   let (a, b) = (&after.results[0], &after.results[1]);
   assert!(a.match_reasons.iter().any(|m| m == "feedback"));
   let base = |r: &llm_wiki_core::retrieve::RecallResult| {
-    recall_wiki(&p, QUERY, &explicit(None, false)).unwrap().results.into_iter().find(|x| x.id == r.id).unwrap().multiplier
+    recall_wiki(&p, QUERY, &explicit(None, false))
+      .unwrap()
+      .results
+      .into_iter()
+      .find(|x| x.id == r.id)
+      .unwrap()
+      .multiplier
   };
   assert!((a.multiplier - base(a) - 0.02).abs() < 1e-9, "{} vs {}", a.multiplier, base(a));
   assert!((b.multiplier - base(b) + 0.02).abs() < 1e-9);
@@ -108,7 +134,10 @@ fn implicit_capture_can_be_turned_off_explicit_cannot() {
     assert_eq!(record_feedback(&p, s, &vid, &r.results[0].id, a, None, false).unwrap().status, "disabled");
   }
   assert!(!events_path(&p.meta).exists());
-  assert_eq!(record_feedback(&p, s, &vid, &r.results[0].id, FeedbackAction::Relevant, None, false).unwrap().events, 1);
+  assert_eq!(
+    record_feedback(&p, s, &vid, &r.results[0].id, FeedbackAction::Relevant, None, false).unwrap().events,
+    1
+  );
   assert_eq!(fs::read_to_string(events_path(&p.meta)).unwrap().lines().count(), 1);
   ledger::end(s);
 }
@@ -132,13 +161,25 @@ fn correction_is_saved_first_pending_when_the_lock_is_busy_and_replayed() {
   };
   fs::create_dir_all(&p.meta).unwrap();
   fs::write(lock_path(&p.meta), serde_json::to_vec(&owner).unwrap()).unwrap();
-  let out = record_feedback(&p, s, &vid, &page, FeedbackAction::Corrected, Some("Staging was removed; we roll out with canaries."), true).unwrap();
+  let out = record_feedback(
+    &p,
+    s,
+    &vid,
+    &page,
+    FeedbackAction::Corrected,
+    Some("Staging was removed; we roll out with canaries."),
+    true,
+  )
+  .unwrap();
   assert_eq!(out.status, "correction_saved_feedback_pending");
   assert_eq!(out.diagnostics[0].code, "feedback_lock_busy");
   let obs = out.observation.unwrap();
   let text = fs::read_to_string(p.wiki.join(format!("{obs}.md"))).unwrap();
   assert!(text.contains("category: recall-correction") && text.contains("canaries"));
-  assert!(!events_path(&p.meta).exists() || !fs::read_to_string(events_path(&p.meta)).unwrap().contains("corrected"));
+  assert!(
+    !events_path(&p.meta).exists()
+      || !fs::read_to_string(events_path(&p.meta)).unwrap().contains("corrected")
+  );
   // Explicit relevance also fails while busy (2 s), with the typed error.
   let e = record_feedback(&p, s, &vid, &page, FeedbackAction::Relevant, None, true).unwrap_err();
   assert_eq!(e.code(), "feedback_lock_busy");
@@ -150,7 +191,8 @@ fn correction_is_saved_first_pending_when_the_lock_is_busy_and_replayed() {
   assert!(projection::current(&p.meta, now).term(&vid, &page, &query_hash(QUERY), now) < 0.0);
   // With the lock free the correction's event lands and names the observation; a rebuild no
   // longer replays that one.
-  let ok = record_feedback(&p, s, &vid, &page, FeedbackAction::Corrected, Some("Second correction."), true).unwrap();
+  let ok =
+    record_feedback(&p, s, &vid, &page, FeedbackAction::Corrected, Some("Second correction."), true).unwrap();
   assert_eq!(ok.status, "recorded");
   let again = rebuild_feedback(&p).unwrap();
   assert_eq!(again.replayed, vec![obs]);
@@ -217,13 +259,21 @@ fn session_aware_automatic_recall() {
   assert!(second.trace.iter().any(|t| t.contains("already injected")));
   // Another session is not affected; explicit recall is not filtered.
   assert_eq!(ids(&recall_wiki(&p, prompt, &auto("fb-session-2", None)).unwrap()), ids(&first));
-  assert!(ids(&recall_wiki(&p, prompt, &explicit(Some(s), true)).unwrap()).contains(&"concepts/release-a".to_string()));
+  assert!(ids(&recall_wiki(&p, prompt, &explicit(Some(s), true)).unwrap())
+    .contains(&"concepts/release-a".to_string()));
   // The page changes: injected again.
-  write_page(&p, "concepts/release-a", "Release Pipeline A", "The release pipeline now promotes builds to a canary before the rollout.");
+  write_page(
+    &p,
+    "concepts/release-a",
+    "Release Pipeline A",
+    "The release pipeline now promotes builds to a canary before the rollout.",
+  );
   reindex(&p);
   assert!(ids(&recall_wiki(&p, prompt, &auto(s, None)).unwrap()).contains(&"concepts/release-a".to_string()));
   // Chatter and pasted traces skip recall with a code.
-  for (text, code) in [("thanks!", "recall_skipped_chatter"), ("run the tests again", "recall_skipped_chatter")] {
+  for (text, code) in
+    [("thanks!", "recall_skipped_chatter"), ("run the tests again", "recall_skipped_chatter")]
+  {
     let r = recall_wiki(&p, text, &auto(s, None)).unwrap();
     assert!(r.results.is_empty() && r.diagnostics[0].code == code);
   }

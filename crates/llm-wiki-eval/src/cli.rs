@@ -8,8 +8,8 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_feedback, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log, BenchCommon, FeedbackBenchOptions,
-  ScaleOptions, SetBenchOptions,
+  parse_modes, run_feedback, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log,
+  BenchCommon, FeedbackBenchOptions, ScaleOptions, SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -283,10 +283,9 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
   let output = match args.suite {
     Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
     Some(BenchSuite::Memory { pi, common }) => run_memory(&pi, &common.common()?)?,
-    Some(BenchSuite::Feedback { pi, events, session, session_budget, common }) => run_feedback(
-      &pi,
-      &FeedbackBenchOptions { common: common.common()?, events, session, session_budget },
-    )?,
+    Some(BenchSuite::Feedback { pi, events, session, session_budget, common }) => {
+      run_feedback(&pi, &FeedbackBenchOptions { common: common.common()?, events, session, session_budget })?
+    }
     Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?

@@ -52,7 +52,8 @@ pub fn write_observation(wiki: &Path, c: &Correction) -> Result<String> {
   let ms = now_ms();
   let iso = iso_from_ms(ms);
   let day = &iso[..10];
-  let digest = sha256_hex(format!("{}\n{}\n{}\n{}\n{ms}", c.vault_id, c.page_id, c.query_hash, text).as_bytes());
+  let digest =
+    sha256_hex(format!("{}\n{}\n{}\n{}\n{ms}", c.vault_id, c.page_id, c.query_hash, text).as_bytes());
   let slug = format!("obs-{day}-recall-correction-{}", &digest[..12]);
   let title = format!("Observation: Recall correction for {}", c.page_title);
   let link_target = format!("../{}.md", c.page_id);
@@ -67,7 +68,8 @@ pub fn write_observation(wiki: &Path, c: &Correction) -> Result<String> {
     c.page_title.replace(['[', ']', '\n'], " "),
   );
   // The same parser every page goes through must accept it, with the fields replay reads.
-  let parsed = parse_page_text(&page).map_err(|e| Error::invalid(format!("correction observation: {e:?}")))?;
+  let parsed =
+    parse_page_text(&page).map_err(|e| Error::invalid(format!("correction observation: {e:?}")))?;
   if parsed.get("corrected_page").and_then(|v| v.as_str()) != Some(c.page_id.as_str()) {
     return Err(Error::invalid("correction observation does not round-trip its corrected_page"));
   }

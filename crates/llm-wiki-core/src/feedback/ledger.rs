@@ -119,9 +119,9 @@ pub fn shown_entry(session: &str, vault_id: &str, page_id: &str) -> Option<Shown
 pub fn already_injected(session: &str, vault_id: &str, page_id: &str, content_hash: &str) -> bool {
   let l = ledger().lock();
   l.sessions.get(session).is_some_and(|s| {
-    s.shown
-      .iter()
-      .any(|e| e.automatic && e.vault_id == vault_id && e.page_id == page_id && e.content_hash == content_hash)
+    s.shown.iter().any(|e| {
+      e.automatic && e.vault_id == vault_id && e.page_id == page_id && e.content_hash == content_hash
+    })
   })
 }
 

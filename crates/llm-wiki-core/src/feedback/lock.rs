@@ -175,8 +175,11 @@ mod tests {
       hostname: host_name(),
       acquired_at: at.into(),
     };
-    fs::write(lock_path(&meta), serde_json::to_vec(&owner(std::process::id(), "2020-01-01T00:00:00Z")).unwrap())
-      .unwrap();
+    fs::write(
+      lock_path(&meta),
+      serde_json::to_vec(&owner(std::process::id(), "2020-01-01T00:00:00Z")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(acquire(&meta, Duration::from_millis(30)).err().unwrap().code(), "feedback_lock_busy");
     // A fresh lock of a dead process is busy too (younger than 30 s).
     let dead = 0x7fff_fff0;

@@ -266,8 +266,10 @@ pub fn fold(meta: &Path, proj: &mut Projection, now: i64) {
         let text = line.trim_ascii();
         if !text.is_empty() {
           if let Err(why) = fold_line(proj, text, too_long, now) {
-            proj.corrupt =
-              Some(format!("meta/events.jsonl is malformed at byte {} (line {line_no} read): {why}", proj.offset));
+            proj.corrupt = Some(format!(
+              "meta/events.jsonl is malformed at byte {} (line {line_no} read): {why}",
+              proj.offset
+            ));
             return;
           }
         }
@@ -433,7 +435,12 @@ mod tests {
     let good = rebuild(&meta, &[], None, now()).unwrap();
     assert!(good.corrupt.is_none());
     let before_file = std::fs::read(projection_path(&meta)).unwrap();
-    std::fs::OpenOptions::new().append(true).open(events_path(&meta)).unwrap().write_all(b"{not json\n").unwrap();
+    std::fs::OpenOptions::new()
+      .append(true)
+      .open(events_path(&meta))
+      .unwrap()
+      .write_all(b"{not json\n")
+      .unwrap();
     let bytes_before = std::fs::read(events_path(&meta)).unwrap();
     let p = current(&meta, now());
     assert!(p.is_disabled());
@@ -456,10 +463,19 @@ mod tests {
     let mut inc = Projection::default();
     fold(&meta, &mut inc, n);
     assert_eq!(inc.events, 1);
-    append_events(&meta, &[ev("a", FeedbackAction::Cited), ev("b", FeedbackAction::Irrelevant)], EXPLICIT_WAIT)
-      .unwrap();
+    append_events(
+      &meta,
+      &[ev("a", FeedbackAction::Cited), ev("b", FeedbackAction::Irrelevant)],
+      EXPLICIT_WAIT,
+    )
+    .unwrap();
     // A writer mid-line: not consumed yet.
-    std::fs::OpenOptions::new().append(true).open(events_path(&meta)).unwrap().write_all(b"{\"kind\":").unwrap();
+    std::fs::OpenOptions::new()
+      .append(true)
+      .open(events_path(&meta))
+      .unwrap()
+      .write_all(b"{\"kind\":")
+      .unwrap();
     fold(&meta, &mut inc, n);
     let mut full = Projection::default();
     fold(&meta, &mut full, n);
@@ -475,8 +491,12 @@ mod tests {
   fn deleted_pages_are_dropped_on_rebuild() {
     let dir = tempfile::tempdir().unwrap();
     let meta = dir.path().join("meta");
-    append_events(&meta, &[ev("a", FeedbackAction::Relevant), ev("gone", FeedbackAction::Relevant)], EXPLICIT_WAIT)
-      .unwrap();
+    append_events(
+      &meta,
+      &[ev("a", FeedbackAction::Relevant), ev("gone", FeedbackAction::Relevant)],
+      EXPLICIT_WAIT,
+    )
+    .unwrap();
     let live: HashSet<String> = [page_key("v", "a")].into_iter().collect();
     let p = rebuild(&meta, &[], Some(&live), now()).unwrap();
     let q = super::super::query_hash("q");

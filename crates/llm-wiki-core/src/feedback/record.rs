@@ -139,10 +139,8 @@ pub fn record_feedback(
   if action.is_implicit() && !implicit {
     return Ok(FeedbackOutcome::status("disabled", 0));
   }
-  let entry = ledger::shown_entry(session, vault_id, page_id).ok_or_else(|| Error::FeedbackNotShown {
-    vault_id: vault_id.into(),
-    page_id: page_id.into(),
-  })?;
+  let entry = ledger::shown_entry(session, vault_id, page_id)
+    .ok_or_else(|| Error::FeedbackNotShown { vault_id: vault_id.into(), page_id: page_id.into() })?;
   let paths = vault_by_id(active, vault_id)?;
   let mut event = event_of(&entry, action);
   if action.is_implicit() {
@@ -250,7 +248,8 @@ pub fn rebuild_feedback(paths: &VaultPaths) -> Result<RebuildOutcome> {
   }
   let recorded: HashSet<String> = scan.corrections.iter().cloned().collect();
   let extra = replayable(&paths.wiki, &recorded);
-  let vault_id = read_config(paths).ok().and_then(|c| vault_id_of(paths, &c).ok().flatten()).unwrap_or_default();
+  let vault_id =
+    read_config(paths).ok().and_then(|c| vault_id_of(paths, &c).ok().flatten()).unwrap_or_default();
   let live: HashSet<String> = crate::vault::discover::discover_pages(&paths.root, &paths.wiki)
     .files
     .iter()

@@ -26,24 +26,26 @@ impl SkipReason {
 /// Words that carry no topic in a short prompt: acknowledgements, fillers and the verbs and
 /// objects of bare workflow instructions.
 const CHATTER: &[&str] = &[
-  "thanks", "thank", "thx", "ty", "you", "ok", "okay", "k", "yes", "yep", "yeah", "no", "nope", "sure", "great",
-  "good", "nice", "cool", "perfect", "awesome", "lgtm", "done", "please", "pls", "go", "ahead", "continue",
-  "proceed", "next", "again", "retry", "try", "run", "rerun", "re-run", "the", "tests", "test", "it", "that",
-  "this", "do", "now", "once", "more", "and", "then", "commit", "push", "build", "rebuild", "lint", "format",
-  "fmt", "stop", "wait", "hmm", "hi", "hello", "hey", "works", "worked", "fixed", "looks", "fine", "all", "a",
-  "so", "much", "very", "got", "ship", "merge", "undo", "revert", "same", "keep", "going", "let's", "lets", "me",
-  "up", "yup", "alright", "right", "well", "just",
+  "thanks", "thank", "thx", "ty", "you", "ok", "okay", "k", "yes", "yep", "yeah", "no", "nope", "sure",
+  "great", "good", "nice", "cool", "perfect", "awesome", "lgtm", "done", "please", "pls", "go", "ahead",
+  "continue", "proceed", "next", "again", "retry", "try", "run", "rerun", "re-run", "the", "tests", "test",
+  "it", "that", "this", "do", "now", "once", "more", "and", "then", "commit", "push", "build", "rebuild",
+  "lint", "format", "fmt", "stop", "wait", "hmm", "hi", "hello", "hey", "works", "worked", "fixed", "looks",
+  "fine", "all", "a", "so", "much", "very", "got", "ship", "merge", "undo", "revert", "same", "keep",
+  "going", "let's", "lets", "me", "up", "yup", "alright", "right", "well", "just",
 ];
 
 /// Words that make a prompt a question about something (then it is recall-shaped).
-const QUESTION: &[&str] = &["what", "why", "how", "where", "when", "which", "who", "explain", "remind", "recall"];
+const QUESTION: &[&str] =
+  &["what", "why", "how", "where", "when", "which", "who", "explain", "remind", "recall"];
 
 fn is_machine_line(line: &str) -> bool {
   let t = line.trim();
   if t.is_empty() {
     return false;
   }
-  let digits_colon = t.contains(".rs:") || t.contains(".ts:") || t.contains(".js:") || t.contains(".py\", line");
+  let digits_colon =
+    t.contains(".rs:") || t.contains(".ts:") || t.contains(".js:") || t.contains(".py\", line");
   t.starts_with("at ")
     || t.starts_with("File \"")
     || t.starts_with("Traceback")
@@ -67,11 +69,8 @@ pub fn skip_reason(prompt: &str) -> Option<SkipReason> {
   if lines.len() >= 3 {
     let machine = lines.iter().filter(|l| is_machine_line(l)).count();
     // Prose around the paste (a question about it) keeps the prompt recall-shaped.
-    let prose_words: usize = lines
-      .iter()
-      .filter(|l| !is_machine_line(l))
-      .map(|l| l.split_whitespace().count())
-      .sum();
+    let prose_words: usize =
+      lines.iter().filter(|l| !is_machine_line(l)).map(|l| l.split_whitespace().count()).sum();
     if machine * 3 >= lines.len() * 2 && prose_words <= 12 {
       return Some(SkipReason::MachineOutput);
     }
@@ -99,7 +98,9 @@ mod tests {
 
   #[test]
   fn chatter_and_commands_skip() {
-    for p in ["thanks", "Thanks!", "ok, continue", "run the tests again", "great, commit it", "lgtm", "yes please"] {
+    for p in
+      ["thanks", "Thanks!", "ok, continue", "run the tests again", "great, commit it", "lgtm", "yes please"]
+    {
       assert_eq!(skip_reason(p), Some(SkipReason::Chatter), "{p}");
     }
   }

@@ -12,10 +12,10 @@ use super::bundle::{
 };
 use super::graph::{graph_for, LinkGraph};
 use crate::error::Result;
+use crate::feedback::ledger::{self, ShownEntry};
 use crate::retrieve::engine::{open_snapshot, Snapshot};
 use crate::retrieve::fusion::VaultKind;
 use crate::retrieve::lexical::query_terms;
-use crate::feedback::ledger::{self, ShownEntry};
 use crate::retrieve::recall::{recall_vaults, recall_wiki, RecallDiagnostic, RecallOptions, PERSONAL_LABEL};
 use crate::retrieve::RetrievalMode;
 use crate::vault::VaultPaths;

@@ -324,11 +324,12 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   let automatic = !opts.policy.include_personal;
   let session_auto = opts.session.as_ref().filter(|_| automatic);
   if let Some(s) = session_auto {
-    let skip = skip_reason(&query).map(|r| (r.code(), "the prompt is not recall-shaped".to_string())).or_else(|| {
-      s.budget_chars
-        .filter(|b| ledger::remaining_budget(&s.id, *b) == 0)
-        .map(|b| ("recall_session_budget_spent", format!("the session's {b}-character budget is spent")))
-    });
+    let skip =
+      skip_reason(&query).map(|r| (r.code(), "the prompt is not recall-shaped".to_string())).or_else(|| {
+        s.budget_chars
+          .filter(|b| ledger::remaining_budget(&s.id, *b) == 0)
+          .map(|b| ("recall_session_budget_spent", format!("the session's {b}-character budget is spent")))
+      });
     if let Some((code, message)) = skip {
       ledger::offer(&s.id, vec![]);
       return Ok(RecallResponse {
@@ -431,7 +432,9 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       .into_iter()
       .filter_map(|h| {
         let entry = snap.manifest.entries.get(&h.page_id)?;
-        if session_auto.is_some_and(|s| ledger::already_injected(&s.id, &vault_id, &h.page_id, &entry.content_hash)) {
+        if session_auto
+          .is_some_and(|s| ledger::already_injected(&s.id, &vault_id, &h.page_id, &entry.content_hash))
+        {
           suppressed += 1;
           return None;
         }

@@ -50,7 +50,9 @@ struct SessionTurn {
 }
 
 fn vault_id_of(paths: &VaultPaths) -> String {
-  llm_wiki_core::retrieve::engine::open_snapshot(paths).map(|s| s.manifest.vault_id.clone()).unwrap_or_default()
+  llm_wiki_core::retrieve::engine::open_snapshot(paths)
+    .map(|s| s.manifest.vault_id.clone())
+    .unwrap_or_default()
 }
 
 fn ranked_policy() -> RecallPolicy {
@@ -159,7 +161,11 @@ fn generate_stream(paths: &VaultPaths, fixture: &PiFixture, vault_id: &str, n: u
   };
   for i in 0..n {
     let page = &fixture.pages[(next() % fixture.pages.len() as u64) as usize].id;
-    let qh = if i % 4 == 0 { hashes[(next() % hashes.len() as u64) as usize].clone() } else { format!("{:064x}", next()) };
+    let qh = if i % 4 == 0 {
+      hashes[(next() % hashes.len() as u64) as usize].clone()
+    } else {
+      format!("{:064x}", next())
+    };
     let e = events::FeedbackEvent {
       schema: events::SCHEMA,
       timestamp: llm_wiki_core::fsutil::iso_from_ms(now - (next() % (365 * 86_400_000)) as i64),
@@ -182,7 +188,13 @@ fn generate_stream(paths: &VaultPaths, fixture: &PiFixture, vault_id: &str, n: u
   Ok(())
 }
 
-fn time_queries(paths: &VaultPaths, fixture: &PiFixture, mode: RetrievalMode, reps: usize, common: &BenchCommon) -> Result<Latency> {
+fn time_queries(
+  paths: &VaultPaths,
+  fixture: &PiFixture,
+  mode: RetrievalMode,
+  reps: usize,
+  common: &BenchCommon,
+) -> Result<Latency> {
   let mut samples = Vec::new();
   for _ in 0..reps {
     for q in &fixture.queries {
@@ -220,12 +232,20 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
     reset_feedback(&paths);
     let off = rank_all(&paths, &fixture, mode, false, common)?;
     let mut m = Map::new();
-    m.insert("withoutFeedback".into(), ir_row(&mut md, &format!("{} · without feedback", mode.as_str()), &fixture, &off));
+    m.insert(
+      "withoutFeedback".into(),
+      ir_row(&mut md, &format!("{} · without feedback", mode.as_str()), &fixture, &off),
+    );
     for (label, flip) in [("consistent", None), ("noisy", Some(5))] {
       reset_feedback(&paths);
       let (explicit, implicit) = simulate(&paths, &fixture, mode, flip, common)?;
       let on = rank_all(&paths, &fixture, mode, true, common)?;
-      let row = ir_row(&mut md, &format!("{} · {label} user ({explicit} judgments, {implicit} implicit events)", mode.as_str()), &fixture, &on);
+      let row = ir_row(
+        &mut md,
+        &format!("{} · {label} user ({explicit} judgments, {implicit} implicit events)", mode.as_str()),
+        &fixture,
+        &on,
+      );
       let moved = fixture.queries.iter().filter(|q| off.get(&q.id) != on.get(&q.id)).count();
       m.insert(label.into(), json!({ "ir": row, "explicitJudgments": explicit, "implicitEvents": implicit, "queriesReordered": moved }));
     }
@@ -243,7 +263,11 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
   let bytes = events::events_len(&paths.meta);
   projection::invalidate(&paths.meta);
   let t = Instant::now();
-  let _ = recall_wiki(&paths, &fixture.queries[0].text, &common.recall_options(RecallPolicy::explicit(Some(5)), lat_mode))?;
+  let _ = recall_wiki(
+    &paths,
+    &fixture.queries[0].text,
+    &common.recall_options(RecallPolicy::explicit(Some(5)), lat_mode),
+  )?;
   let cold_scan_ms = ms_since(t);
   let warm = time_queries(&paths, &fixture, lat_mode, 5, common)?;
   let t = Instant::now();
@@ -251,13 +275,31 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
   let rebuild_ms = ms_since(t);
   projection::invalidate(&paths.meta);
   let t = Instant::now();
-  let _ = recall_wiki(&paths, &fixture.queries[0].text, &common.recall_options(RecallPolicy::explicit(Some(5)), lat_mode))?;
+  let _ = recall_wiki(
+    &paths,
+    &fixture.queries[0].text,
+    &common.recall_options(RecallPolicy::explicit(Some(5)), lat_mode),
+  )?;
   let cold_file_ms = ms_since(t);
   let proj_bytes = std::fs::metadata(projection::projection_path(&paths.meta)).map(|m| m.len()).unwrap_or(0);
-  let _ = writeln!(md, "## 2. Recall latency with a {}-event stream ({} mode)\n", opts.events, lat_mode.as_str());
+  let _ =
+    writeln!(md, "## 2. Recall latency with a {}-event stream ({} mode)\n", opts.events, lat_mode.as_str());
   let _ = writeln!(md, "| stream | samples | p50 ms | p95 ms | mean ms |\n|---|---|---|---|---|");
-  let _ = writeln!(md, "| none | {} | {:.2} | {:.2} | {:.2} |", none.samples, none.p50_ms, none.p95_ms, none.mean_ms);
-  let _ = writeln!(md, "| {} events ({:.1} MiB), projection cached | {} | {:.2} | {:.2} | {:.2} |", opts.events, bytes as f64 / 1048576.0, warm.samples, warm.p50_ms, warm.p95_ms, warm.mean_ms);
+  let _ = writeln!(
+    md,
+    "| none | {} | {:.2} | {:.2} | {:.2} |",
+    none.samples, none.p50_ms, none.p95_ms, none.mean_ms
+  );
+  let _ = writeln!(
+    md,
+    "| {} events ({:.1} MiB), projection cached | {} | {:.2} | {:.2} | {:.2} |",
+    opts.events,
+    bytes as f64 / 1048576.0,
+    warm.samples,
+    warm.p50_ms,
+    warm.p95_ms,
+    warm.mean_ms
+  );
   let _ = writeln!(md, "\nFirst recall of a process: {cold_scan_ms:.0} ms when it must fold the whole stream (no projection file), {cold_file_ms:.0} ms with the projection file ({:.1} KiB) written by `rebuildFeedback` ({rebuild_ms:.0} ms, {} events, {} pages with a signal).\n", proj_bytes as f64 / 1024.0, rebuilt.events, rebuilt.pages);
   let latency_json = json!({
     "mode": lat_mode.as_str(), "events": opts.events, "streamBytes": bytes,
@@ -268,10 +310,9 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
   reset_feedback(&paths);
 
   // 3. Session savings.
-  let script: SessionScript = serde_json::from_slice(
-    &std::fs::read(&opts.session).map_err(|e| Error::io("read", &opts.session, e))?,
-  )
-  .map_err(|e| Error::invalid(format!("{}: {e}", opts.session.display())))?;
+  let script: SessionScript =
+    serde_json::from_slice(&std::fs::read(&opts.session).map_err(|e| Error::io("read", &opts.session, e))?)
+      .map_err(|e| Error::invalid(format!("{}: {e}", opts.session.display())))?;
   let mut session_json = Map::new();
   let _ = writeln!(md, "## 3. Session-aware automatic recall: scripted session\n");
   let _ = writeln!(md, "`{}`: {} turns ({} topical, {} chatter/trace by the writer's label), automatic policy, recallMemory, per-turn budget {DEFAULT_BUDGET_CHARS} chars; session budget {} chars.\n", report_path(&opts.session), script.turns.len(), script.turns.iter().filter(|t| t.expect == "recall").count(), script.turns.iter().filter(|t| t.expect != "recall").count(), opts.session_budget);
@@ -317,7 +358,11 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
         }
       }
       let label = if with_ledger { "session ledger" } else { "no ledger" };
-      let _ = writeln!(md, "| {} · {label} | {runs} | {skipped} | {injections} | {chars} | {repeats} | {ms:.0} |", mode.as_str());
+      let _ = writeln!(
+        md,
+        "| {} · {label} | {runs} | {skipped} | {injections} | {chars} | {repeats} | {ms:.0} |",
+        mode.as_str()
+      );
       session_json.insert(
         format!("{}:{}", mode.as_str(), if with_ledger { "ledger" } else { "none" }),
         json!({ "recallsRun": runs, "skipped": skipped, "injections": injections, "charsInjected": chars, "pagesReinjected": repeats, "totalRecallMs": r3(ms), "gateDisagreements": gate_misses }),

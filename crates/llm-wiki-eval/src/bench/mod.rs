@@ -72,8 +72,8 @@ mod report;
 mod scale;
 
 pub use self::{
-  collection::*, feedback::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*, report::*,
-  scale::*,
+  collection::*, feedback::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*,
+  report::*, scale::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
