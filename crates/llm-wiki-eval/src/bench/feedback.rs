@@ -87,11 +87,14 @@ fn simulate(
   fixture: &PiFixture,
   mode: RetrievalMode,
   flip_every: Option<usize>,
+  judged: &dyn Fn(&PiQuery) -> bool,
   common: &BenchCommon,
 ) -> Result<(usize, usize)> {
   let (mut explicit, mut implicit, mut n) = (0usize, 0usize, 0usize);
   let vault_id = vault_id_of(paths);
-  for q in fixture.queries.iter().filter(|q| q.split == PiSplit::Train && !q.judgments.is_empty()) {
+  for q in
+    fixture.queries.iter().filter(|q| q.split == PiSplit::Train && !q.judgments.is_empty() && judged(q))
+  {
     let session = format!("sim-{}", q.id);
     let opts = RecallOptions {
       session: Some(SessionRecall { id: session.clone(), budget_chars: None }),
@@ -120,6 +123,31 @@ fn simulate(
     ledger::end(&session);
   }
   Ok((explicit, implicit))
+}
+
+/// Train groups in order of first appearance; `cross_topic_judged` = the even ones.
+fn train_groups(fixture: &PiFixture) -> Vec<String> {
+  let mut g: Vec<String> = Vec::new();
+  for q in fixture.queries.iter().filter(|q| q.split == PiSplit::Train) {
+    if !g.contains(&q.group) {
+      g.push(q.group.clone());
+    }
+  }
+  g
+}
+
+fn subset_ir(
+  fixture: &PiFixture,
+  ranked: &HashMap<String, Vec<String>>,
+  keep: &dyn Fn(&PiQuery) -> bool,
+) -> Summary {
+  let scores: Vec<QueryScores> = fixture
+    .queries
+    .iter()
+    .filter(|q| keep(q) && !q.judgments.is_empty())
+    .map(|q| query_scores(ranked.get(&q.id).map(Vec::as_slice).unwrap_or(&[]), &q.grades()))
+    .collect();
+  Summary::from_scores(&scores).rounded()
 }
 
 fn ir_row(md: &mut String, label: &str, fixture: &PiFixture, ranked: &HashMap<String, Vec<String>>) -> Value {
@@ -223,6 +251,7 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
   let _ = writeln!(md, "Simulated users judged the top-5 explicit results of the {} judged **train** queries (held-out queries were never judged). Cells: nDCG@10 / MRR over 20 results, no floor.\n", fixture.queries.iter().filter(|q| q.split == PiSplit::Train && !q.judgments.is_empty()).count());
   let _ = writeln!(md, "| mode · run | all | train | heldout |\n|---|---|---|---|");
   let mut ablation = Map::new();
+  let mut cross_rows: Vec<String> = Vec::new();
   let mut vectors_added = false;
   for &mode in &common.modes {
     if mode != RetrievalMode::Lexical && !vectors_added {
@@ -238,7 +267,7 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
     );
     for (label, flip) in [("consistent", None), ("noisy", Some(5))] {
       reset_feedback(&paths);
-      let (explicit, implicit) = simulate(&paths, &fixture, mode, flip, common)?;
+      let (explicit, implicit) = simulate(&paths, &fixture, mode, flip, &|_| true, common)?;
       let on = rank_all(&paths, &fixture, mode, true, common)?;
       let row = ir_row(
         &mut md,
@@ -249,9 +278,39 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
       let moved = fixture.queries.iter().filter(|q| off.get(&q.id) != on.get(&q.id)).count();
       m.insert(label.into(), json!({ "ir": row, "explicitJudgments": explicit, "implicitEvents": implicit, "queriesReordered": moved }));
     }
+    // Train only: judge the even train groups, evaluate the odd ones (topics never judged) —
+    // the protocol that decides how far a judgment reaches other queries.
+    let groups = train_groups(&fixture);
+    let judged_group = |q: &PiQuery| groups.iter().position(|g| *g == q.group).is_some_and(|i| i % 2 == 0);
+    reset_feedback(&paths);
+    let (explicit, _) = simulate(&paths, &fixture, mode, None, &judged_group, common)?;
+    let cross = rank_all(&paths, &fixture, mode, true, common)?;
+    let unjudged = |q: &PiQuery| q.split == PiSplit::Train && !judged_group(q);
+    let (b, a) = (subset_ir(&fixture, &off, &unjudged), subset_ir(&fixture, &cross, &unjudged));
+    cross_rows.push(format!(
+      "| {} | {explicit} | {} | {:.4} / {:.4} | {:.4} / {:.4} |",
+      mode.as_str(),
+      b.queries,
+      b.ndcg10,
+      b.mrr,
+      a.ndcg10,
+      a.mrr
+    ));
+    m.insert(
+      "crossTopicTrain".into(),
+      json!({ "judgments": explicit, "withoutFeedback": to_value(&b), "withFeedback": to_value(&a) }),
+    );
     ablation.insert(mode.as_str().to_string(), Value::Object(m));
   }
-  let _ = writeln!(md, "\nThe term is bounded to ±0.02 of the multiplier (spec), so it can swap neighbours, not lift a page from deep in the list. Judgments carry the query hash: a repeated query gets the full term, another query a quarter of the page's signal (`OTHER_QUERY_SHARE`, chosen, not fitted).\n");
+  let _ = writeln!(md, "\n**Cross-topic, train only** (the protocol that sets how far a judgment reaches other queries): the even train groups judged by the consistent user, the odd train groups (topics never judged) evaluated. nDCG@10 / MRR:\n");
+  let _ = writeln!(
+    md,
+    "| mode | judgments | evaluated queries | without feedback | with feedback |\n|---|---|---|---|---|"
+  );
+  for r in &cross_rows {
+    let _ = writeln!(md, "{r}");
+  }
+  let _ = writeln!(md, "\nThe term is bounded to ±0.02 of the multiplier (spec), so it can swap neighbours, not lift a page from deep in the list. Judgments carry the query hash: a repeated query gets the term, another query gets `OTHER_QUERY_SHARE` ({}) of the page's signal — set by the train-only cross-topic protocol above.\n", projection::OTHER_QUERY_SHARE);
 
   // 2. Latency with a large stream.
   let lat_mode = common.modes.first().copied().unwrap_or(RetrievalMode::Lexical);
