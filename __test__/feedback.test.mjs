@@ -154,6 +154,8 @@ describe('recall feedback', () => {
     const auto = (q) => recallWiki(v.paths, q, { policy: AUTOMATIC, mode: 'lexical', session: { id: sessionId, budgetChars: 10_000 } })
     const skipped = await auto('thanks')
     assert.deepEqual([skipped.results.length, skipped.diagnostics[0].code], [0, 'recall_skipped_chatter'])
+    const trace = await auto('Error: release pipeline failed\n    at a (/x/a.js:1:2)\n    at b (/x/b.js:3:4)')
+    assert.deepEqual([trace.results.length, trace.diagnostics[0].code], [0, 'recall_skipped_machine_output'])
     const first = await auto('Release Pipeline A')
     assert.ok(first.results.some((r) => r.id === 'concepts/release-a'))
     await confirmRecallShown(v.paths, { sessionId, config: { recallFeedback: false } })

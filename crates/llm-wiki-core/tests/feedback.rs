@@ -273,9 +273,14 @@ fn session_aware_automatic_recall() {
   reindex(&p);
   assert!(ids(&recall_wiki(&p, prompt, &auto(s, None)).unwrap()).contains(&"concepts/release-a".to_string()));
   // Chatter and pasted traces skip recall with a code.
-  for (text, code) in
-    [("thanks!", "recall_skipped_chatter"), ("run the tests again", "recall_skipped_chatter")]
-  {
+  for (text, code) in [
+    ("thanks!", "recall_skipped_chatter"),
+    ("run the tests again", "recall_skipped_chatter"),
+    (
+      "Error: release pipeline\n    at a (/x/a.js:1:2)\n    at b (/x/b.js:3:4)",
+      "recall_skipped_machine_output",
+    ),
+  ] {
     let r = recall_wiki(&p, text, &auto(s, None)).unwrap();
     assert!(r.results.is_empty() && r.diagnostics[0].code == code);
   }

@@ -324,8 +324,10 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   let automatic = !opts.policy.include_personal;
   let session_auto = opts.session.as_ref().filter(|_| automatic);
   if let Some(s) = session_auto {
-    let skip =
-      skip_reason(&query).map(|r| (r.code(), "the prompt is not recall-shaped".to_string())).or_else(|| {
+    // The raw prompt: normalization folds the lines a pasted trace is recognized by.
+    let skip = skip_reason(raw_query)
+      .map(|r| (r.code(), "the prompt is not recall-shaped".to_string()))
+      .or_else(|| {
         s.budget_chars
           .filter(|b| ledger::remaining_budget(&s.id, *b) == 0)
           .map(|b| ("recall_session_budget_spent", format!("the session's {b}-character budget is spent")))
