@@ -187,12 +187,15 @@ fn prefix_hash(path: &Path, upto: u64) -> String {
   hex(&Sha256::digest(&buf))
 }
 
-fn mtime_ns(path: &Path) -> i64 {
-  std::fs::metadata(path)
-    .and_then(|m| m.modified())
+fn meta_mtime_ns(m: &std::fs::Metadata) -> i64 {
+  m.modified()
     .ok()
     .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
     .map_or(0, |d| d.as_nanos() as i64)
+}
+
+fn mtime_ns(path: &Path) -> i64 {
+  std::fs::metadata(path).map_or(0, |m| meta_mtime_ns(&m))
 }
 
 /// Read one line (up to `\n`, excluded) into `line`, at most [`MAX_LINE_BYTES`]; returns the
@@ -325,7 +328,7 @@ pub fn current(meta: &Path, now: i64) -> Arc<Projection> {
   let key = meta.to_path_buf();
   let mut map = cache().lock();
   let path = events_path(meta);
-  let (len, mtime) = std::fs::metadata(&path).map(|m| (m.len(), mtime_ns(&path))).unwrap_or((0, 0));
+  let (len, mtime) = std::fs::metadata(&path).map(|m| (m.len(), meta_mtime_ns(&m))).unwrap_or((0, 0));
   if let Some(p) = map.get(&key) {
     if p.offset == len && p.mtime_ns == mtime && p.corrupt.is_none() {
       return p.clone();
