@@ -340,6 +340,16 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
     &common.recall_options(RecallPolicy::explicit(Some(5)), lat_mode),
   )?;
   let cold_file_ms = ms_since(t);
+  // A–B–A: the stream-free timing again, after the stream run, as the noise reference.
+  let stash = paths.meta.join("events.jsonl.bench-stash");
+  let stash_proj = paths.meta.join("recall-feedback.json.bench-stash");
+  std::fs::rename(events::events_path(&paths.meta), &stash).map_err(|e| Error::io("rename", &stash, e))?;
+  std::fs::rename(projection::projection_path(&paths.meta), &stash_proj)
+    .map_err(|e| Error::io("rename", &stash_proj, e))?;
+  projection::invalidate(&paths.meta);
+  let none_again = time_queries(&paths, &fixture, lat_mode, 5, common)?;
+  let _ = std::fs::remove_file(&stash);
+  let _ = std::fs::remove_file(&stash_proj);
   let proj_bytes = std::fs::metadata(projection::projection_path(&paths.meta)).map(|m| m.len()).unwrap_or(0);
   let _ =
     writeln!(md, "## 2. Recall latency with a {}-event stream ({} mode)\n", opts.events, lat_mode.as_str());
@@ -359,10 +369,15 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
     warm.p95_ms,
     warm.mean_ms
   );
+  let _ = writeln!(
+    md,
+    "| none, again (after the stream run) | {} | {:.2} | {:.2} | {:.2} |",
+    none_again.samples, none_again.p50_ms, none_again.p95_ms, none_again.mean_ms
+  );
   let _ = writeln!(md, "\nFirst recall of a process: {cold_scan_ms:.0} ms when it must fold the whole stream (no projection file), {cold_file_ms:.0} ms with the projection file ({:.1} KiB) written by `rebuildFeedback` ({rebuild_ms:.0} ms, {} events, {} pages with a signal).\n", proj_bytes as f64 / 1024.0, rebuilt.events, rebuilt.pages);
   let latency_json = json!({
     "mode": lat_mode.as_str(), "events": opts.events, "streamBytes": bytes,
-    "none": to_value(&none), "stream": to_value(&warm),
+    "none": to_value(&none), "stream": to_value(&warm), "noneAgain": to_value(&none_again),
     "firstRecallFoldMs": r3(cold_scan_ms), "firstRecallWithProjectionFileMs": r3(cold_file_ms),
     "rebuildMs": r3(rebuild_ms), "projectionBytes": proj_bytes,
   });
