@@ -340,6 +340,7 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
     &common.recall_options(RecallPolicy::explicit(Some(5)), lat_mode),
   )?;
   let cold_file_ms = ms_since(t);
+  let proj_bytes = std::fs::metadata(projection::projection_path(&paths.meta)).map(|m| m.len()).unwrap_or(0);
   // A–B–A: the stream-free timing again, after the stream run, as the noise reference.
   let stash = paths.meta.join("events.jsonl.bench-stash");
   let stash_proj = paths.meta.join("recall-feedback.json.bench-stash");
@@ -350,7 +351,6 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
   let none_again = time_queries(&paths, &fixture, lat_mode, 5, common)?;
   let _ = std::fs::remove_file(&stash);
   let _ = std::fs::remove_file(&stash_proj);
-  let proj_bytes = std::fs::metadata(projection::projection_path(&paths.meta)).map(|m| m.len()).unwrap_or(0);
   let _ =
     writeln!(md, "## 2. Recall latency with a {}-event stream ({} mode)\n", opts.events, lat_mode.as_str());
   let _ = writeln!(md, "| stream | samples | p50 ms | p95 ms | mean ms |\n|---|---|---|---|---|");
