@@ -26,7 +26,7 @@ enum Command {
   User(llm_wiki_cli::Command),
   /// Benchmark an evaluation set (BEIR-style directory or the pi fixture), or run the
   /// `precision` / `scale` suites. Writes TREC runs, metrics JSON and Markdown under --out.
-  Bench(BenchArgs),
+  Bench(Box<BenchArgs>),
   /// Reliability harnesses: crash injection and a concurrency soak (docs/RELIABILITY.md).
   Reliability {
     #[command(subcommand)]
@@ -315,7 +315,7 @@ pub fn run<I: IntoIterator<Item = String>>(args: I) -> i32 {
     let mut out = std::io::stdout().lock();
     match cli.command {
       Command::User(command) => llm_wiki_cli::execute(command, &mut out),
-      Command::Bench(args) => run_bench(args, &mut out),
+      Command::Bench(args) => run_bench(*args, &mut out),
       Command::Reliability { harness } => run_reliability(harness, &mut out),
     }
   })
