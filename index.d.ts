@@ -34,34 +34,18 @@ export interface ChunkCounts {
  */
 export declare function configure(options: EngineOptions): void
 
-/** The spec's `ConflictResolution`. */
-export interface ConflictResolution {
-  id: string
-  vaultId: string
-  selectedPageId: string
-  otherPageId: string
-  relation: 'supersedes' | 'qualifies' | 'applies_under'
-  scope?: string
-  /** `active`, or `replaced` once a later decision replaces it. */
-  status: 'active' | 'replaced'
-  decidedBy: 'user'
-  /** RFC 3339 time of the decision. */
-  decidedAt: string
-  replaces?: string
-  /** Page id of the resolution page (`analyses/<id>`). */
-  pageId: string
-}
+/**
+ * Confirm that the session's last recall was delivered: its results join the session's shown
+ * set (explicit judgments become possible, automatic recall will not re-inject them unchanged,
+ * their characters count against the session budget) and `shown` events are appended unless
+ * `config.recallFeedback` is false.
+ */
+export declare function confirmRecallShown(paths: VaultPaths, input: ConfirmShownInput): Promise<FeedbackOutcome>
 
-/** The index update after a resolution. */
-export interface DerivedUpdate {
-  /** True when the index now contains the resolution page. */
-  updated: boolean
-  /** True when the index does not reflect the resolution yet (the page is committed). */
-  stale: boolean
-  /** Generation committed by the update (0 when none). */
-  generation: number
-  /** Why the update failed or was skipped (`qmd_index_busy`, `resolution_index_stale`, ...). */
-  issues: Array<IndexIssue>
+/** Input of `confirmRecallShown`. */
+export interface ConfirmShownInput {
+  sessionId: string
+  config?: FeedbackConfig
 }
 
 /** Page counts of a reindex. */
@@ -145,6 +129,9 @@ export interface EdgeRelation {
   scope?: string
 }
 
+/** Forget a session (call when the host session ends); true when it existed. */
+export declare function endRecallSession(sessionId: string): boolean
+
 /** Engine name, versions and limits. */
 export declare function engineInfo(): EngineInfo
 
@@ -207,6 +194,40 @@ export interface EngineOptions {
  * or `config_invalid_vault_id` (a `vault_id` that is not a v4 UUID), never touching the file.
  */
 export declare function ensureVaultId(paths: VaultPaths): Promise<string>
+
+/** The host's feedback setting. */
+export interface FeedbackConfig {
+  /**
+   * The spec's `recallFeedback` (default true): false turns off `shown`, `opened`, `cited`
+   * and `shown_only` capture only; explicit judgments and conflict choices are still recorded.
+   */
+  recallFeedback?: boolean
+}
+
+/** What happened to a feedback request. */
+export interface FeedbackOutcome {
+  /**
+   * `recorded` | `disabled` (implicit capture off) | `dropped` (implicit event, lock busy
+   * 250 ms) | `correction_saved_feedback_pending` (observation saved, event append failed).
+   */
+  status: string
+  /** Events appended. */
+  events: number
+  /** Id of the correction observation page. */
+  observation?: string
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** Result of `rebuildFeedback`. */
+export interface FeedbackRebuildResult {
+  /** False when the stream is malformed (feedback disabled; last projection kept). */
+  enabled: boolean
+  events: number
+  pages: number
+  /** Correction observations replayed because their event was missing. */
+  replayed: Array<string>
+  diagnostics: Array<RecallDiagnostic>
+}
 
 /** A page edge: every body link from `from` to `to`, with the validated relations on it. */
 export interface GraphEdge {
@@ -298,10 +319,6 @@ export interface MemoryBundle {
   card?: MemoryCandidate
   evidence: Array<MemoryCandidate>
   conflicts: Array<MemoryCandidate>
-  /** The active user resolution between the card and one of its competing claims. */
-  resolution?: ConflictResolution
-  /** Competing pairs without a user resolution (ask the user; exact page ids). */
-  unresolved: Array<UnresolvedConflict>
 }
 
 /** One packed item: the spec's `MemoryCandidate` plus what rendering needs. */
@@ -317,15 +334,8 @@ export interface MemoryCandidate {
   role: 'canonical' | 'evidence'
   status?: string
   domain?: string
-  /**
-   * Scope of the `applies_under` relation that admitted the item, else the page's frontmatter
-   * `scope`.
-   */
+  /** Scope of the `applies_under` relation that admitted the item. */
   scope?: string
-  /** The page's date: frontmatter `updated`, else `created`, as written. */
-  date?: string
-  /** Present when the page declares `stale_after`, a human `verified` event or `generated.at`. */
-  freshness?: MemoryFreshness
   heading?: string
   /** Exact text of the page lines `lineStart..=lineEnd` (≤ 800 characters). */
   excerpt: string
@@ -344,37 +354,9 @@ export interface MemoryCandidate {
    * `applies_under`).
    */
   relation: string
-  /**
-   * `outgoing` (the card — or the `relatedTo` page — declares the relation) or `incoming` (the
-   * item declares it).
-   */
+  /** `outgoing` (the card declares the relation) or `incoming` (the item declares it). */
   relationDirection?: 'outgoing' | 'incoming'
-  /**
-   * The page `relation` links the item to when that page is not the bundle's card (claims kept
-   * together with a partner that is evidence or another competing claim).
-   */
-  relatedTo?: string
-  /** `superseded by …` (historical), `cites_superseded: …`, draft / deprecated / unpromoted notes. */
   warnings: Array<string>
-  /**
-   * True when a user resolution or a `supersedes` relation made the page historical (its own
-   * `status` is unchanged).
-   */
-  historical: boolean
-}
-
-/** Freshness and verification of a packed item, evaluated when the recall ran. */
-export interface MemoryFreshness {
-  /** Frontmatter `stale_after`, as written. */
-  staleAfter?: string
-  /** Latest human verification date, as written. */
-  verifiedAt?: string
-  /** `generated.at`, as written. */
-  generatedAt?: string
-  /** Past `stale_after`. */
-  stale: boolean
-  /** A current human verification (not older than `generated.at`). */
-  verified: boolean
 }
 
 /** Result of `recallMemory`. Empty `bundles` ("no reliable memory") is a valid outcome. */
@@ -463,6 +445,12 @@ export declare function personalVaultPaths(): VaultPaths
  */
 export declare function readIndexStatus(paths: VaultPaths, options?: StatusOptions | undefined | null): Promise<IndexStatus>
 
+/**
+ * Rebuild `meta/recall-feedback.json` from the whole event stream plus correction observations
+ * whose event is missing, ignoring deleted pages (part of a metadata rebuild).
+ */
+export declare function rebuildFeedback(paths: VaultPaths): Promise<FeedbackRebuildResult>
+
 /** The subset of the extension's `TaskConfig` recall reads. */
 export interface RecallConfig {
   /**
@@ -476,6 +464,18 @@ export interface RecallConfig {
 export interface RecallDiagnostic {
   code: string
   message: string
+}
+
+/** Input of `recordRecallFeedback`. */
+export interface RecallFeedbackInput {
+  /** Session whose shown set holds the pair (not needed for `conflict_selected`). */
+  sessionId?: string
+  vaultId: string
+  pageId: string
+  action: 'opened' | 'cited' | 'shown_only' | 'relevant' | 'irrelevant' | 'corrected' | 'conflict_selected'
+  /** The user's correction; required for `corrected`, refused otherwise. */
+  correction?: string
+  config?: FeedbackConfig
 }
 
 /**
@@ -501,6 +501,10 @@ export interface RecallMemoryOptions {
    * ablation).
    */
   typedExpansion?: boolean
+  /** Apply the bounded feedback term (default true). */
+  feedback?: boolean
+  /** The host session (see `RecallWikiOptions.session`); its budget caps `budgetChars`. */
+  session?: RecallSession
 }
 
 /** Recall policy (the phase-3 plan's `RecallPolicy`). */
@@ -574,15 +578,40 @@ export interface RecallResult {
    */
   verified: boolean
   /**
-   * Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`; then
-   * `superseded` (historical: a user resolution or a `supersedes` relation) and
-   * `cites_superseded` (the page links to a superseded page).
+   * Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`.
    * A warned page is still returned.
    */
   warnings: Array<string>
   /** Frontmatter `stale_after`, as written. */
   staleAfter?: string
 }
+
+/** The host session a recall belongs to (`recallWiki` / `recallMemory` option `session`). */
+export interface RecallSession {
+  /** Host session id (any non-empty string, stable for the session). */
+  id: string
+  /** Characters all automatic injections of the session may take together (default: no cap). */
+  budgetChars?: number
+}
+
+/** A session's totals in the ledger (zeros for an unknown session). */
+export declare function recallSessionStats(sessionId: string): RecallSessionStats
+
+/** Totals of a session in the ledger. */
+export interface RecallSessionStats {
+  /** Confirmed automatic injections. */
+  injections: number
+  /** Characters charged to the session budget. */
+  injectedChars: number
+  /** Pairs in the shown set. */
+  shownPages: number
+}
+
+/**
+ * Why automatic recall would skip `prompt` (`recall_skipped_chatter`,
+ * `recall_skipped_machine_output`), or null when it is recall-shaped. Cheap: no index access.
+ */
+export declare function recallSkipReason(prompt: string): string | null
 
 /**
  * Recall pages for a query under a policy. Empty `results` means no reliable memory was found.
@@ -620,7 +649,23 @@ export interface RecallWikiOptions {
    * `rerankTimeoutMs` budget.
    */
   sentenceRescore?: boolean
+  /** Apply the bounded feedback term (default true; false = the "without feedback" ablation). */
+  feedback?: boolean
+  /**
+   * The host session: results are offered to its ledger (`confirmRecallShown` marks them
+   * delivered); automatic recall also skips prompts that are not recall-shaped, does not
+   * re-inject an unchanged page, and shares `budgetChars` across the session.
+   */
+  session?: RecallSession
 }
+
+/**
+ * Record feedback for a result the session showed (the spec's `wiki_recall_feedback` plus the
+ * hooks' `opened` / `cited` / `shown_only`). Rejects with `feedback_not_shown` for a pair the
+ * session did not show, `feedback_lock_busy` when an explicit event waits 2 s for the events
+ * lock, `invalid_argument` for a bad action or correction.
+ */
+export declare function recordRecallFeedback(paths: VaultPaths, input: RecallFeedbackInput): Promise<FeedbackOutcome>
 
 /** One recovery finding (the extension's `KnowledgeDiagnostic` shape). */
 export interface RecoverDiagnostic {
@@ -695,53 +740,6 @@ export interface RemoteModelFile {
 }
 
 /**
- * Record a user-approved conflict resolution as one immutable page under `wiki/analyses/`
- * (temporary file, validation, atomic rename, under the vault's events lock), then update the
- * vault's index. Repeating a decision returns the existing record (`created: false`); a changed
- * choice must name the pair's active resolution in `replaces`. Rejects with a stable `err.code`:
- * `resolution_relation_invalid`, `resolution_page_id_invalid`, `resolution_same_page`,
- * `resolution_page_missing`, `resolution_cross_vault`, `resolution_page_invalid`,
- * `resolution_scope_invalid`, `resolution_rationale_too_long`, `resolution_replaces_invalid`,
- * `resolution_replaces_required`, `resolution_vault_unavailable`, `events_lock_busy` (nothing
- * written), `invalid_argument` (unknown `vault`). An index failure does not reject: the page
- * stays committed and `index.stale` is true.
- */
-export declare function resolveConflict(paths: VaultPaths, opts: ResolveConflictOptions): Promise<ResolveConflictResult>
-
-/** Arguments of `resolveConflict` (the spec's `wiki_resolve_conflict` parameters). */
-export interface ResolveConflictOptions {
-  /** The vault of both pages, relative to the active vault `paths`. */
-  vault: 'project' | 'personal'
-  /** The user-endorsed claim (folder-qualified page id). */
-  selectedPageId: string
-  /** The competing claim. */
-  otherPageId: string
-  /**
-   * Direction selected → other: `supersedes` (other becomes historical), `qualifies` (both
-   * current, selected narrows other), `applies_under` (selected applies within `scope`).
-   */
-  relation: 'supersedes' | 'qualifies' | 'applies_under'
-  /** Required for `applies_under`, rejected for the other relations. */
-  scope?: string
-  /** Why; recorded in the page body. */
-  rationale?: string
-  /** The pair's active resolution id that this decision replaces (required to change a choice). */
-  replaces?: string
-  /** Update the vault's index afterwards (default true). */
-  updateIndex?: boolean
-}
-
-/** Result of `resolveConflict`. */
-export interface ResolveConflictResult {
-  resolution: ConflictResolution
-  /** False for an idempotent repeat: the existing record is returned, nothing is written. */
-  created: boolean
-  /** Absolute path of the resolution page. */
-  path: string
-  index: DerivedUpdate
-}
-
-/**
  * The vault that applies to a working directory: the project vault found from `cwd`
  * (itself, `$WIKI_HOME`, or the nearest ancestor), else the personal vault.
  */
@@ -773,16 +771,6 @@ export interface StatusOptions {
 export interface SubQuery {
   type: 'lex' | 'vec'
   query: string
-}
-
-/** A competing pair without a user resolution: ask the user, then call `resolveConflict`. */
-export interface UnresolvedConflict {
-  vault: 'project' | 'personal'
-  vaultId: string
-  /** The two page ids (the bundle's card first). */
-  pageIds: Array<string>
-  /** The declared relation that makes them compete (`contradicts`). */
-  relation: string
 }
 
 /** The mode one vault of a recall ran. */

@@ -60,6 +60,9 @@ const wrapped = {
   recoverIndex: reject(binding.recoverIndex),
   ensureVaultId: reject(binding.ensureVaultId),
   resolveConflict: reject(binding.resolveConflict),
+  confirmRecallShown: reject(binding.confirmRecallShown),
+  recordRecallFeedback: reject(binding.recordRecallFeedback),
+  rebuildFeedback: reject(binding.rebuildFeedback),
 }
 
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
@@ -67,6 +70,8 @@ const wrapped = {
 exports.__napiBindingTarget = binding.__napiBindingTarget
 exports.addOnnxRuntimeCandidates = binding.addOnnxRuntimeCandidates
 exports.configure = binding.configure
+exports.confirmRecallShown = wrapped.confirmRecallShown
+exports.endRecallSession = binding.endRecallSession
 exports.ensureVaultId = wrapped.ensureVaultId
 exports.downloadModel = wrapped.downloadModel
 exports.engineInfo = binding.engineInfo
@@ -75,6 +80,10 @@ exports.modelStatus = binding.modelStatus
 exports.neighbours = wrapped.neighbours
 exports.personalVaultPaths = binding.personalVaultPaths
 exports.readIndexStatus = wrapped.readIndexStatus
+exports.rebuildFeedback = wrapped.rebuildFeedback
+exports.recallSessionStats = binding.recallSessionStats
+exports.recallSkipReason = binding.recallSkipReason
+exports.recordRecallFeedback = wrapped.recordRecallFeedback
 exports.recallMemory = wrapped.recallMemory
 exports.recoverIndex = wrapped.recoverIndex
 exports.recallWiki = wrapped.recallWiki

@@ -7,6 +7,7 @@
 #![deny(clippy::all)]
 
 mod error;
+pub mod feedback;
 pub mod memory;
 pub mod resolve;
 mod task;
@@ -190,6 +191,8 @@ pub fn recall_wiki<'env>(
     max_per_vault: opts.policy.max_per_vault as usize,
     max_results: opts.policy.max_results as usize,
   };
+  let feedback = opts.feedback.unwrap_or(true);
+  let session = opts.session.as_ref().map(|s| s.to_core()).transpose();
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Interactive, move || {
     #[cfg(feature = "test-hooks")]
@@ -203,6 +206,8 @@ pub fn recall_wiki<'env>(
       recall_opts.rerank_timeout = t;
     }
     recall_opts.sentence_rescore = sentence_rescore;
+    recall_opts.feedback = feedback;
+    recall_opts.session = session?;
     let mut response = core_retrieve::recall_wiki(&paths, &raw_query, &recall_opts).map_err(core_err)?;
     response.diagnostics.splice(0..0, config_diagnostics);
     Ok(RecallResponse::from(response))

@@ -29,6 +29,10 @@ pub struct RecallMemoryOptions {
   /// Follow typed relations one hop (default true; false = the "without typed-link assembly"
   /// ablation).
   pub typed_expansion: Option<bool>,
+  /// Apply the bounded feedback term (default true).
+  pub feedback: Option<bool>,
+  /// The host session (see `RecallWikiOptions.session`); its budget caps `budgetChars`.
+  pub session: Option<crate::feedback::RecallSession>,
 }
 
 /// One packed item: the spec's `MemoryCandidate` plus what rendering needs.
@@ -211,10 +215,17 @@ pub fn recall_memory<'env>(
   };
   let budget = opts.budget_chars.map_or(core_bundle::DEFAULT_BUDGET_CHARS, |b| b as usize);
   let typed_expansion = opts.typed_expansion.unwrap_or(true);
+  let feedback = opts.feedback.unwrap_or(true);
+  let session = opts.session.as_ref().map(|s| s.to_core()).transpose();
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
-    let recall = core_retrieve::RecallOptions { cancel, ..core_retrieve::RecallOptions::new(policy, mode?) };
+    let recall = core_retrieve::RecallOptions {
+      cancel,
+      feedback,
+      session: session?,
+      ..core_retrieve::RecallOptions::new(policy, mode?)
+    };
     let opts = core_memory::MemoryOptions { recall, budget_chars: budget, typed_expansion };
     Ok(MemoryResponse::from(core_memory::recall_memory(&paths, &raw_query, &opts).map_err(core_err)?))
   })

@@ -425,6 +425,12 @@ pub struct RecallWikiOptions {
   /// SciFact and the pi benchmark, and costs ~0.5 s per query on 2 cores). Shares the
   /// `rerankTimeoutMs` budget.
   pub sentence_rescore: Option<bool>,
+  /// Apply the bounded feedback term (default true; false = the "without feedback" ablation).
+  pub feedback: Option<bool>,
+  /// The host session: results are offered to its ledger (`confirmRecallShown` marks them
+  /// delivered); automatic recall also skips prompts that are not recall-shaped, does not
+  /// re-inject an unchanged page, and shares `budgetChars` across the session.
+  pub session: Option<crate::feedback::RecallSession>,
 }
 
 /// A typed sub-query.

@@ -79,6 +79,17 @@ pub enum Error {
   /// A time budget ran out (for example the reranker's).
   #[error("timed out: {0}")]
   Timeout(String),
+  /// The vault's events lock (`meta/events.lock`) stayed busy for the whole wait.
+  #[error("feedback events lock is busy: {0}")]
+  FeedbackLockBusy(String),
+  /// An explicit judgment named a (vault id, page id) pair the active session did not show.
+  #[error("page {page_id} of vault {vault_id} was not shown in this session")]
+  FeedbackNotShown {
+    /// Vault id of the pair.
+    vault_id: String,
+    /// Page id of the pair.
+    page_id: String,
+  },
   /// A Rust panic was caught at the API boundary.
   #[error("internal error (panic): {0}")]
   Panic(String),
@@ -115,6 +126,8 @@ impl Error {
       Error::Inference(_) => "model_inference_failed",
       Error::Download(_) => "model_download_failed",
       Error::Timeout(_) => "timeout",
+      Error::FeedbackLockBusy(_) => "feedback_lock_busy",
+      Error::FeedbackNotShown { .. } => "feedback_not_shown",
       Error::Panic(_) => "internal_panic",
       Error::Resolution { code, .. } => code,
       Error::EventsLockBusy(_) => "events_lock_busy",

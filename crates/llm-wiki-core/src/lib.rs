@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod chunk;
 pub mod error;
 pub mod events_lock;
+pub mod feedback;
 pub mod fsutil;
 pub mod memory;
 pub mod models;

@@ -8,8 +8,8 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_memory, run_memory_latency, run_precision, run_prompts, run_scale, run_set_bench,
-  stderr_log, BenchCommon, BenchOutput, ScaleOptions, SetBenchOptions,
+  parse_modes, run_feedback, run_memory, run_memory_latency, run_precision, run_prompts, run_scale,
+  run_set_bench, stderr_log, BenchCommon, BenchOutput, FeedbackBenchOptions, ScaleOptions, SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -26,7 +26,7 @@ enum Command {
   User(llm_wiki_cli::Command),
   /// Benchmark an evaluation set (BEIR-style directory or the pi fixture), or run the
   /// `precision` / `scale` suites. Writes TREC runs, metrics JSON and Markdown under --out.
-  Bench(BenchArgs),
+  Bench(Box<BenchArgs>),
   /// Reliability harnesses: crash injection and a concurrency soak (docs/RELIABILITY.md).
   Reliability {
     #[command(subcommand)]
@@ -232,6 +232,25 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
+  /// Recall feedback on the pi vault: the "without feedback" ablation with simulated judgments
+  /// of the train queries, recall latency with a large event stream, session-ledger savings on
+  /// a scripted session.
+  Feedback {
+    /// The pi fixture.json (its sibling vault/ is used).
+    #[arg(long)]
+    pi: PathBuf,
+    /// Events in the generated stream (latency part).
+    #[arg(long, default_value_t = 100_000)]
+    events: usize,
+    /// The scripted session.
+    #[arg(long, default_value = "bench-data/feedback/session-pi.json")]
+    session: PathBuf,
+    /// Session budget in characters (savings part).
+    #[arg(long, default_value_t = 24_000)]
+    session_budget: usize,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
   /// Long conversational prompts (an `llm-wiki-prompts/1` file) against one vault: automatic hit
   /// rate on positives, injections on negatives, MRR@10.
   Prompts {
@@ -278,6 +297,9 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
       }
       output
     }
+    Some(BenchSuite::Feedback { pi, events, session, session_budget, common }) => {
+      run_feedback(&pi, &FeedbackBenchOptions { common: common.common()?, events, session, session_budget })?
+    }
     Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?
@@ -307,7 +329,7 @@ pub fn run<I: IntoIterator<Item = String>>(args: I) -> i32 {
     let mut out = std::io::stdout().lock();
     match cli.command {
       Command::User(command) => llm_wiki_cli::execute(command, &mut out),
-      Command::Bench(args) => run_bench(args, &mut out),
+      Command::Bench(args) => run_bench(*args, &mut out),
       Command::Reliability { harness } => run_reliability(harness, &mut out),
     }
   })

@@ -20,6 +20,7 @@ import type {
   WikiReindexResult,
 } from 'llm-wiki-retrieval'
 
+import { noteDelivered } from './feedback.js'
 import {
   DEFAULT_RECALL_BUDGET_CHARS,
   DEFAULT_RECALL_LINKS_THRESHOLD,
@@ -43,11 +44,32 @@ export interface TaskConfig {
   recallBudgetChars?: number
   /** Automatic recall may use the personal vault when no project vault applies (default true on pi). */
   personalVaultIsAmbient?: boolean
+  /** The spec's `recallFeedback` (default true): false turns off implicit feedback capture only. */
+  recallFeedback?: boolean
+  /**
+   * Characters all automatic injections of one session may take together (default 24,000 =
+   * three full automatic blocks). Example-only knob, like recallBudgetChars.
+   */
+  recallSessionBudgetChars?: number
 }
+
+export const DEFAULT_SESSION_BUDGET_CHARS = 24_000
 
 export interface ToolContext {
   cwd: string
   config?: TaskConfig
+  /**
+   * Host session id. With one, recall is session-aware (results join the engine's session
+   * ledger; automatic recall skips prompts that are not recall-shaped, does not re-inject an
+   * unchanged page, and shares the session budget) and feedback is recorded.
+   */
+  sessionId?: string
+}
+
+function sessionOption(ctx: ToolContext) {
+  if (!ctx.sessionId) return {}
+  const budgetChars = Math.max(0, Math.floor(ctx.config?.recallSessionBudgetChars ?? DEFAULT_SESSION_BUDGET_CHARS))
+  return { session: { id: ctx.sessionId, budgetChars } }
 }
 
 /** Pi's tool result shape. */
@@ -114,8 +136,11 @@ export async function wikiRecall(params: WikiRecallParams, ctx: ToolContext): Pr
   const response = await engine.recallWiki(paths, params.query, {
     policy: explicitPolicy(params.max_results),
     config: recallConfig(ctx.config),
+    ...(ctx.sessionId ? { session: { id: ctx.sessionId } } : {}),
   })
   const { results, diagnostics } = response
+  // The tool result is what delivers them: the session's shown set (judgeable) from here on.
+  await noteDelivered(paths, results.map((r) => ({ vaultId: r.vaultId, pageId: r.id, path: r.path })), ctx)
   const diagnosticText = diagnostics.length ? `\n\nDiagnostics: ${diagnostics.map((d) => d.code).join(', ')}` : ''
   if (results.length === 0) {
     return text(
@@ -190,17 +215,25 @@ export async function automaticRecall(prompt: string, ctx: ToolContext): Promise
   const wikiDir = paths.wiki ?? join(paths.dotWiki ?? join(paths.root, '.llm-wiki'), 'wiki')
   const budget = Math.max(0, Math.floor(ctx.config?.recallBudgetChars ?? DEFAULT_RECALL_BUDGET_CHARS))
   const config = recallConfig(ctx.config)
+  const session = sessionOption(ctx)
   const memory = await engine.recallMemory(paths, prompt, {
     policy: { ...AUTOMATIC_POLICY },
     config,
     budgetChars: Math.max(0, budget - memoryBlockOverhead({ wikiDir })),
+    ...session,
   })
   const content = formatMemoryContext(memory, { wikiDir })
-  if (content) return { content, rendering: 'memory', bundles: memory.bundles, diagnostics: memory.diagnostics }
+  if (content) {
+    const items = memory.bundles.flatMap((b) => [...(b.card ? [b.card] : []), ...b.evidence, ...b.conflicts])
+    await noteDelivered(paths, items.map((i) => ({ vaultId: i.vaultId, pageId: i.pageId, path: i.path })), ctx)
+    return { content, rendering: 'memory', bundles: memory.bundles, diagnostics: memory.diagnostics }
+  }
   if (!memory.diagnostics.some((d) => d.code === 'memory_budget_too_small')) return { ...NOTHING, diagnostics: memory.diagnostics }
-  const { results } = await engine.recallWiki(paths, prompt, { policy: { ...AUTOMATIC_POLICY }, config })
+  const { results } = await engine.recallWiki(paths, prompt, { policy: { ...AUTOMATIC_POLICY }, config, ...session })
   const links = formatRecallContext(results, { linksOnly: true, skillInlineMax: 0 })
-  return links ? { content: links, rendering: 'links', bundles: [], diagnostics: memory.diagnostics } : { ...NOTHING, diagnostics: memory.diagnostics }
+  if (!links) return { ...NOTHING, diagnostics: memory.diagnostics }
+  await noteDelivered(paths, results.map((r) => ({ vaultId: r.vaultId, pageId: r.id, path: r.path })), ctx)
+  return { content: links, rendering: 'links', bundles: [], diagnostics: memory.diagnostics }
 }
 
 /** The block automatic recall injects for `prompt`; '' when nothing reliable was found. */

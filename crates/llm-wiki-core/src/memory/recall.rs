@@ -1,7 +1,7 @@
 //! `recallMemory`: recall candidates (the normal recall pipeline, more candidates than results)
 //! → exact excerpts → bundles with one typed hop → packed context.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -12,6 +12,7 @@ use super::bundle::{
 };
 use super::graph::{graph_for, LinkGraph};
 use crate::error::Result;
+use crate::feedback::ledger::{self, ShownEntry};
 use crate::retrieve::engine::{open_snapshot, Snapshot};
 use crate::retrieve::lexical::query_terms;
 use crate::retrieve::recall::{recall_vaults, recall_wiki, RecallDiagnostic, RecallOptions, PERSONAL_LABEL};
@@ -130,6 +131,19 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
   let max_bundles = opts.recall.policy.max_results;
   let mut candidate_opts = opts.recall.clone();
   candidate_opts.policy.max_results = MEMORY_CANDIDATES.max(max_bundles);
+  // A session budget caps the rendered context (the candidates' own estimate is not what is
+  // injected); a spent budget still makes the recall skip.
+  let session_automatic = opts.recall.session.as_ref().filter(|_| !opts.recall.policy.include_personal);
+  let mut budget_chars = opts.budget_chars;
+  if let (Some(s), Some(cs)) = (session_automatic, candidate_opts.session.as_mut()) {
+    if let Some(b) = s.budget_chars {
+      let left = ledger::remaining_budget(&s.id, b);
+      budget_chars = budget_chars.min(left);
+      if left > 0 {
+        cs.budget_chars = None;
+      }
+    }
+  }
   let response = recall_wiki(active, raw_query, &candidate_opts)?;
   let mut trace = response.trace;
   let mut vaults = HashMap::new();
@@ -187,8 +201,7 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
     })
     .collect();
   let mut source = Source { vaults, terms: query_terms(raw_query), now };
-  let assembly =
-    AssemblyOptions { max_bundles, budget_chars: opts.budget_chars, typed_expansion: opts.typed_expansion };
+  let assembly = AssemblyOptions { max_bundles, budget_chars, typed_expansion: opts.typed_expansion };
   let bundles = assemble(&candidates, &mut source, &assembly);
   let admitted = bundles
     .iter()
@@ -205,11 +218,35 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
   let context = if bundles.is_empty() && !candidates.is_empty() {
     diagnostics.push(RecallDiagnostic {
       code: "memory_budget_too_small".into(),
-      message: format!("no bundle fits {} characters; links-first context instead", opts.budget_chars),
+      message: format!("no bundle fits {budget_chars} characters; links-first context instead"),
     });
-    render_links(&candidates, opts.budget_chars)
+    render_links(&candidates, budget_chars)
   } else {
     render_bundles(&bundles)
   };
+  if let Some(s) = &opts.recall.session {
+    // What is offered for delivery is what the context shows: the bundles' retrieved pages
+    // (links-first: every candidate), the context's characters shared among them.
+    let shown: HashSet<(&str, &str)> = if bundles.is_empty() {
+      candidates.iter().map(|i| (i.vault_id.as_str(), i.page_id.as_str())).collect()
+    } else {
+      bundles
+        .iter()
+        .flat_map(|b| b.card.iter().chain(&b.evidence).chain(&b.conflicts))
+        .map(|i| (i.vault_id.as_str(), i.page_id.as_str()))
+        .collect()
+    };
+    let mut entries: Vec<ShownEntry> = ledger::pending(&s.id)
+      .into_iter()
+      .filter(|e| shown.contains(&(e.vault_id.as_str(), e.page_id.as_str())))
+      .collect();
+    let total = context.chars().count();
+    let n = entries.len().max(1);
+    for (i, e) in entries.iter_mut().enumerate() {
+      e.rank = i as u32;
+      e.chars = total / n + usize::from(i < total % n);
+    }
+    ledger::offer(&s.id, entries);
+  }
   Ok(MemoryResponse { bundles, context, diagnostics, trace, mode: response.mode })
 }

@@ -13,6 +13,10 @@ use super::modes::{run_mode, ModeContext, RetrievalMode, SubQuery, VaultHit};
 use super::query::{normalize_query, normalize_subqueries};
 use super::trust::{now_secs, trust_of};
 use crate::error::{Error, Result};
+use crate::feedback::ledger::{self, ShownEntry};
+use crate::feedback::projection::{self, Projection};
+use crate::feedback::record::{corrupt_diagnostic, has_stream};
+use crate::feedback::shape::skip_reason;
 use crate::store::CancelFlag;
 use crate::vault::config::{intent_of, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
@@ -82,6 +86,24 @@ pub struct RecallOptions {
   /// embeddings. Off by default: it measured below the fused ranking on SciFact and the pi
   /// fixture (docs/BENCHMARKS.md) and costs ~0.5 s per query on 2 cores.
   pub sentence_rescore: bool,
+  /// Apply the feedback term of the vaults' projections (default true; false = the spec's
+  /// "without feedback adjustments" ablation).
+  pub feedback: bool,
+  /// The host session this recall belongs to (see [`SessionRecall`]).
+  pub session: Option<SessionRecall>,
+}
+
+/// Session-aware recall. Results are offered to the session ledger (explicit judgments need
+/// them; [`crate::feedback::record::confirm_shown`] marks them delivered). For automatic recall
+/// (no personal vault) also: prompts that are not recall-shaped skip recall
+/// ([`crate::feedback::shape`]), a page already injected in the session is not injected again
+/// unless its content changed, and `budget_chars` is shared by the session's injections.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecall {
+  /// Host session id.
+  pub id: String,
+  /// Characters all automatic injections of the session may take together (none: no cap).
+  pub budget_chars: Option<usize>,
 }
 
 /// Default cross-encoder time budget.
@@ -97,6 +119,8 @@ impl RecallOptions {
       subqueries: Vec::new(),
       rerank_timeout: DEFAULT_RERANK_TIMEOUT,
       sentence_rescore: false,
+      feedback: true,
+      session: None,
     }
   }
 }
@@ -259,6 +283,19 @@ struct VaultOutcome {
   hits: Vec<(VaultHit, f64, f64)>,
   snap: super::engine::Snapshot,
   now: i64,
+  mode: RetrievalMode,
+  feedback: Vec<f64>,
+}
+
+/// Estimated characters a result takes when injected (title, id, preview and a little markup).
+pub fn result_chars(r: &RecallResult) -> usize {
+  r.title.chars().count() + r.id.chars().count() + r.preview.chars().count() + 16
+}
+
+/// The feedback projection recall uses for a vault, or `None` (no stream, or feedback off).
+/// A malformed stream yields a disabled projection (term 0) and a diagnostic.
+fn feedback_projection(paths: &VaultPaths, enabled: bool, now: i64) -> Option<std::sync::Arc<Projection>> {
+  (enabled && has_stream(&paths.meta)).then(|| projection::current(&paths.meta, now))
 }
 
 /// Recall from the vaults of `active` under `opts`.
@@ -287,6 +324,28 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     Err((_, e)) => return Err(e),
   };
   let automatic = !opts.policy.include_personal;
+  let session_auto = opts.session.as_ref().filter(|_| automatic);
+  if let Some(s) = session_auto {
+    // The raw prompt: normalization folds the lines a pasted trace is recognized by.
+    let skip = skip_reason(raw_query)
+      .map(|r| (r.code(), "the prompt is not recall-shaped".to_string()))
+      .or_else(|| {
+        s.budget_chars
+          .filter(|b| ledger::remaining_budget(&s.id, *b) == 0)
+          .map(|b| ("recall_session_budget_spent", format!("the session's {b}-character budget is spent")))
+      });
+    if let Some((code, message)) = skip {
+      ledger::offer(&s.id, vec![]);
+      return Ok(RecallResponse {
+        results: vec![],
+        diagnostics: vec![RecallDiagnostic::new(code, message)],
+        trace: vec![format!("session:skipped:{code}")],
+        mode: opts.mode,
+        vault_modes: vec![],
+      });
+    }
+  }
+  let qhash = crate::feedback::query_hash(&query);
   let terms = query_terms(&query);
   trace.push(format!("query:{} terms", terms.len()));
   let mut vault_modes: Vec<VaultMode> = Vec::new();
@@ -363,17 +422,40 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       reason: if fell_back { reason } else { None },
     });
     let total = hits.len();
+    let fb = feedback_projection(&paths, opts.feedback, now);
+    if let Some(why) = fb.as_ref().and_then(|p| p.corrupt.as_deref()) {
+      trace.push(format!("feedback:{}:disabled", kind.as_str()));
+      if !automatic {
+        diagnostics.push(corrupt_diagnostic(why));
+      }
+    }
+    let vault_id = snap.manifest.vault_id.clone();
+    let mut suppressed = 0usize;
+    let mut feedback = Vec::new();
     let kept: Vec<(VaultHit, f64, f64)> = hits
       .into_iter()
       .filter_map(|h| {
         let entry = snap.manifest.entries.get(&h.page_id)?;
+        if session_auto
+          .is_some_and(|s| ledger::already_injected(&s.id, &vault_id, &h.page_id, &entry.content_hash))
+        {
+          suppressed += 1;
+          return None;
+        }
         let verified = trust_of(&entry.meta, now).verified;
-        let m =
-          bounded_multiplier(h.exact.is_some(), entry.role, entry.meta.status.as_deref(), verified, 0.0);
+        // The spec's feedback term: bounded ±0.02, after retrieval, candidates only.
+        let f = fb.as_ref().map_or(0.0, |p| p.term(&vault_id, &h.page_id, &qhash, now));
+        let m = bounded_multiplier(h.exact.is_some(), entry.role, entry.meta.status.as_deref(), verified, f);
         let score = final_score(h.confidence, m);
-        (score >= opts.policy.min_score).then_some((h, m, score))
+        (score >= opts.policy.min_score).then(|| {
+          feedback.push(f);
+          (h, m, score)
+        })
       })
       .collect();
+    if suppressed > 0 {
+      trace.push(format!("session:{}:{suppressed} already injected, unchanged", kind.as_str()));
+    }
     trace.push(format!(
       "vault:{}:{}:{} candidates, {} above floor {:.2} ({:.1} ms)",
       kind.as_str(),
@@ -383,7 +465,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       opts.policy.min_score,
       started.elapsed().as_secs_f64() * 1000.0
     ));
-    outcomes.push(VaultOutcome { kind, paths, hits: kept, snap, now });
+    outcomes.push(VaultOutcome { kind, paths, hits: kept, snap, now, mode, feedback });
   }
 
   let layers: Vec<Vec<LayerItem<(usize, usize)>>> = outcomes
@@ -414,6 +496,8 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   // graph of a vault, built once per generation, only where some page can supersede another.
   let mut graphs: Vec<Option<Option<std::sync::Arc<crate::memory::graph::LinkGraph>>>> =
     vec![None; outcomes.len()];
+  let mut offered = Vec::new();
+  let mut budget_left = session_auto.and_then(|s| s.budget_chars.map(|b| ledger::remaining_budget(&s.id, b)));
   for f in fused.into_iter().take(opts.policy.max_results) {
     let (vi, hi) = f.item.payload;
     let o = &outcomes[vi];
@@ -426,7 +510,36 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     if let Some(g) = g {
       r.warnings.extend(g.decisions.warning_codes(&r.id).into_iter().map(str::to_string));
     }
+    if o.feedback[hi] != 0.0 {
+      r.match_reasons.push("feedback".to_string());
+    }
+    let chars = result_chars(&r);
+    if let Some(left) = budget_left.as_mut() {
+      if chars > *left {
+        trace.push(format!("session:budget:{} left, {} stops", *left, r.id));
+        break;
+      }
+      *left -= chars;
+    }
+    if opts.session.is_some() {
+      let entry = &o.snap.manifest.entries[&h.page_id];
+      offered.push(ShownEntry {
+        vault_id: r.vault_id.clone(),
+        page_id: r.id.clone(),
+        query_hash: qhash.clone(),
+        rank: results.len() as u32,
+        mode: o.mode.as_str().to_string(),
+        index_version: format!("{}:{}", o.snap.manifest.version, o.snap.generation),
+        model_version: o.snap.manifest.chunker.clone(),
+        content_hash: entry.content_hash.clone(),
+        chars,
+        automatic,
+      });
+    }
     results.push(r);
+  }
+  if let Some(s) = &opts.session {
+    ledger::offer(&s.id, offered);
   }
   let mode = overall_mode(opts.mode, &vault_modes);
   Ok(RecallResponse { results, diagnostics, trace, mode, vault_modes })

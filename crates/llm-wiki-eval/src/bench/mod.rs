@@ -60,6 +60,7 @@ use llm_wiki_core::vault::page::Role;
 use llm_wiki_core::vault::VaultPaths;
 
 mod collection;
+mod feedback;
 mod gates;
 mod index;
 mod memory;
@@ -72,8 +73,8 @@ mod report;
 mod scale;
 
 pub use self::{
-  collection::*, gates::*, index::*, memory::*, memory_latency::*, pi::*, precision::*, prompts::*,
-  queries::*, report::*, scale::*,
+  collection::*, feedback::*, gates::*, index::*, memory::*, memory_latency::*, pi::*, precision::*,
+  prompts::*, queries::*, report::*, scale::*,
 };
 
 /// Schema tag of every JSON file the harness writes.

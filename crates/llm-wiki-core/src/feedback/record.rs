@@ -1,0 +1,279 @@
+//! The feedback operations the binding exposes: confirm a session's shown results (`shown`
+//! events), record an implicit or explicit action for a shown pair, record a conflict choice,
+//! and rebuild the projection (replaying correction observations). Events go to the stream of
+//! the vault that holds the page.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::correction::{replayable, write_observation, Correction};
+use super::events::{append_events, FeedbackEvent, KIND, SCHEMA};
+use super::ledger::{self, ShownEntry};
+use super::lock::{EXPLICIT_WAIT, IMPLICIT_WAIT};
+use super::projection::{self, Projection};
+use super::FeedbackAction;
+use crate::error::{Error, Result};
+use crate::fsutil::now_iso;
+use crate::retrieve::recall::{recall_vaults, RecallDiagnostic, RecallPolicy};
+use crate::retrieve::trust::now_secs;
+use crate::vault::config::{read_config, vault_id_of};
+use crate::vault::VaultPaths;
+
+/// What happened to a feedback request.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedbackOutcome {
+  /// `recorded`; `disabled` (implicit capture is off: nothing written); `dropped` (an implicit
+  /// event found the events lock busy for 250 ms: nothing written, diagnostic says so);
+  /// `correction_saved_feedback_pending` (the observation is written, the event append failed:
+  /// a rebuild replays it).
+  pub status: String,
+  /// Events appended.
+  pub events: u32,
+  /// Id of the correction observation page (`corrected`).
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub observation: Option<String>,
+  /// Why something was not written.
+  pub diagnostics: Vec<RecallDiagnostic>,
+}
+
+impl FeedbackOutcome {
+  fn status(status: &str, events: u32) -> Self {
+    FeedbackOutcome { status: status.into(), events, observation: None, diagnostics: vec![] }
+  }
+}
+
+/// The vault (of `active`'s explicit recall set) whose id is `vault_id`.
+pub fn vault_by_id(active: &VaultPaths, vault_id: &str) -> Result<VaultPaths> {
+  for (paths, _) in recall_vaults(active, &RecallPolicy::explicit(None)) {
+    if let Ok(cfg) = read_config(&paths) {
+      if vault_id_of(&paths, &cfg).ok().flatten().as_deref() == Some(vault_id) {
+        return Ok(paths);
+      }
+    }
+  }
+  Err(Error::invalid(format!("vault {vault_id} is neither the active vault nor the personal vault")))
+}
+
+fn event_of(e: &ShownEntry, action: FeedbackAction) -> FeedbackEvent {
+  FeedbackEvent {
+    schema: SCHEMA,
+    timestamp: now_iso(),
+    visibility: "internal".into(),
+    kind: KIND.into(),
+    vault_id: e.vault_id.clone(),
+    page_id: e.page_id.clone(),
+    query_hash: e.query_hash.clone(),
+    mode: e.mode.clone(),
+    index_version: e.index_version.clone(),
+    model_version: e.model_version.clone(),
+    shown_rank: Some(e.rank),
+    action,
+    observation: None,
+  }
+}
+
+fn busy_or(e: Error, what: &str) -> Result<FeedbackOutcome> {
+  if matches!(e, Error::FeedbackLockBusy(_)) {
+    let mut o = FeedbackOutcome::status("dropped", 0);
+    o.diagnostics.push(RecallDiagnostic { code: e.code().into(), message: format!("{what} dropped: {e}") });
+    Ok(o)
+  } else {
+    Err(e)
+  }
+}
+
+/// Confirm that the session's pending recall was delivered: the pairs join the shown set, their
+/// characters are charged, and (when `implicit` capture is on) one `shown` event per pair is
+/// appended to its vault's stream (dropped with a diagnostic when the lock stays busy 250 ms).
+pub fn confirm_shown(active: &VaultPaths, session: &str, implicit: bool) -> Result<FeedbackOutcome> {
+  let shown = ledger::confirm_shown(session);
+  if !implicit {
+    return Ok(FeedbackOutcome::status("disabled", 0));
+  }
+  let mut out = FeedbackOutcome::status("recorded", 0);
+  let mut vault_ids: Vec<&str> = shown.iter().map(|e| e.vault_id.as_str()).collect();
+  vault_ids.dedup();
+  for vid in vault_ids {
+    let events: Vec<FeedbackEvent> =
+      shown.iter().filter(|e| e.vault_id == vid).map(|e| event_of(e, FeedbackAction::Shown)).collect();
+    let paths = vault_by_id(active, vid)?;
+    match append_events(&paths.meta, &events, IMPLICIT_WAIT) {
+      Ok(()) => out.events += events.len() as u32,
+      Err(e) => {
+        let d = busy_or(e, "shown events")?;
+        out.status = d.status;
+        out.diagnostics.extend(d.diagnostics);
+      }
+    }
+  }
+  Ok(out)
+}
+
+/// Record `action` for a pair the session showed. Implicit actions (`opened`, `cited`,
+/// `shown_only`) are skipped when `implicit` is false and dropped when the lock stays busy for
+/// 250 ms; explicit judgments wait 2 s and fail with `feedback_lock_busy`. `corrected` writes the
+/// observation first (a failure writes nothing) and then the event; a failed append after the
+/// observation resolves as `correction_saved_feedback_pending`.
+pub fn record_feedback(
+  active: &VaultPaths,
+  session: &str,
+  vault_id: &str,
+  page_id: &str,
+  action: FeedbackAction,
+  correction: Option<&str>,
+  implicit: bool,
+) -> Result<FeedbackOutcome> {
+  match action {
+    FeedbackAction::Shown => {
+      return Err(Error::invalid("shown is recorded by confirmRecallShown after delivery"));
+    }
+    FeedbackAction::ConflictSelected => return record_conflict_selected(active, vault_id, page_id, None),
+    _ => {}
+  }
+  if correction.is_some() && action != FeedbackAction::Corrected {
+    return Err(Error::invalid("correction is accepted only with corrected"));
+  }
+  if action.is_implicit() && !implicit {
+    return Ok(FeedbackOutcome::status("disabled", 0));
+  }
+  let entry = ledger::shown_entry(session, vault_id, page_id)
+    .ok_or_else(|| Error::FeedbackNotShown { vault_id: vault_id.into(), page_id: page_id.into() })?;
+  let paths = vault_by_id(active, vault_id)?;
+  let mut event = event_of(&entry, action);
+  if action.is_implicit() {
+    return match append_events(&paths.meta, &[event], IMPLICIT_WAIT) {
+      Ok(()) => Ok(FeedbackOutcome::status("recorded", 1)),
+      Err(e) => busy_or(e, action.as_str()),
+    };
+  }
+  let mut observation = None;
+  if action == FeedbackAction::Corrected {
+    let text = correction.ok_or_else(|| Error::invalid("correction is required for corrected"))?;
+    let title = crate::retrieve::engine::open_snapshot(&paths)
+      .ok()
+      .and_then(|s| s.manifest.entries.get(page_id).map(|e| e.meta.title.clone()))
+      .unwrap_or_else(|| page_id.to_string());
+    let c = Correction {
+      vault_id: vault_id.into(),
+      page_id: page_id.into(),
+      page_title: title,
+      query_hash: entry.query_hash.clone(),
+      text: text.into(),
+    };
+    let id = write_observation(&paths.wiki, &c)?;
+    event.observation = Some(id.clone());
+    observation = Some(id);
+  }
+  match append_events(&paths.meta, &[event], EXPLICIT_WAIT) {
+    Ok(()) => Ok(FeedbackOutcome { observation, ..FeedbackOutcome::status("recorded", 1) }),
+    Err(e) if observation.is_some() => Ok(FeedbackOutcome {
+      status: "correction_saved_feedback_pending".into(),
+      events: 0,
+      diagnostics: vec![RecallDiagnostic {
+        code: e.code().into(),
+        message: format!("the correction observation is saved; its feedback event was not appended ({e}); rebuildFeedback replays it"),
+      }],
+      observation,
+    }),
+    Err(e) => Err(e),
+  }
+}
+
+/// Record a `conflict_selected` event for the selected page (the conflict resolution's writer
+/// calls this while it holds its page; no session needed). Waits 2 s for the lock.
+pub fn record_conflict_selected(
+  active: &VaultPaths,
+  vault_id: &str,
+  page_id: &str,
+  query_hash: Option<&str>,
+) -> Result<FeedbackOutcome> {
+  let paths = vault_by_id(active, vault_id)?;
+  let file = crate::vault::discover::resolve_page_file(&paths.wiki, &format!("{page_id}.md"));
+  if !file.is_file() {
+    return Err(Error::invalid(format!("page {page_id} does not exist in vault {vault_id}")));
+  }
+  let event = FeedbackEvent {
+    schema: SCHEMA,
+    timestamp: now_iso(),
+    visibility: "internal".into(),
+    kind: KIND.into(),
+    vault_id: vault_id.into(),
+    page_id: page_id.into(),
+    query_hash: query_hash.unwrap_or_default().into(),
+    mode: String::new(),
+    index_version: String::new(),
+    model_version: String::new(),
+    shown_rank: None,
+    action: FeedbackAction::ConflictSelected,
+    observation: None,
+  };
+  append_events(&paths.meta, &[event], EXPLICIT_WAIT)?;
+  Ok(FeedbackOutcome::status("recorded", 1))
+}
+
+/// Result of [`rebuild_feedback`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RebuildOutcome {
+  /// Whether feedback is enabled (the stream is well-formed).
+  pub enabled: bool,
+  /// Feedback events folded.
+  pub events: u64,
+  /// Pages with a signal.
+  pub pages: u32,
+  /// Correction observations replayed (their event was missing).
+  pub replayed: Vec<String>,
+  /// `feedback_events_corrupt` when the stream is malformed (the last projection is kept).
+  pub diagnostics: Vec<RecallDiagnostic>,
+}
+
+/// Rebuild the vault's projection from its whole stream plus correction observations whose event
+/// is missing, ignoring deleted pages; writes `meta/recall-feedback.json` unless the stream is
+/// malformed.
+pub fn rebuild_feedback(paths: &VaultPaths) -> Result<RebuildOutcome> {
+  let now = now_secs();
+  let mut scan = Projection::default();
+  projection::fold(&paths.meta, &mut scan, now);
+  if let Some(why) = scan.corrupt {
+    return Ok(RebuildOutcome {
+      enabled: false,
+      events: scan.events,
+      pages: 0,
+      replayed: vec![],
+      diagnostics: vec![corrupt_diagnostic(&why)],
+    });
+  }
+  let recorded: HashSet<String> = scan.corrections.iter().cloned().collect();
+  let extra = replayable(&paths.wiki, &recorded);
+  let vault_id =
+    read_config(paths).ok().and_then(|c| vault_id_of(paths, &c).ok().flatten()).unwrap_or_default();
+  let live: HashSet<String> = crate::vault::discover::discover_pages(&paths.root, &paths.wiki)
+    .files
+    .iter()
+    .map(|f| format!("{vault_id}\u{1f}{}", f.id))
+    .collect();
+  let proj = projection::rebuild(&paths.meta, &extra, Some(&live), now)?;
+  Ok(RebuildOutcome {
+    enabled: proj.corrupt.is_none(),
+    events: proj.events,
+    pages: (proj.pages.len() + proj.global.len()) as u32,
+    replayed: proj.replayed.clone(),
+    diagnostics: proj.corrupt.as_deref().map(corrupt_diagnostic).into_iter().collect(),
+  })
+}
+
+/// The diagnostic of a malformed stream.
+pub fn corrupt_diagnostic(why: &str) -> RecallDiagnostic {
+  RecallDiagnostic {
+    code: "feedback_events_corrupt".into(),
+    message: format!("feedback adjustments are disabled: {why}; the stream and the last projection are kept"),
+  }
+}
+
+/// Whether `meta` has feedback to apply: a stream or a projection file (cheap: two stats).
+pub fn has_stream(meta: &Path) -> bool {
+  super::events::events_path(meta).is_file() || projection::projection_path(meta).is_file()
+}
