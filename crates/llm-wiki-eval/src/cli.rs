@@ -8,8 +8,8 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log, BenchCommon,
-  ScaleOptions, SetBenchOptions,
+  parse_modes, run_calibration, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log,
+  BenchCommon, CalibrationOptions, ScaleOptions, SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -240,6 +240,25 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
+  /// Calibration: fit the embedding model's cosine mapping (the `calibrate` procedure) on unjudged
+  /// abstracts of a BEIR set queried by their titles plus cross-domain negatives, and write
+  /// reliability curves (top-1 score bucket → precision) per mode.
+  Calibration {
+    /// BEIR-style set whose abstracts judged by no test query form the split (e.g. SciFact).
+    #[arg(long)]
+    beir: PathBuf,
+    /// BEIR-style set of another domain for the unrelated queries (e.g. locomo-dev).
+    #[arg(long)]
+    negatives: PathBuf,
+    /// Every N-th unjudged abstract.
+    #[arg(long, default_value_t = 8)]
+    stride: usize,
+    /// Share of unrelated queries allowed at or above the automatic floor.
+    #[arg(long, default_value_t = llm_wiki_core::retrieve::calibrate::DEFAULT_MAX_NEGATIVE_RATE)]
+    max_negative_rate: f64,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
   /// Scale: a deterministic synthetic vault of N pages.
   Scale {
     /// Pages of the synthetic vault.
@@ -265,6 +284,15 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
     Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
     Some(BenchSuite::Memory { pi, common }) => run_memory(&pi, &common.common()?)?,
     Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
+    Some(BenchSuite::Calibration { beir, negatives, stride, max_negative_rate, common }) => {
+      run_calibration(&CalibrationOptions {
+        beir,
+        negatives,
+        stride,
+        max_negative_rate,
+        common: common.common()?,
+      })?
+    }
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?
     }

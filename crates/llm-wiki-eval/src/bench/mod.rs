@@ -13,6 +13,8 @@
 //!   and a per-query top-1 confidence dump for calibration analysis.
 //! * [`run_memory`]: `recallMemory` on the pi vault with a curated relation overlay: bundle
 //!   metrics per slice, the "without typed-link assembly" ablation, assembly latency.
+//! * [`run_calibration`]: fits the embedding model's cosine mapping on a split disjoint from the
+//!   reported queries and writes reliability curves (top-1 score bucket → precision) per mode.
 //! * [`run_scale`]: a deterministic synthetic vault of N pages: cold index, no-op and edit
 //!   reindexes, warm recall latency, peak RSS and disk size.
 //!
@@ -59,6 +61,7 @@ use llm_wiki_core::store::{
 use llm_wiki_core::vault::page::Role;
 use llm_wiki_core::vault::VaultPaths;
 
+mod calibration;
 mod collection;
 mod gates;
 mod index;
@@ -71,8 +74,8 @@ mod report;
 mod scale;
 
 pub use self::{
-  collection::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*, report::*,
-  scale::*,
+  calibration::*, collection::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*,
+  report::*, scale::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
