@@ -8,8 +8,9 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_calibration, run_memory, run_precision, run_prompts, run_scale, run_set_bench, stderr_log,
-  BenchCommon, CalibrationOptions, ScaleOptions, SetBenchOptions,
+  parse_modes, run_calibration, run_long_queries, run_memory, run_precision, run_prompts, run_scale,
+  run_set_bench, stderr_log, BenchCommon, CalibrationOptions, LongQueryOptions, ScaleOptions,
+  SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -250,12 +251,30 @@ enum BenchSuite {
     /// BEIR-style set of another domain for the unrelated queries (e.g. locomo-dev).
     #[arg(long)]
     negatives: PathBuf,
+    /// Written unrelated prompts (calibrate JSONL, `related` empty) run on the split vault.
+    #[arg(long)]
+    extra_negatives: Option<PathBuf>,
     /// Every N-th unjudged abstract.
     #[arg(long, default_value_t = 8)]
     stride: usize,
     /// Share of unrelated queries allowed at or above the automatic floor.
     #[arg(long, default_value_t = llm_wiki_core::retrieve::calibrate::DEFAULT_MAX_NEGATIVE_RATE)]
     max_negative_rate: f64,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
+  /// Long multi-sentence queries: lexical mode vs plain BM25 (Snowball + stop words, k1 1.2,
+  /// b 0.75) on a written query set and on the collection's own queries.
+  LongQueries {
+    /// BEIR-style directory (e.g. SciFact).
+    #[arg(long)]
+    beir: PathBuf,
+    /// Written queries, {"id","text"} JSONL (e.g. bench-data/long-queries-scifact.jsonl).
+    #[arg(long)]
+    queries: PathBuf,
+    /// Their judgments, BEIR qrels TSV.
+    #[arg(long)]
+    qrels: PathBuf,
     #[command(flatten)]
     common: BenchCommonArgs,
   },
@@ -284,14 +303,18 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
     Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
     Some(BenchSuite::Memory { pi, common }) => run_memory(&pi, &common.common()?)?,
     Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
-    Some(BenchSuite::Calibration { beir, negatives, stride, max_negative_rate, common }) => {
+    Some(BenchSuite::Calibration { beir, negatives, extra_negatives, stride, max_negative_rate, common }) => {
       run_calibration(&CalibrationOptions {
         beir,
         negatives,
+        extra_negatives,
         stride,
         max_negative_rate,
         common: common.common()?,
       })?
+    }
+    Some(BenchSuite::LongQueries { beir, queries, qrels, common }) => {
+      run_long_queries(&LongQueryOptions { beir, queries, qrels, common: common.common()? })?
     }
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?

@@ -21,6 +21,8 @@ pub struct CalibrationOptions {
   pub beir: PathBuf,
   /// BEIR-style set of another domain: its questions and vault are the negatives (e.g. locomo-dev).
   pub negatives: PathBuf,
+  /// Written unrelated queries (`calibrate` JSONL, `related` empty) run on the split vault.
+  pub extra_negatives: Option<PathBuf>,
   /// Take every `stride`-th unjudged abstract.
   pub stride: usize,
   /// Share of unrelated queries allowed at or above the automatic floor.
@@ -118,6 +120,16 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
   for (_, title) in &titles {
     labels.push(LabelledQuery { query: title.clone(), related: vec![], vault: Some(vault_str(&neg_vault)) });
   }
+  let mut extra = 0;
+  if let Some(p) = &opts.extra_negatives {
+    for q in llm_wiki_core::retrieve::calibrate::read_labels(p)? {
+      if !q.related.is_empty() {
+        return Err(Error::invalid(format!("{}: extra negatives must have no related page", p.display())));
+      }
+      labels.push(LabelledQuery { query: q.query, related: vec![], vault: Some(vault_str(&split)) });
+      extra += 1;
+    }
+  }
   create_dir(&common.out)?;
   let labels_path = std::path::absolute(common.out.join("calibration-labels.jsonl"))
     .map_err(|e| Error::io("resolve", &common.out, e))?;
@@ -133,14 +145,17 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     md,
     "- Split vault: every {}th abstract of `{}` judged by no test query ({} pages), title replaced by \
      `Abstract <id>`.\n- Related queries: each split abstract's original title ({}). Unrelated queries: the {} \
-     questions of `{}` on the split vault, and the {} titles on that collection's vault.\n",
+     questions of `{}` on the split vault, the {} titles on that collection's vault, and {} written \
+     unrelated prompts{} on the split vault.\n",
     opts.stride,
     report_path(&opts.beir),
     titles.len(),
     titles.len(),
     neg_set.queries.len(),
     report_path(&opts.negatives),
-    titles.len()
+    titles.len(),
+    extra,
+    opts.extra_negatives.as_ref().map(|p| format!(" (`{}`)", report_path(p))).unwrap_or_default()
   );
 
   let mut doc = json!({

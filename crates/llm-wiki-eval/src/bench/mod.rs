@@ -15,6 +15,8 @@
 //!   metrics per slice, the "without typed-link assembly" ablation, assembly latency.
 //! * [`run_calibration`]: fits the embedding model's cosine mapping on a split disjoint from the
 //!   reported queries and writes reliability curves (top-1 score bucket → precision) per mode.
+//! * [`run_long_queries`]: lexical mode vs a plain BM25 baseline on written long queries and on a
+//!   collection's own queries.
 //! * [`run_scale`]: a deterministic synthetic vault of N pages: cold index, no-op and edit
 //!   reindexes, warm recall latency, peak RSS and disk size.
 //!
@@ -65,6 +67,7 @@ mod calibration;
 mod collection;
 mod gates;
 mod index;
+mod longq;
 mod memory;
 mod pi;
 mod precision;
@@ -74,8 +77,8 @@ mod report;
 mod scale;
 
 pub use self::{
-  calibration::*, collection::*, gates::*, index::*, memory::*, pi::*, precision::*, prompts::*, queries::*,
-  report::*, scale::*,
+  calibration::*, collection::*, gates::*, index::*, longq::*, memory::*, pi::*, precision::*, prompts::*,
+  queries::*, report::*, scale::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
