@@ -46,6 +46,18 @@ pub struct LabelledQuery {
   /// Vault root (relative to the labels file), else the default vault.
   #[serde(default, skip_serializing_if = "Option::is_none")]
   pub vault: Option<String>,
+  /// Kind of unrelated query (e.g. `chat questions`, `agent prompts`): the automatic-floor
+  /// quantile is taken per group and the highest wins, so a small group of near-domain negatives
+  /// is not drowned by many distant ones. Default: the vault.
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub group: Option<String>,
+}
+
+impl LabelledQuery {
+  /// The negative group of the query (its `group`, else its `vault`, else `default`).
+  pub fn group_name(&self) -> &str {
+    self.group.as_deref().or(self.vault.as_deref()).unwrap_or("default")
+  }
 }
 
 /// Read a labels file (JSONL; blank lines are skipped). A malformed line is an invalid-input
@@ -150,15 +162,18 @@ pub fn fit_evidence(
   max_negative_rate: f64,
 ) -> Result<DenseFit> {
   let mut pos = Vec::new();
-  let mut neg = Vec::new();
+  let mut groups: Vec<(String, Vec<f64>)> = Vec::new();
   for (q, e) in labels.iter().zip(evidence) {
     if q.related.is_empty() {
-      neg.push(e.top1);
+      match groups.iter_mut().find(|(g, _)| g == q.group_name()) {
+        Some((_, v)) => v.push(e.top1),
+        None => groups.push((q.group_name().to_string(), vec![e.top1])),
+      }
     } else if let Some(c) = e.related_best {
       pos.push(c);
     }
   }
-  fit_dense(&pos, &neg, max_negative_rate)
+  fit_dense_grouped(&pos, &groups, max_negative_rate)
 }
 
 /// A fitted cosine mapping and what it was fitted on.
@@ -190,6 +205,38 @@ pub struct DenseFit {
 fn quantile(sorted: &[f64], q: f64) -> f64 {
   let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
   sorted[rank - 1]
+}
+
+/// [`fit_dense`] with the unrelated queries in groups: the floor is the median of all of them, the
+/// automatic-floor cosine the highest of the groups' `1 − max_negative_rate` quantiles (a group
+/// of n queries contributes at most its largest cosine when n × rate < 1).
+pub fn fit_dense_grouped(
+  positives: &[f64],
+  groups: &[(String, Vec<f64>)],
+  max_negative_rate: f64,
+) -> Result<DenseFit> {
+  let all: Vec<f64> = groups.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+  let mut fit = fit_dense(positives, &all, max_negative_rate)?;
+  let mut at_auto = fit.cosine_at_auto;
+  for (_, v) in groups {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+      continue;
+    }
+    v.sort_by(f64::total_cmp);
+    at_auto = at_auto.max(quantile(&v, 1.0 - max_negative_rate));
+  }
+  if at_auto > fit.cosine_at_auto {
+    let floor = fit.cosine_floor;
+    let span = 2.0 * (at_auto - floor);
+    let share = |v: &[f64], min: f64| v.iter().filter(|c| **c > min).count() as f64 / v.len() as f64;
+    fit.cosine_at_auto = at_auto;
+    fit.cosine_span = span;
+    fit.negative_pass_rate = share(&all, at_auto);
+    fit.positive_pass_rate = share(positives, at_auto);
+    fit.positive_explicit_rate = share(positives, floor + span * super::confidence::EXPLICIT_FLOOR - 1e-12);
+  }
+  Ok(fit)
 }
 
 /// Fit the linear cosine mapping: floor = median unrelated top-1 cosine (confidence 0), the
@@ -280,6 +327,20 @@ mod tests {
     // A stricter rate moves the automatic point up.
     let g = fit_dense(&pos, &neg, 0.0).unwrap();
     assert!(g.cosine_at_auto > f.cosine_at_auto);
+    assert_eq!(g.negative_pass_rate, 0.0);
+  }
+
+  #[test]
+  fn the_hardest_group_sets_the_automatic_point() {
+    let far: Vec<f64> = (0..400).map(|i| 0.05 + 0.0005 * i as f64).collect();
+    let near: Vec<f64> = (0..30).map(|i| 0.20 + 0.01 * i as f64).collect();
+    let pos: Vec<f64> = (0..40).map(|i| 0.45 + 0.01 * i as f64).collect();
+    let pooled: Vec<f64> = far.iter().chain(&near).copied().collect();
+    let p = fit_dense(&pos, &pooled, 0.005).unwrap();
+    let g = fit_dense_grouped(&pos, &[("far".into(), far), ("near".into(), near.clone())], 0.005).unwrap();
+    assert_eq!(g.cosine_floor, p.cosine_floor, "the floor is the pooled median");
+    assert_eq!(g.cosine_at_auto, near[29], "a group of 30 contributes its maximum");
+    assert!(g.cosine_at_auto > p.cosine_at_auto);
     assert_eq!(g.negative_pass_rate, 0.0);
   }
 

@@ -112,13 +112,24 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       query: title.clone(),
       related: vec![id.clone()],
       vault: Some(vault_str(&split)),
+      group: None,
     });
   }
   for (_, q) in &neg_set.queries {
-    labels.push(LabelledQuery { query: q.clone(), related: vec![], vault: Some(vault_str(&split)) });
+    labels.push(LabelledQuery {
+      query: q.clone(),
+      related: vec![],
+      vault: Some(vault_str(&split)),
+      group: Some("chat questions on abstracts".into()),
+    });
   }
   for (_, title) in &titles {
-    labels.push(LabelledQuery { query: title.clone(), related: vec![], vault: Some(vault_str(&neg_vault)) });
+    labels.push(LabelledQuery {
+      query: title.clone(),
+      related: vec![],
+      vault: Some(vault_str(&neg_vault)),
+      group: Some("abstract titles on chats".into()),
+    });
   }
   let mut extra = 0;
   if let Some(p) = &opts.extra_negatives {
@@ -126,7 +137,12 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       if !q.related.is_empty() {
         return Err(Error::invalid(format!("{}: extra negatives must have no related page", p.display())));
       }
-      labels.push(LabelledQuery { query: q.query, related: vec![], vault: Some(vault_str(&split)) });
+      labels.push(LabelledQuery {
+        query: q.query,
+        related: vec![],
+        vault: Some(vault_str(&split)),
+        group: Some(q.group.unwrap_or_else(|| "written prompts on abstracts".into())),
+      });
       extra += 1;
     }
   }
@@ -205,6 +221,28 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       let _ = writeln!(
         md,
         "| {name} | {} | {} | {} | {} | {} | {} | {} |",
+        v.len(),
+        g("p5"),
+        g("p25"),
+        g("p50"),
+        g("p75"),
+        g("p95"),
+        g("max")
+      );
+    }
+    let mut groups: Vec<(String, Vec<f64>)> = Vec::new();
+    for (l, e) in labels.iter().zip(&evidence).filter(|(l, _)| l.related.is_empty()) {
+      match groups.iter_mut().find(|(g, _)| g == l.group_name()) {
+        Some((_, v)) => v.push(e.top1),
+        None => groups.push((l.group_name().to_string(), vec![e.top1])),
+      }
+    }
+    for (name, v) in &groups {
+      let d = score_distribution(v, 1.0);
+      let g = |k: &str| d.get(k).and_then(Value::as_f64).map_or("—".into(), |x| format!("{x:.3}"));
+      let _ = writeln!(
+        md,
+        "| unrelated: {name} | {} | {} | {} | {} | {} | {} | {} |",
         v.len(),
         g("p5"),
         g("p25"),
