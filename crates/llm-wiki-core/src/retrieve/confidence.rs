@@ -266,6 +266,40 @@ mod tests {
   }
 
   #[test]
+  fn calibration_source_per_model() {
+    let manifest = |id: &str, cal: Option<crate::models::Calibration>| -> crate::models::ModelManifest {
+      serde_json::from_value(serde_json::json!({
+        "id": id, "kind": "embed", "dims": 4, "pooling": "mean", "maxLength": 16, "files": {},
+        "calibration": cal,
+      }))
+      .unwrap()
+    };
+    let fitted = crate::models::Calibration {
+      cosine_floor: Some(0.7),
+      cosine_span: Some(0.2),
+      logit_scale: None,
+      logit_bias: None,
+      fitted_on: "test".into(),
+    };
+    let m = DenseCalibration::of_model(&manifest("intfloat/e5-small:int8", Some(fitted.clone())));
+    assert_eq!((m.floor, m.span, m.source), (0.7, 0.2, CalibrationSource::Manifest));
+    assert!((m.evidence(0.8) - 0.5).abs() < 1e-12);
+    let d = DenseCalibration::of_model(&manifest("sentence-transformers/all-MiniLM-L6-v2:int8@abc", None));
+    assert_eq!(d, DenseCalibration::default());
+    // Another model without a fitted mapping: ranks with MiniLM's numbers, gives no evidence.
+    let u = DenseCalibration::of_model(&manifest("intfloat/e5-small:int8", None));
+    assert_eq!(u.source, CalibrationSource::Uncalibrated);
+    assert!(u.confidence(0.9) > 0.9);
+    assert_eq!(u.evidence(0.9), 0.0);
+    // A span that is not positive is no calibration.
+    let bad = crate::models::Calibration { cosine_span: Some(0.0), ..fitted };
+    assert_eq!(
+      DenseCalibration::of_model(&manifest("x/y", Some(bad))).source,
+      CalibrationSource::Uncalibrated
+    );
+  }
+
+  #[test]
   fn confidence_and_floors() {
     assert_eq!(lexical_confidence(0.2, 0.1, 0.1, true), EXACT_MATCH_CONFIDENCE);
     assert_eq!(lexical_confidence(1.3, 0.9, 3.0, false), 1.0);
