@@ -21,6 +21,8 @@ struct Cli {
   command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
   #[command(flatten)]

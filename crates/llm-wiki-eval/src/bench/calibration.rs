@@ -91,7 +91,7 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
   for n in unjudged.iter().step_by(opts.stride.max(1)) {
     let id = n.trim_end_matches(".md");
     let text =
-      std::fs::read_to_string(src.join(n.as_str())).map_err(|e| Error::io("read", &src.join(n), e))?;
+      std::fs::read_to_string(src.join(n.as_str())).map_err(|e| Error::io("read", src.join(n), e))?;
     if let Some((title, page)) = retitle(&text, id) {
       write_text_file(&split.wiki.join(n.as_str()), &page)?;
       titles.push((id.to_string(), title));
