@@ -51,21 +51,11 @@ pub fn bm25_strength(bm25: f64, reference: f64) -> f64 {
   }
 }
 
-/// Salient weight (in rare-term units, see `salience`) a page must match for its lexical evidence
-/// to count in full; below it confidence scales by `matched / MIN_MATCHED_UNITS`. A short prompt of
-/// words common in the vault ("how strong is an opened-result signal" on 5,000 biomedical
-/// abstracts weighs 0.97 units in all) is covered by some page by chance; in a small vault, or
-/// with rare words, a few matched terms already weigh this much. Chosen on the pi **train**
-/// queries (both vaults), the dev prompts (bench-data/prompts-pi.json) and the lexical runs of the
-/// calibration set (`bench calibration`); never on the pi held-out split or the precision table.
-pub const MIN_MATCHED_UNITS: f64 = 1.5;
-
 /// Lexical confidence: IDF-weighted coverage, scaled down when the matches are only passing
-/// mentions (strength below [`FULL_STRENGTH`]) or carry little salient weight (`matched_units`
-/// below [`MIN_MATCHED_UNITS`]); an exact identity match is at least [`EXACT_MATCH_CONFIDENCE`].
-pub fn lexical_confidence(coverage: f64, strength: f64, matched_units: f64, exact: bool) -> f64 {
-  let specificity = (matched_units / MIN_MATCHED_UNITS).clamp(0.0, 1.0);
-  let c = (coverage * (strength / FULL_STRENGTH).min(1.0) * specificity).clamp(0.0, 1.0);
+/// mentions (strength below [`FULL_STRENGTH`]); an exact identity match is at least
+/// [`EXACT_MATCH_CONFIDENCE`].
+pub fn lexical_confidence(coverage: f64, strength: f64, exact: bool) -> f64 {
+  let c = (coverage * (strength / FULL_STRENGTH).min(1.0)).clamp(0.0, 1.0);
   if exact {
     c.max(EXACT_MATCH_CONFIDENCE)
   } else {
@@ -301,13 +291,10 @@ mod tests {
 
   #[test]
   fn confidence_and_floors() {
-    assert_eq!(lexical_confidence(0.2, 0.1, 0.1, true), EXACT_MATCH_CONFIDENCE);
-    assert_eq!(lexical_confidence(1.3, 0.9, 3.0, false), 1.0);
+    assert_eq!(lexical_confidence(0.2, 0.1, true), EXACT_MATCH_CONFIDENCE);
+    assert_eq!(lexical_confidence(1.3, 0.9, false), 1.0);
     // Full coverage by passing mentions only counts partly.
-    assert!((lexical_confidence(1.0, 0.25, 3.0, false) - 0.5).abs() < 1e-12);
-    // So does full coverage of a query made of words common in the vault.
-    assert!((lexical_confidence(1.0, 0.9, 0.75, false) - 0.5).abs() < 1e-12);
-    assert_eq!(lexical_confidence(1.0, 0.9, MIN_MATCHED_UNITS, false), 1.0);
+    assert!((lexical_confidence(1.0, 0.25, false) - 0.5).abs() < 1e-12);
     assert!((bm25_strength(2.2, 1.0) - 1.0).abs() < 1e-12);
     assert!((bm25_strength(1.1, 1.0) - 0.5).abs() < 1e-12);
     assert_eq!(bm25_strength(1.0, 0.0), 0.0);

@@ -186,7 +186,6 @@ pub fn lexical_candidates(
     // coverage is 0.
     let word_matched = matched.iter().zip(terms).any(|(m, t)| *m && is_word(t));
     let cov = if word_matched { salient.coverage(&matched) } else { 0.0 };
-    let units = salient.matched_units(&matched);
     let exact = exact_match(query, page_id, entry);
     let named = exact.is_none() && names_page(&query_key, entry, &salient);
     let all = mask.iter().fold(0u8, |a, m| a | m);
@@ -199,12 +198,8 @@ pub fn lexical_candidates(
       best_section: best,
       coverage: cov,
       confidence: {
-        let c = lexical_confidence(
-          cov,
-          bm25_strength(bm25 as f64, salient.reference_weight()),
-          units,
-          exact.is_some(),
-        );
+        let c =
+          lexical_confidence(cov, bm25_strength(bm25 as f64, salient.reference_weight()), exact.is_some());
         if named {
           c.max(NAMED_PAGE_CONFIDENCE)
         } else {

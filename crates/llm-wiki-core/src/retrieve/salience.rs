@@ -93,14 +93,6 @@ impl SalientTerms {
     (m / reference).clamp(0.0, 1.0)
   }
 
-  /// Weight of the `matched` kept terms (`qtf × idf` each), in units.
-  pub fn matched_units(&self, matched: &[bool]) -> f64 {
-    if self.unit <= 0.0 {
-      return 0.0;
-    }
-    self.weights.iter().zip(matched).filter(|(_, m)| **m).map(|(w, _)| w).sum::<f64>() / self.unit
-  }
-
   /// Weight of a set of terms (each counted once, with its query weight; absent terms weigh 0),
   /// in units.
   pub fn units_of(&self, terms: &[String]) -> f64 {
@@ -174,8 +166,6 @@ mod tests {
     assert_eq!(st.coverage(&m), 1.0);
     assert!((st.units_of(&s(&["t0", "t1", "zz", "t0"])) - 2.0 * u).abs() < 1e-9);
     assert_eq!(SalientTerms::default().coverage(&[]), 0.0);
-    assert!((st.matched_units(&m) - 4.0 * u).abs() < 1e-9);
-    assert_eq!(SalientTerms::default().matched_units(&[]), 0.0);
     // Absent terms take no slot but weigh in the total: one shared word of four stays low.
     let counted: Vec<(String, u32)> =
       ["hotel", "trial", "balance", "audit"].iter().map(|t| (t.to_string(), 1)).collect();
