@@ -161,6 +161,31 @@ pub enum Command {
     #[arg(long, default_value_t = 32768)]
     max_bytes: usize,
   },
+  /// Fit the configured embedding model's cosine → confidence mapping on a labelled set and,
+  /// with --write, store it in the model's manifest.json (docs/CONFIDENCE.md). Labels: JSONL,
+  /// one {"query", "related": [page ids] (empty = unrelated), "vault"?} per line.
+  Calibrate {
+    /// The labelled set (JSONL).
+    labels: PathBuf,
+    /// Vault of the lines without a "vault" field (theirs is relative to the labels file).
+    #[arg(long)]
+    vault: Option<PathBuf>,
+    /// Share of unrelated queries allowed at or above the automatic floor (0.50).
+    #[arg(long, default_value_t = llm_wiki_core::retrieve::calibrate::DEFAULT_MAX_NEGATIVE_RATE)]
+    max_negative_rate: f64,
+    /// Store the fit in the model's manifest.json (else only print it).
+    #[arg(long)]
+    write: bool,
+    /// What the set is, recorded as `calibration.fittedOn` (default: the labels file name).
+    #[arg(long)]
+    fitted_on: Option<String>,
+    /// Do not bring the vaults' indexes up to date first (they must already have vectors).
+    #[arg(long)]
+    no_index: bool,
+    /// Print the fit as JSON.
+    #[arg(long)]
+    json: bool,
+  },
   /// A shortest link path between two pages (links followed either way).
   Path {
     vault: PathBuf,
@@ -409,11 +434,90 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
       let n = explore::neighbours(&paths, &page, depth, explore::Direction::parse(&direction)?, max_bytes);
       writeln!(out, "{}", serde_json::to_string_pretty(&n).unwrap_or_default()).ok();
     }
+    Command::Calibrate { labels, vault, max_negative_rate, write, fitted_on, no_index, json } => {
+      calibrate(&labels, vault.as_deref(), max_negative_rate, write, fitted_on, no_index, json, out)?;
+    }
     Command::Path { vault, from, to, max_hops } => {
       let paths = vault_paths(&vault)?;
       let p = explore::link_path(&paths, &from, &to, max_hops);
       writeln!(out, "{}", serde_json::to_string_pretty(&p).unwrap_or_default()).ok();
     }
+  }
+  Ok(())
+}
+
+/// The `calibrate` command: index the labelled set's vaults (vectors), collect each query's dense
+/// evidence, fit, print, and with `write` store the fit in the embedding model's manifest.
+#[allow(clippy::too_many_arguments)]
+fn calibrate(
+  labels_path: &Path,
+  default_vault: Option<&Path>,
+  max_negative_rate: f64,
+  write: bool,
+  fitted_on: Option<String>,
+  no_index: bool,
+  json: bool,
+  out: &mut impl Write,
+) -> Result<()> {
+  use llm_wiki_core::retrieve::calibrate as cal;
+  let model_dir = llm_wiki_core::models::resolve_embed_dir(&llm_wiki_core::models::effective_config())
+    .ok_or_else(|| Error::ModelUnavailable("no embedding model is configured".into()))?;
+  let labels = cal::read_labels(labels_path)?;
+  if !no_index {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for q in &labels {
+      let r = cal::vault_of(q, labels_path, default_vault)?;
+      if !roots.contains(&r) {
+        roots.push(r);
+      }
+    }
+    for root in roots {
+      let opts =
+        ReindexOptions { components: vec![Component::Lexical, Component::Vectors], ..Default::default() };
+      let r = reindex_vault(&vault_paths(&root)?, &opts);
+      if !r.ok {
+        return Err(Error::Index(format!(
+          "{}: {}",
+          root.display(),
+          r.errors.first().map(|e| e.message.clone()).unwrap_or_else(|| "reindex failed".into())
+        )));
+      }
+    }
+  }
+  let evidence = cal::collect_evidence(&labels, labels_path, default_vault)?;
+  let fit = cal::fit_evidence(&labels, &evidence, max_negative_rate)?;
+  let model = llm_wiki_core::models::ModelDir::open(&model_dir)?.manifest.id;
+  let fitted_on = fitted_on.unwrap_or_else(|| {
+    let name = labels_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("{name}: {} related, {} unrelated queries", fit.positives, fit.negatives)
+  });
+  if write {
+    cal::store_calibration(&model_dir, &fit, &fitted_on)?;
+  }
+  if json {
+    let v = serde_json::json!({ "model": model, "fit": fit, "fittedOn": fitted_on, "written": write });
+    writeln!(out, "{}", serde_json::to_string_pretty(&v).unwrap_or_default()).ok();
+    return Ok(());
+  }
+  writeln!(
+    out,
+    "{model}: cosine floor {:.4}, span {:.4} (automatic floor 0.50 at cosine {:.4})\n\
+     fitted on {} related / {} unrelated queries; at the automatic floor {:.1}% of related and \
+     {:.1}% of unrelated queries pass (explicit floor: {:.1}% of related)",
+    fit.cosine_floor,
+    fit.cosine_span,
+    fit.cosine_at_auto,
+    fit.positives,
+    fit.negatives,
+    100.0 * fit.positive_pass_rate,
+    100.0 * fit.negative_pass_rate,
+    100.0 * fit.positive_explicit_rate
+  )
+  .ok();
+  if write {
+    writeln!(out, "stored in {}", model_dir.join("manifest.json").display()).ok();
+  } else {
+    writeln!(out, "not stored (run with --write to store it in the model's manifest.json)").ok();
   }
   Ok(())
 }

@@ -8,8 +8,9 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_feedback, run_memory, run_memory_latency, run_precision, run_prompts, run_scale,
-  run_set_bench, stderr_log, BenchCommon, BenchOutput, FeedbackBenchOptions, ScaleOptions, SetBenchOptions,
+  parse_modes, run_calibration, run_feedback, run_long_queries, run_memory, run_memory_latency,
+  run_precision, run_prompts, run_scale, run_set_bench, stderr_log, BenchCommon, BenchOutput,
+  CalibrationOptions, FeedbackBenchOptions, LongQueryOptions, ScaleOptions, SetBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -20,6 +21,8 @@ struct Cli {
   command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
   #[command(flatten)]
@@ -263,6 +266,43 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
+  /// Calibration: fit the embedding model's cosine mapping (the `calibrate` procedure) on unjudged
+  /// abstracts of a BEIR set queried by their titles plus cross-domain negatives, and write
+  /// reliability curves (top-1 score bucket → precision) per mode.
+  Calibration {
+    /// BEIR-style set whose abstracts judged by no test query form the split (e.g. SciFact).
+    #[arg(long)]
+    beir: PathBuf,
+    /// BEIR-style set of another domain for the unrelated queries (e.g. locomo-dev).
+    #[arg(long)]
+    negatives: PathBuf,
+    /// Written unrelated prompts (calibrate JSONL, `related` empty) run on the split vault.
+    #[arg(long)]
+    extra_negatives: Option<PathBuf>,
+    /// Every N-th unjudged abstract.
+    #[arg(long, default_value_t = 8)]
+    stride: usize,
+    /// Share of unrelated queries allowed at or above the automatic floor.
+    #[arg(long, default_value_t = llm_wiki_core::retrieve::calibrate::DEFAULT_MAX_NEGATIVE_RATE)]
+    max_negative_rate: f64,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
+  /// Long multi-sentence queries: lexical mode vs plain BM25 (Snowball + stop words, k1 1.2,
+  /// b 0.75) on a written query set and on the collection's own queries.
+  LongQueries {
+    /// BEIR-style directory (e.g. SciFact).
+    #[arg(long)]
+    beir: PathBuf,
+    /// Written queries, {"id","text"} JSONL (e.g. bench-data/long-queries-scifact.jsonl).
+    #[arg(long)]
+    queries: PathBuf,
+    /// Their judgments, BEIR qrels TSV.
+    #[arg(long)]
+    qrels: PathBuf,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
   /// Scale: a deterministic synthetic vault of N pages.
   Scale {
     /// Pages of the synthetic vault.
@@ -301,6 +341,19 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
       run_feedback(&pi, &FeedbackBenchOptions { common: common.common()?, events, session, session_budget })?
     }
     Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
+    Some(BenchSuite::Calibration { beir, negatives, extra_negatives, stride, max_negative_rate, common }) => {
+      run_calibration(&CalibrationOptions {
+        beir,
+        negatives,
+        extra_negatives,
+        stride,
+        max_negative_rate,
+        common: common.common()?,
+      })?
+    }
+    Some(BenchSuite::LongQueries { beir, queries, qrels, common }) => {
+      run_long_queries(&LongQueryOptions { beir, queries, qrels, common: common.common()? })?
+    }
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?
     }

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 pub use embed::{Embedder, TextKind, EMBED_BATCH};
-pub use manifest::{ModelDir, ModelManifest};
+pub use manifest::{Calibration, ModelDir, ModelKind, ModelManifest};
 pub use rerank::CrossEncoder;
 
 use crate::error::{Error, Result};

@@ -63,19 +63,39 @@ pub fn lexical_confidence(coverage: f64, strength: f64, exact: bool) -> f64 {
   }
 }
 
-/// Cosine below which a page is considered unrelated (confidence 0).
-pub const COSINE_FLOOR: f64 = 0.20;
-/// Cosine span mapped onto [0, 1]: 0.20 → 0, 0.55 → 0.50 (the automatic floor), 0.90 → 1.
-pub const COSINE_SPAN: f64 = 0.70;
+/// Cosine below which a page is considered unrelated (confidence 0), all-MiniLM-L6-v2.
+/// Fitted by `llm-wiki-retrieval calibrate` ([`super::calibrate::fit_dense`]) on the calibration
+/// split written by `bench calibration` (docs/CONFIDENCE.md): SciFact abstracts judged for no test
+/// claim, queried by their own titles, and cross-domain negatives from locomo-dev — disjoint from
+/// every query of the precision and automatic-recall tables.
+/// (Before this fit: 0.20, chosen on SciFact test claims and the precision suite's negatives.)
+pub const COSINE_FLOOR: f64 = 0.194;
+/// Cosine span mapped onto [0, 1] (MiniLM): the automatic floor (0.50) sits at
+/// `COSINE_FLOOR + COSINE_SPAN / 2` = cosine 0.4275, the explicit floor (0.25) at 0.311. Fitted
+/// with [`COSINE_FLOOR`] (before: 0.70, automatic floor at cosine 0.55).
+pub const COSINE_SPAN: f64 = 0.467;
 /// How far lexical evidence may lift confidence above the dense evidence.
 pub const LEXICAL_LIFT: f64 = 0.25;
+/// Manifest id prefix of the default embedding model, the only one with a built-in calibration.
+pub const DEFAULT_MODEL_PREFIX: &str = "sentence-transformers/all-MiniLM-L6-v2:";
 
 /// Dense confidence with the default (all-MiniLM-L6-v2) calibration: a linear map of the
-/// best-chunk cosine. MiniLM puts on-topic queries at a median cosine of 0.63 and unrelated ones
-/// below 0.53 (measured on SciFact with cross-domain negatives), so the automatic floor (0.50)
-/// sits at cosine 0.55.
+/// best-chunk cosine ([`COSINE_FLOOR`], [`COSINE_SPAN`]).
 pub fn dense_confidence(cosine: f64) -> f64 {
   DenseCalibration::default().confidence(cosine)
+}
+
+/// Where a model's cosine mapping comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CalibrationSource {
+  /// The model's manifest (`calibration.cosineFloor` / `cosineSpan`, written by `calibrate`).
+  Manifest,
+  /// The built-in all-MiniLM-L6-v2 mapping (the default model, whose manifest has none).
+  BuiltInMiniLm,
+  /// Another model without a fitted mapping: its cosines rank pages but are not evidence for the
+  /// confidence floors (cosine statistics differ between models: E5 models put unrelated text at
+  /// 0.7+).
+  Uncalibrated,
 }
 
 /// Cosine → confidence mapping of one embedding model: `clamp((cos − floor) / span, 0, 1)`.
@@ -85,29 +105,50 @@ pub struct DenseCalibration {
   pub floor: f64,
   /// Cosine span mapped onto [0, 1].
   pub span: f64,
+  /// Where the mapping comes from.
+  pub source: CalibrationSource,
 }
 
 impl Default for DenseCalibration {
   /// all-MiniLM-L6-v2's mapping ([`COSINE_FLOOR`], [`COSINE_SPAN`]).
   fn default() -> Self {
-    DenseCalibration { floor: COSINE_FLOOR, span: COSINE_SPAN }
+    DenseCalibration { floor: COSINE_FLOOR, span: COSINE_SPAN, source: CalibrationSource::BuiltInMiniLm }
   }
 }
 
 impl DenseCalibration {
-  /// The mapping recorded in a model's manifest (`calibration.cosineFloor` / `cosineSpan`),
-  /// else the MiniLM default. A span that is not positive and finite is ignored.
+  /// The mapping recorded in a model's manifest (`calibration.cosineFloor` / `cosineSpan`, both
+  /// finite, span > 0); else the built-in MiniLM mapping for the default model
+  /// ([`DEFAULT_MODEL_PREFIX`]); else [`CalibrationSource::Uncalibrated`] (the MiniLM numbers are
+  /// then used for ranking only, see [`DenseCalibration::evidence`]).
   pub fn of_model(manifest: &crate::models::ModelManifest) -> Self {
-    let d = DenseCalibration::default();
-    let Some(c) = &manifest.calibration else { return d };
-    let floor = c.cosine_floor.filter(|f| f.is_finite()).unwrap_or(d.floor);
-    let span = c.cosine_span.filter(|s| s.is_finite() && *s > 0.0).unwrap_or(d.span);
-    DenseCalibration { floor, span }
+    let fitted = manifest.calibration.as_ref().and_then(|c| {
+      let floor = c.cosine_floor.filter(|f| f.is_finite())?;
+      let span = c.cosine_span.filter(|s| s.is_finite() && *s > 0.0)?;
+      Some(DenseCalibration { floor, span, source: CalibrationSource::Manifest })
+    });
+    fitted.unwrap_or_else(|| {
+      let mut d = DenseCalibration::default();
+      if !manifest.id.starts_with(DEFAULT_MODEL_PREFIX) {
+        d.source = CalibrationSource::Uncalibrated;
+      }
+      d
+    })
   }
 
-  /// Confidence of a best-chunk cosine.
+  /// The mapped cosine, used to weigh the dense list in fusion (ranking).
   pub fn confidence(&self, cosine: f64) -> f64 {
     ((cosine - self.floor) / self.span).clamp(0.0, 1.0)
+  }
+
+  /// The dense evidence the confidence floors see: the mapped cosine, or 0 for an uncalibrated
+  /// model (its pages then need lexical evidence to pass a floor).
+  pub fn evidence(&self, cosine: f64) -> f64 {
+    if self.source == CalibrationSource::Uncalibrated {
+      0.0
+    } else {
+      self.confidence(cosine)
+    }
   }
 }
 
@@ -204,7 +245,7 @@ mod tests {
   #[test]
   fn dense_and_hybrid_confidence() {
     assert_eq!(dense_confidence(0.1), 0.0);
-    assert!((dense_confidence(0.55) - 0.5).abs() < 1e-12);
+    assert!((dense_confidence(COSINE_FLOOR + COSINE_SPAN / 2.0) - 0.5).abs() < 1e-12);
     assert_eq!(dense_confidence(0.95), 1.0);
     // Lexical coverage alone cannot exceed the dense evidence by more than the lift.
     assert!((hybrid_confidence(1.0, 0.1, false, false) - 0.35).abs() < 1e-12);
@@ -212,6 +253,40 @@ mod tests {
     assert_eq!(hybrid_confidence(0.0, 0.0, true, false), EXACT_MATCH_CONFIDENCE);
     assert_eq!(hybrid_confidence(0.6, 0.1, false, true), NAMED_PAGE_CONFIDENCE);
     assert_eq!(hybrid_confidence(0.6, 0.8, false, true), 0.8);
+  }
+
+  #[test]
+  fn calibration_source_per_model() {
+    let manifest = |id: &str, cal: Option<crate::models::Calibration>| -> crate::models::ModelManifest {
+      serde_json::from_value(serde_json::json!({
+        "id": id, "kind": "embed", "dims": 4, "pooling": "mean", "maxLength": 16, "files": {},
+        "calibration": cal,
+      }))
+      .unwrap()
+    };
+    let fitted = crate::models::Calibration {
+      cosine_floor: Some(0.7),
+      cosine_span: Some(0.2),
+      logit_scale: None,
+      logit_bias: None,
+      fitted_on: "test".into(),
+    };
+    let m = DenseCalibration::of_model(&manifest("intfloat/e5-small:int8", Some(fitted.clone())));
+    assert_eq!((m.floor, m.span, m.source), (0.7, 0.2, CalibrationSource::Manifest));
+    assert!((m.evidence(0.8) - 0.5).abs() < 1e-12);
+    let d = DenseCalibration::of_model(&manifest("sentence-transformers/all-MiniLM-L6-v2:int8@abc", None));
+    assert_eq!(d, DenseCalibration::default());
+    // Another model without a fitted mapping: ranks with MiniLM's numbers, gives no evidence.
+    let u = DenseCalibration::of_model(&manifest("intfloat/e5-small:int8", None));
+    assert_eq!(u.source, CalibrationSource::Uncalibrated);
+    assert!(u.confidence(0.9) > 0.9);
+    assert_eq!(u.evidence(0.9), 0.0);
+    // A span that is not positive is no calibration.
+    let bad = crate::models::Calibration { cosine_span: Some(0.0), ..fitted };
+    assert_eq!(
+      DenseCalibration::of_model(&manifest("x/y", Some(bad))).source,
+      CalibrationSource::Uncalibrated
+    );
   }
 
   #[test]

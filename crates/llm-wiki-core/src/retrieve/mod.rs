@@ -1,5 +1,6 @@
 //! Retrieval: query normalization, per-vault candidate lists, confidence, fusion, modes, recall.
 
+pub mod calibrate;
 pub mod confidence;
 pub mod dense;
 pub mod engine;

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::confidence::{hybrid_confidence, DenseCalibration};
+use super::confidence::{hybrid_confidence, CalibrationSource, DenseCalibration, EXACT_MATCH_CONFIDENCE};
 use super::dense::{dense_candidates, page_cosines, DenseCandidate};
 use super::fusion::{evidence_fusion, rrf};
 use super::lexical::{exact_match, lexical_candidates, LexicalCandidate};
@@ -99,7 +99,8 @@ pub struct ModeOutcome {
 struct Dense {
   embedder: Arc<Embedder>,
   vectors: Arc<VectorIndex>,
-  /// The embedder's cosine → confidence mapping (its manifest's, else MiniLM's).
+  /// The embedder's cosine → confidence mapping (its manifest's; MiniLM's built-in one for the
+  /// default model; none for another model).
   calibration: DenseCalibration,
 }
 
@@ -242,8 +243,14 @@ fn fuse_hits(
       });
       let lex_conf = lx.map(|c| c.confidence).unwrap_or(0.0);
       let named = lx.is_some_and(|c| c.named);
-      let confidence =
-        hybrid_confidence(lex_conf, dense.calibration.confidence(cos as f64), exact.is_some(), named);
+      // An uncalibrated model's cosine is no evidence for the floors: the page keeps its lexical
+      // confidence (as in lexical mode; an exact match stays certain).
+      let confidence = if dense.calibration.source == CalibrationSource::Uncalibrated {
+        let c = if exact.is_some() { lex_conf.max(EXACT_MATCH_CONFIDENCE) } else { lex_conf };
+        c.max(dense.calibration.evidence(cos as f64))
+      } else {
+        hybrid_confidence(lex_conf, dense.calibration.evidence(cos as f64), exact.is_some(), named)
+      };
       let mut reasons = Vec::new();
       if let Some(e) = exact {
         reasons.push(e.reason().to_string());
@@ -584,6 +591,27 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
     }
   };
   diagnostics.extend(incomplete_vectors(ctx, &dense));
+  match dense.calibration.source {
+    CalibrationSource::Uncalibrated => {
+      let id = dense.embedder.id();
+      trace.push(format!("calibration: {id} has none; confidence from lexical evidence only"));
+      diagnostics.push((
+        "dense_uncalibrated",
+        format!(
+          "embedding model {id} has no cosine calibration in its manifest: its results rank but only \
+           lexical evidence counts for the score floors; run `llm-wiki-retrieval calibrate` (docs/CONFIDENCE.md)"
+        ),
+      ));
+    }
+    CalibrationSource::BuiltInMiniLm => trace.push(format!(
+      "calibration: built-in all-MiniLM-L6-v2 (cosine floor {:.3}, span {:.3})",
+      dense.calibration.floor, dense.calibration.span
+    )),
+    CalibrationSource::Manifest => trace.push(format!(
+      "calibration: model manifest (cosine floor {:.3}, span {:.3})",
+      dense.calibration.floor, dense.calibration.span
+    )),
+  }
   let dense_run = |trace: &mut Vec<String>,
                    diags: &mut Vec<(&'static str, String)>|
    -> Result<(Vec<VaultHit>, RetrievalMode)> {

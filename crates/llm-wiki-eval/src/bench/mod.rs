@@ -13,6 +13,10 @@
 //!   and a per-query top-1 confidence dump for calibration analysis.
 //! * [`run_memory`]: `recallMemory` on the pi vault with a curated relation overlay: bundle
 //!   metrics per slice, the "without typed-link assembly" ablation, assembly latency.
+//! * [`run_calibration`]: fits the embedding model's cosine mapping on a split disjoint from the
+//!   reported queries and writes reliability curves (top-1 score bucket → precision) per mode.
+//! * [`run_long_queries`]: lexical mode vs a plain BM25 baseline on written long queries and on a
+//!   collection's own queries.
 //! * [`run_scale`]: a deterministic synthetic vault of N pages: cold index, no-op and edit
 //!   reindexes, warm recall latency, peak RSS and disk size.
 //!
@@ -59,10 +63,12 @@ use llm_wiki_core::store::{
 use llm_wiki_core::vault::page::Role;
 use llm_wiki_core::vault::VaultPaths;
 
+mod calibration;
 mod collection;
 mod feedback;
 mod gates;
 mod index;
+mod longq;
 mod memory;
 mod memory_latency;
 mod pi;
@@ -73,8 +79,8 @@ mod report;
 mod scale;
 
 pub use self::{
-  collection::*, feedback::*, gates::*, index::*, memory::*, memory_latency::*, pi::*, precision::*,
-  prompts::*, queries::*, report::*, scale::*,
+  calibration::*, collection::*, feedback::*, gates::*, index::*, longq::*, memory::*, memory_latency::*,
+  pi::*, precision::*, prompts::*, queries::*, report::*, scale::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
