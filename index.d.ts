@@ -48,6 +48,36 @@ export interface ConfirmShownInput {
   config?: FeedbackConfig
 }
 
+/** The spec's `ConflictResolution`. */
+export interface ConflictResolution {
+  id: string
+  vaultId: string
+  selectedPageId: string
+  otherPageId: string
+  relation: 'supersedes' | 'qualifies' | 'applies_under'
+  scope?: string
+  /** `active`, or `replaced` once a later decision replaces it. */
+  status: 'active' | 'replaced'
+  decidedBy: 'user'
+  /** RFC 3339 time of the decision. */
+  decidedAt: string
+  replaces?: string
+  /** Page id of the resolution page (`analyses/<id>`). */
+  pageId: string
+}
+
+/** The index update after a resolution. */
+export interface DerivedUpdate {
+  /** True when the index now contains the resolution page. */
+  updated: boolean
+  /** True when the index does not reflect the resolution yet (the page is committed). */
+  stale: boolean
+  /** Generation committed by the update (0 when none). */
+  generation: number
+  /** Why the update failed or was skipped (`qmd_index_busy`, `resolution_index_stale`, ...). */
+  issues: Array<IndexIssue>
+}
+
 /** Page counts of a reindex. */
 export interface DocumentCounts {
   /** Pages indexed for the first time. */
@@ -319,6 +349,10 @@ export interface MemoryBundle {
   card?: MemoryCandidate
   evidence: Array<MemoryCandidate>
   conflicts: Array<MemoryCandidate>
+  /** The active user resolution between the card and one of its competing claims. */
+  resolution?: ConflictResolution
+  /** Competing pairs without a user resolution (ask the user; exact page ids). */
+  unresolved: Array<UnresolvedConflict>
 }
 
 /** One packed item: the spec's `MemoryCandidate` plus what rendering needs. */
@@ -334,8 +368,15 @@ export interface MemoryCandidate {
   role: 'canonical' | 'evidence'
   status?: string
   domain?: string
-  /** Scope of the `applies_under` relation that admitted the item. */
+  /**
+   * Scope of the `applies_under` relation that admitted the item, else the page's frontmatter
+   * `scope`.
+   */
   scope?: string
+  /** The page's date: frontmatter `updated`, else `created`, as written. */
+  date?: string
+  /** Present when the page declares `stale_after`, a human `verified` event or `generated.at`. */
+  freshness?: MemoryFreshness
   heading?: string
   /** Exact text of the page lines `lineStart..=lineEnd` (≤ 800 characters). */
   excerpt: string
@@ -354,9 +395,37 @@ export interface MemoryCandidate {
    * `applies_under`).
    */
   relation: string
-  /** `outgoing` (the card declares the relation) or `incoming` (the item declares it). */
+  /**
+   * `outgoing` (the card — or the `relatedTo` page — declares the relation) or `incoming` (the
+   * item declares it).
+   */
   relationDirection?: 'outgoing' | 'incoming'
+  /**
+   * The page `relation` links the item to when that page is not the bundle's card (claims kept
+   * together with a partner that is evidence or another competing claim).
+   */
+  relatedTo?: string
+  /** `superseded by …` (historical), `cites_superseded: …`, draft / deprecated / unpromoted notes. */
   warnings: Array<string>
+  /**
+   * True when a user resolution or a `supersedes` relation made the page historical (its own
+   * `status` is unchanged).
+   */
+  historical: boolean
+}
+
+/** Freshness and verification of a packed item, evaluated when the recall ran. */
+export interface MemoryFreshness {
+  /** Frontmatter `stale_after`, as written. */
+  staleAfter?: string
+  /** Latest human verification date, as written. */
+  verifiedAt?: string
+  /** `generated.at`, as written. */
+  generatedAt?: string
+  /** Past `stale_after`. */
+  stale: boolean
+  /** A current human verification (not older than `generated.at`). */
+  verified: boolean
 }
 
 /** Result of `recallMemory`. Empty `bundles` ("no reliable memory") is a valid outcome. */
@@ -578,7 +647,9 @@ export interface RecallResult {
    */
   verified: boolean
   /**
-   * Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`.
+   * Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`; then
+   * `superseded` (historical: a user resolution or a `supersedes` relation) and
+   * `cites_superseded` (the page links to a superseded page).
    * A warned page is still returned.
    */
   warnings: Array<string>
@@ -740,6 +811,53 @@ export interface RemoteModelFile {
 }
 
 /**
+ * Record a user-approved conflict resolution as one immutable page under `wiki/analyses/`
+ * (temporary file, validation, atomic rename, under the vault's events lock), then update the
+ * vault's index. Repeating a decision returns the existing record (`created: false`); a changed
+ * choice must name the pair's active resolution in `replaces`. Rejects with a stable `err.code`:
+ * `resolution_relation_invalid`, `resolution_page_id_invalid`, `resolution_same_page`,
+ * `resolution_page_missing`, `resolution_cross_vault`, `resolution_page_invalid`,
+ * `resolution_scope_invalid`, `resolution_rationale_too_long`, `resolution_replaces_invalid`,
+ * `resolution_replaces_required`, `resolution_vault_unavailable`, `events_lock_busy` (nothing
+ * written), `invalid_argument` (unknown `vault`). An index failure does not reject: the page
+ * stays committed and `index.stale` is true.
+ */
+export declare function resolveConflict(paths: VaultPaths, opts: ResolveConflictOptions): Promise<ResolveConflictResult>
+
+/** Arguments of `resolveConflict` (the spec's `wiki_resolve_conflict` parameters). */
+export interface ResolveConflictOptions {
+  /** The vault of both pages, relative to the active vault `paths`. */
+  vault: 'project' | 'personal'
+  /** The user-endorsed claim (folder-qualified page id). */
+  selectedPageId: string
+  /** The competing claim. */
+  otherPageId: string
+  /**
+   * Direction selected → other: `supersedes` (other becomes historical), `qualifies` (both
+   * current, selected narrows other), `applies_under` (selected applies within `scope`).
+   */
+  relation: 'supersedes' | 'qualifies' | 'applies_under'
+  /** Required for `applies_under`, rejected for the other relations. */
+  scope?: string
+  /** Why; recorded in the page body. */
+  rationale?: string
+  /** The pair's active resolution id that this decision replaces (required to change a choice). */
+  replaces?: string
+  /** Update the vault's index afterwards (default true). */
+  updateIndex?: boolean
+}
+
+/** Result of `resolveConflict`. */
+export interface ResolveConflictResult {
+  resolution: ConflictResolution
+  /** False for an idempotent repeat: the existing record is returned, nothing is written. */
+  created: boolean
+  /** Absolute path of the resolution page. */
+  path: string
+  index: DerivedUpdate
+}
+
+/**
  * The vault that applies to a working directory: the project vault found from `cwd`
  * (itself, `$WIKI_HOME`, or the nearest ancestor), else the personal vault.
  */
@@ -771,6 +889,16 @@ export interface StatusOptions {
 export interface SubQuery {
   type: 'lex' | 'vec'
   query: string
+}
+
+/** A competing pair without a user resolution: ask the user, then call `resolveConflict`. */
+export interface UnresolvedConflict {
+  vault: 'project' | 'personal'
+  vaultId: string
+  /** The two page ids (the bundle's card first). */
+  pageIds: Array<string>
+  /** The declared relation that makes them compete (`contradicts`). */
+  relation: string
 }
 
 /** The mode one vault of a recall ran. */
