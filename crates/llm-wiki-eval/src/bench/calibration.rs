@@ -215,20 +215,15 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     );
     let _ =
       writeln!(md, "| cosines | n | p5 | p25 | p50 | p75 | p95 | max |\n|---|---|---|---|---|---|---|---|");
-    for (name, v) in [("related: best related page", &pos), ("unrelated: top-1", &neg)] {
+    // One row of the cosine table: a group's size and its score distribution.
+    let row = |md: &mut String, name: &str, v: &[f64]| {
       let d = score_distribution(v, 1.0);
       let g = |k: &str| d.get(k).and_then(Value::as_f64).map_or("—".into(), |x| format!("{x:.3}"));
-      let _ = writeln!(
-        md,
-        "| {name} | {} | {} | {} | {} | {} | {} | {} |",
-        v.len(),
-        g("p5"),
-        g("p25"),
-        g("p50"),
-        g("p75"),
-        g("p95"),
-        g("max")
-      );
+      let cells: Vec<String> = ["p5", "p25", "p50", "p75", "p95", "max"].iter().map(|k| g(k)).collect();
+      let _ = writeln!(md, "| {name} | {} | {} |", v.len(), cells.join(" | "));
+    };
+    for (name, v) in [("related: best related page", &pos), ("unrelated: top-1", &neg)] {
+      row(&mut md, name, v);
     }
     let mut groups: Vec<(String, Vec<f64>)> = Vec::new();
     for (l, e) in labels.iter().zip(&evidence).filter(|(l, _)| l.related.is_empty()) {
@@ -238,19 +233,7 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       }
     }
     for (name, v) in &groups {
-      let d = score_distribution(v, 1.0);
-      let g = |k: &str| d.get(k).and_then(Value::as_f64).map_or("—".into(), |x| format!("{x:.3}"));
-      let _ = writeln!(
-        md,
-        "| unrelated: {name} | {} | {} | {} | {} | {} | {} | {} |",
-        v.len(),
-        g("p5"),
-        g("p25"),
-        g("p50"),
-        g("p75"),
-        g("p95"),
-        g("max")
-      );
+      row(&mut md, &format!("unrelated: {name}"), v);
     }
     md.push('\n');
     doc["fit"] = to_value(&fit);
