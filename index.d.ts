@@ -812,15 +812,15 @@ export interface RemoteModelFile {
 
 /**
  * Record a user-approved conflict resolution as one immutable page under `wiki/analyses/`
- * (temporary file, validation, atomic rename, under the vault's events lock), then update the
- * vault's index. Repeating a decision returns the existing record (`created: false`); a changed
+ * (temporary file, validation, atomic rename, under the vault's events lock) and, in the same
+ * lock hold, append its `conflict_selected` feedback event; then update the vault's index. Repeating a decision returns the existing record (`created: false`); a changed
  * choice must name the pair's active resolution in `replaces`. Rejects with a stable `err.code`:
  * `resolution_relation_invalid`, `resolution_page_id_invalid`, `resolution_same_page`,
  * `resolution_page_missing`, `resolution_cross_vault`, `resolution_page_invalid`,
  * `resolution_scope_invalid`, `resolution_rationale_too_long`, `resolution_replaces_invalid`,
  * `resolution_replaces_required`, `resolution_vault_unavailable`, `events_lock_busy` (nothing
  * written), `invalid_argument` (unknown `vault`). An index failure does not reject: the page
- * stays committed and `index.stale` is true.
+ * stays committed and `index.stale` is true; nor does a failed event append (`warnings`).
  */
 export declare function resolveConflict(paths: VaultPaths, opts: ResolveConflictOptions): Promise<ResolveConflictResult>
 
@@ -855,6 +855,11 @@ export interface ResolveConflictResult {
   /** Absolute path of the resolution page. */
   path: string
   index: DerivedUpdate
+  /**
+   * Non-fatal problems: `resolution_feedback_not_recorded` when the page is committed but its
+   * `conflict_selected` feedback event could not be appended to `meta/events.jsonl`.
+   */
+  warnings: Array<IndexIssue>
 }
 
 /**

@@ -110,7 +110,17 @@ describe('resolveConflict', () => {
     assert.equal(r.resolution.scope, undefined)
     assert.equal(r.index.updated, true, JSON.stringify(r.index))
     assert.equal(r.index.stale, false)
+    assert.deepEqual(r.warnings, [])
     assert.deepEqual(analyses(v), [`${r.resolution.id}.md`])
+    // The spec's conflict_selected event, appended in the same lock hold as the page.
+    const events = () =>
+      fs.readFileSync(path.join(v.dotWiki, 'meta', 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+    const [ev] = events()
+    assert.equal(events().length, 1)
+    assert.equal(ev.kind, 'recall_feedback')
+    assert.equal(ev.action, 'conflict_selected')
+    assert.equal(ev.page_id, 'concepts/deploy-freeze')
+    assert.equal(ev.visibility, 'internal')
     assert.equal(r.path, path.join(v.wiki, 'analyses', `${r.resolution.id}.md`))
     const text = fs.readFileSync(r.path, 'utf8')
     for (const line of [
@@ -136,6 +146,7 @@ describe('resolveConflict', () => {
     assert.deepEqual(again.resolution, r.resolution)
     assert.equal(fs.readFileSync(r.path, 'utf8'), text)
     assert.deepEqual(analyses(v), [`${r.resolution.id}.md`])
+    assert.equal(events().length, 1, 'a repeat appends no event')
   })
 
   test('recall shows the other claim as historical, the declared contradiction for audit, and cites_superseded', async () => {
@@ -232,7 +243,7 @@ describe('resolveConflict', () => {
   test('a busy events lock aborts without a page', async () => {
     const v = await indexed()
     const lock = path.join(v.dotWiki, 'meta', 'events.lock')
-    fs.writeFileSync(lock, JSON.stringify({ writer: 'other', pid: process.pid, hostname: 'x', acquiredAt: new Date().toISOString(), acquiredAtMs: Date.now() }))
+    fs.writeFileSync(lock, JSON.stringify({ writerId: 'other', pid: process.pid, hostname: 'x', acquiredAt: new Date().toISOString() }))
     const started = Date.now()
     await assert.rejects(resolveConflict(v.paths, args()), { code: 'events_lock_busy' })
     assert.ok(Date.now() - started >= 1900)
@@ -291,7 +302,8 @@ hookDescribe('resolveConflict faults (test hooks)', () => {
     await assert.rejects(resolveConflict(v.paths, args()), { code: 'events_lock_busy' })
     // Aged past 30 s (its process is gone): recovered.
     const owner = JSON.parse(fs.readFileSync(lock, 'utf8'))
-    fs.writeFileSync(lock, JSON.stringify({ ...owner, acquiredAtMs: Date.now() - 31_000 }))
+    assert.equal(typeof owner.writerId, 'string', JSON.stringify(owner))
+    fs.writeFileSync(lock, JSON.stringify({ ...owner, acquiredAt: new Date(Date.now() - 31_000).toISOString() }))
     const r = await resolveConflict(v.paths, args())
     assert.equal(r.created, true)
     // The leftover temporary file is no page: the index holds exactly the claims and the record.

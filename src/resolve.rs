@@ -119,18 +119,21 @@ pub struct ResolveConflictResult {
   /// Absolute path of the resolution page.
   pub path: String,
   pub index: DerivedUpdate,
+  /// Non-fatal problems: `resolution_feedback_not_recorded` when the page is committed but its
+  /// `conflict_selected` feedback event could not be appended to `meta/events.jsonl`.
+  pub warnings: Vec<IndexIssue>,
 }
 
 /// Record a user-approved conflict resolution as one immutable page under `wiki/analyses/`
-/// (temporary file, validation, atomic rename, under the vault's events lock), then update the
-/// vault's index. Repeating a decision returns the existing record (`created: false`); a changed
+/// (temporary file, validation, atomic rename, under the vault's events lock) and, in the same
+/// lock hold, append its `conflict_selected` feedback event; then update the vault's index. Repeating a decision returns the existing record (`created: false`); a changed
 /// choice must name the pair's active resolution in `replaces`. Rejects with a stable `err.code`:
 /// `resolution_relation_invalid`, `resolution_page_id_invalid`, `resolution_same_page`,
 /// `resolution_page_missing`, `resolution_cross_vault`, `resolution_page_invalid`,
 /// `resolution_scope_invalid`, `resolution_rationale_too_long`, `resolution_replaces_invalid`,
 /// `resolution_replaces_required`, `resolution_vault_unavailable`, `events_lock_busy` (nothing
 /// written), `invalid_argument` (unknown `vault`). An index failure does not reject: the page
-/// stays committed and `index.stale` is true.
+/// stays committed and `index.stale` is true; nor does a failed event append (`warnings`).
 #[napi(catch_unwind, ts_return_type = "Promise<ResolveConflictResult>")]
 pub fn resolve_conflict<'env>(
   env: &'env Env,
@@ -160,6 +163,7 @@ pub fn resolve_conflict<'env>(
         generation: out.index.generation as f64,
         issues: out.index.issues.iter().map(IndexIssue::from).collect(),
       },
+      warnings: out.warnings.iter().map(IndexIssue::from).collect(),
     })
   })
 }

@@ -6,8 +6,8 @@
 
 use std::fs;
 
+use llm_wiki_core::events_lock::{lock_path, EventsLockOwner};
 use llm_wiki_core::feedback::events::events_path;
-use llm_wiki_core::feedback::lock::{lock_path, EventsLockOwner};
 use llm_wiki_core::feedback::projection::{self, projection_path};
 use llm_wiki_core::feedback::record::{confirm_shown, rebuild_feedback, record_feedback};
 use llm_wiki_core::feedback::{ledger, query_hash, FeedbackAction};

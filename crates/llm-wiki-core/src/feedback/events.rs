@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::lock;
 use super::FeedbackAction;
 use crate::error::{Error, Result};
+use crate::events_lock::{self, EventsLock};
 
 /// `kind` of a feedback event in the shared stream.
 pub const KIND: &str = "recall_feedback";
@@ -73,10 +73,23 @@ pub fn events_path(meta: &Path) -> PathBuf {
   meta.join("events.jsonl")
 }
 
-/// Append events (one line each) under the events lock, waiting at most `wait` for it. A file
-/// whose last line was torn by a dead writer is terminated first, so the torn bytes stay (and
-/// the stream reports them as corrupt) and the new line is whole.
+/// Append events (one line each) under the events lock, waiting at most `wait` for it
+/// (`feedback_lock_busy` when it stays busy). See [`append_events_locked`].
 pub fn append_events(meta: &Path, events: &[FeedbackEvent], wait: Duration) -> Result<()> {
+  if events.is_empty() {
+    return Ok(());
+  }
+  let held =
+    events_lock::acquire(meta, wait).map_err(|e| events_lock::map_busy(e, Error::FeedbackLockBusy))?;
+  append_events_locked(&held, events)
+}
+
+/// Append events (one line each) to the stream of the lock's `meta/` while the caller holds
+/// `held` (a conflict resolution appends its `conflict_selected` in the same hold as its page).
+/// One `write`, then fsync. A file whose last line was torn by a dead writer is terminated
+/// first, so the torn bytes stay (and the stream reports them as corrupt) and the new line is
+/// whole.
+pub fn append_events_locked(held: &EventsLock, events: &[FeedbackEvent]) -> Result<()> {
   if events.is_empty() {
     return Ok(());
   }
@@ -85,9 +98,8 @@ pub fn append_events(meta: &Path, events: &[FeedbackEvent], wait: Duration) -> R
     serde_json::to_writer(&mut buf, e).map_err(|err| Error::invalid(format!("event: {err}")))?;
     buf.push(b'\n');
   }
-  let _held = lock::acquire(meta, wait)?;
   crate::store::swap::crash_point("feedback_append");
-  let path = events_path(meta);
+  let path = events_path(held.meta());
   let mut f = OpenOptions::new()
     .create(true)
     .read(true)
@@ -145,7 +157,7 @@ pub(crate) mod tests {
         std::thread::spawn(move || {
           for i in 0..25 {
             let e = ev(&format!("p{t}-{i}"), FeedbackAction::Opened);
-            append_events(&meta, &[e], lock::EXPLICIT_WAIT).unwrap();
+            append_events(&meta, &[e], events_lock::EXPLICIT_WAIT).unwrap();
           }
         })
       })
@@ -160,7 +172,7 @@ pub(crate) mod tests {
       let e: FeedbackEvent = serde_json::from_str(l).unwrap();
       e.validate().unwrap();
     }
-    assert!(!lock::lock_path(&meta).exists());
+    assert!(!events_lock::lock_path(&meta).exists());
   }
 
   #[test]
@@ -169,7 +181,7 @@ pub(crate) mod tests {
     let meta = dir.path().join("meta");
     fs::create_dir_all(&meta).unwrap();
     fs::write(events_path(&meta), "{\"kind\":\"observe\"}\n{\"schema\":1,\"tim").unwrap();
-    append_events(&meta, &[ev("a", FeedbackAction::Cited)], lock::IMPLICIT_WAIT).unwrap();
+    append_events(&meta, &[ev("a", FeedbackAction::Cited)], events_lock::IMPLICIT_WAIT).unwrap();
     let text = fs::read_to_string(events_path(&meta)).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3);

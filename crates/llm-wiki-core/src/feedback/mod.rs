@@ -1,5 +1,5 @@
 //! Recall feedback (spec "Feedback"): durable `recall_feedback` events in the vault's
-//! append-only `meta/events.jsonl` ([`events`], written under the events lock [`lock`]), a
+//! append-only `meta/events.jsonl` ([`events`], written under the shared events lock [`crate::events_lock`]), a
 //! rebuildable aggregate projection with a 90-day half-life ([`projection`]) that enters final
 //! ranking as the bounded ±0.02 term of the multiplier, the per-session ledger of what recall
 //! showed ([`ledger`]: explicit judgments are accepted only for pairs it holds, and automatic
@@ -10,7 +10,6 @@
 pub mod correction;
 pub mod events;
 pub mod ledger;
-pub mod lock;
 pub mod projection;
 pub mod record;
 pub mod shape;

@@ -385,8 +385,8 @@ pub fn rebuild(
 #[cfg(test)]
 mod tests {
   use super::super::events::{append_events, tests::ev};
-  use super::super::lock::EXPLICIT_WAIT;
   use super::*;
+  use crate::events_lock::EXPLICIT_WAIT;
   use std::io::Write;
 
   fn now() -> i64 {

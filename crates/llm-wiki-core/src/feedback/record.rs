@@ -11,10 +11,10 @@ use serde::Serialize;
 use super::correction::{replayable, write_observation, Correction};
 use super::events::{append_events, FeedbackEvent, KIND, SCHEMA};
 use super::ledger::{self, ShownEntry};
-use super::lock::{EXPLICIT_WAIT, IMPLICIT_WAIT};
 use super::projection::{self, Projection};
 use super::FeedbackAction;
 use crate::error::{Error, Result};
+use crate::events_lock::{EXPLICIT_WAIT, IMPLICIT_WAIT};
 use crate::fsutil::now_iso;
 use crate::retrieve::recall::{recall_vaults, RecallDiagnostic, RecallPolicy};
 use crate::retrieve::trust::now_secs;
@@ -182,8 +182,9 @@ pub fn record_feedback(
   }
 }
 
-/// Record a `conflict_selected` event for the selected page (the conflict resolution's writer
-/// calls this while it holds its page; no session needed). Waits 2 s for the lock.
+/// Record a `conflict_selected` event for the selected page outside a resolution (the binding's
+/// `recordFeedback` with that action; no session needed). Waits 2 s for the lock.
+/// `resolveConflict` does not call this: it appends [`conflict_selected_event`] in its own hold.
 pub fn record_conflict_selected(
   active: &VaultPaths,
   vault_id: &str,
@@ -195,7 +196,16 @@ pub fn record_conflict_selected(
   if !file.is_file() {
     return Err(Error::invalid(format!("page {page_id} does not exist in vault {vault_id}")));
   }
-  let event = FeedbackEvent {
+  let event = conflict_selected_event(vault_id, page_id, query_hash);
+  append_events(&paths.meta, &[event], EXPLICIT_WAIT)?;
+  Ok(FeedbackOutcome::status("recorded", 1))
+}
+
+/// The `conflict_selected` event of a user's choice of `page_id` (no recall: mode, index and
+/// model versions and rank are empty). `resolveConflict` appends it under the same events lock
+/// hold in which it writes its resolution page.
+pub fn conflict_selected_event(vault_id: &str, page_id: &str, query_hash: Option<&str>) -> FeedbackEvent {
+  FeedbackEvent {
     schema: SCHEMA,
     timestamp: now_iso(),
     visibility: "internal".into(),
@@ -209,9 +219,7 @@ pub fn record_conflict_selected(
     shown_rank: None,
     action: FeedbackAction::ConflictSelected,
     observation: None,
-  };
-  append_events(&paths.meta, &[event], EXPLICIT_WAIT)?;
-  Ok(FeedbackOutcome::status("recorded", 1))
+  }
 }
 
 /// Result of [`rebuild_feedback`].

@@ -22,7 +22,7 @@ use super::bundle::{Linked, MemoryBundle, MemoryItem};
 use super::graph::LinkGraph;
 use super::relations::{normalize_target, RelationIssue};
 use crate::error::{Error, Result};
-use crate::events_lock::{EventsLock, EXPLICIT_WAIT};
+use crate::events_lock::{self, EXPLICIT_WAIT};
 use crate::store::manifest::{sha256_hex, Manifest};
 use crate::store::{Component, IndexIssue, ReindexOptions, Scope};
 use crate::vault::frontmatter::YamlValue;
@@ -53,6 +53,9 @@ pub mod codes {
   pub const VAULT_UNAVAILABLE: &str = "resolution_vault_unavailable";
   /// `rationale` is longer than [`super::MAX_RATIONALE_CHARS`].
   pub const RATIONALE_TOO_LONG: &str = "resolution_rationale_too_long";
+  /// Warning (not an error): the page is committed but its `conflict_selected` feedback event
+  /// could not be appended to `meta/events.jsonl`.
+  pub const FEEDBACK_NOT_RECORDED: &str = "resolution_feedback_not_recorded";
 }
 
 /// The three relations a user may choose.
@@ -724,6 +727,9 @@ pub struct ResolveOutcome {
   pub path: String,
   /// The index update.
   pub index: DerivedUpdate,
+  /// Non-fatal problems of the write: `resolution_feedback_not_recorded` when the page is
+  /// committed but its `conflict_selected` event could not be appended.
+  pub warnings: Vec<IndexIssue>,
 }
 
 /// The vault named by `vault` (`project` / `personal`) relative to `active`, and the other one.
@@ -973,7 +979,9 @@ fn check_request(req: &ResolveRequest) -> Result<(String, String, Option<String>
 
 /// Record a user's conflict decision (`resolveConflict`). Validates the request, then — under the
 /// vault's events lock (waiting at most [`EXPLICIT_WAIT`]; busy = no page) — returns the existing
-/// record for a repeat, or writes one new immutable resolution page. Afterwards (lock released)
+/// record for a repeat, or writes one new immutable resolution page and, in the same lock hold,
+/// appends its `conflict_selected` feedback event (a failed append keeps the page and is
+/// reported in `warnings`; a repeat appends nothing). Afterwards (lock released)
 /// the vault's index is updated incrementally; a failure there leaves the page committed and is
 /// reported in `index` (`stale: true`).
 pub fn resolve_conflict(active: &VaultPaths, req: &ResolveRequest) -> Result<ResolveOutcome> {
@@ -1003,8 +1011,9 @@ pub fn resolve_in(
   let paths = paths.clone();
   let sel_page = check_page(&paths, other_vault, &req.vault, &selected)?;
   let oth_page = check_page(&paths, other_vault, &req.vault, &other)?;
+  let mut warnings = Vec::new();
   let (resolution, created, target) = {
-    let _lock = EventsLock::acquire(&paths, EXPLICIT_WAIT)?;
+    let lock = events_lock::acquire(&paths.meta, EXPLICIT_WAIT)?;
     // Under the lock: a vault id backfilled by two first resolutions at once would differ.
     let vault_id = crate::vault::config::ensure_vault_id(&paths)?;
     let id =
@@ -1064,13 +1073,22 @@ pub fn resolve_in(
         };
         let text = render_page(&record, &sel_page.meta.title, &oth_page.meta.title, req.rationale.as_deref());
         commit_page(&target, &id, &text, &record)?;
+        // Same hold as the page (spec "Feedback"): the event follows the rename. The page is
+        // the durable decision, so a failed append is a warning, never an error.
+        let event = crate::feedback::record::conflict_selected_event(&vault_id, &selected, None);
+        if let Err(e) = crate::feedback::events::append_events_locked(&lock, &[event]) {
+          warnings.push(IndexIssue::new(
+            codes::FEEDBACK_NOT_RECORDED,
+            format!("the resolution page is committed but its conflict_selected event was not appended: {e}"),
+          ));
+        }
         (ConflictResolution::of(&record, &vault_id, &page_id_of(&id), true), true, target)
       }
     }
   };
   let page_path = page_file(&paths.wiki, &resolution.page_id).unwrap_or(target);
   let index = if req.update_index { update_index(&paths) } else { skipped_update() };
-  Ok(ResolveOutcome { resolution, created, path: page_path.to_string_lossy().into_owned(), index })
+  Ok(ResolveOutcome { resolution, created, path: page_path.to_string_lossy().into_owned(), index, warnings })
 }
 
 fn skipped_update() -> DerivedUpdate {

@@ -82,7 +82,8 @@ fn every_validation_rule_has_its_code() {
     codes::VAULT_UNAVAILABLE
   );
   assert!(records_on_disk(&p).is_empty(), "no rejected request writes anything");
-  assert!(!crate::events_lock::lock_path(&p).exists());
+  assert!(!crate::events_lock::lock_path(&p.meta).exists());
+  assert!(!crate::feedback::events::events_path(&p.meta).exists(), "no rejected request appends an event");
 }
 
 #[test]
@@ -210,13 +211,61 @@ fn concurrent_calls_on_one_pair_write_one_page() {
 #[test]
 fn a_busy_events_lock_aborts_without_a_page() {
   let (_t, p) = vault();
-  let held = EventsLock::acquire(&p, EXPLICIT_WAIT).unwrap();
+  let held = crate::events_lock::acquire(&p.meta, EXPLICIT_WAIT).unwrap();
   let started = std::time::Instant::now();
   assert_eq!(code(resolve_in(&p, None, &req("concepts/a", "concepts/b", "qualifies"))), "events_lock_busy");
   assert!(started.elapsed() >= EXPLICIT_WAIT);
   assert!(records_on_disk(&p).is_empty());
   drop(held);
   assert!(resolve_in(&p, None, &req("concepts/a", "concepts/b", "qualifies")).unwrap().created);
+}
+
+fn feedback_events(p: &VaultPaths) -> Vec<crate::feedback::events::FeedbackEvent> {
+  std::fs::read_to_string(crate::feedback::events::events_path(&p.meta))
+    .unwrap_or_default()
+    .lines()
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect()
+}
+
+#[test]
+fn a_new_resolution_appends_conflict_selected_and_a_repeat_does_not() {
+  let (_t, p) = vault();
+  let out = resolve_in(&p, None, &req("concepts/a", "concepts/b", "supersedes")).unwrap();
+  assert!(out.created && out.warnings.is_empty(), "{:?}", out.warnings);
+  let events = feedback_events(&p);
+  assert_eq!(events.len(), 1);
+  let e = &events[0];
+  e.validate().unwrap();
+  assert_eq!(e.action, crate::feedback::FeedbackAction::ConflictSelected);
+  assert_eq!(e.page_id, "concepts/a");
+  assert_eq!(e.vault_id, crate::vault::config::ensure_vault_id(&p).unwrap());
+  assert!(!crate::events_lock::lock_path(&p.meta).exists(), "the lock is released");
+  let again = resolve_in(&p, None, &req("concepts/a", "concepts/b", "supersedes")).unwrap();
+  assert!(!again.created);
+  assert_eq!(feedback_events(&p).len(), 1, "an idempotent repeat appends nothing");
+  // A changed choice is a new record and a new event, for the newly selected page.
+  let changed = ResolveRequest {
+    replaces: Some(out.resolution.id.clone()),
+    ..req("concepts/b", "concepts/a", "qualifies")
+  };
+  assert!(resolve_in(&p, None, &changed).unwrap().created);
+  let events = feedback_events(&p);
+  assert_eq!(events.len(), 2);
+  assert_eq!(events[1].page_id, "concepts/b");
+}
+
+#[test]
+fn a_failed_event_append_keeps_the_page_and_warns() {
+  let (_t, p) = vault();
+  // The stream cannot be opened for append (a directory in its place).
+  std::fs::create_dir_all(crate::feedback::events::events_path(&p.meta)).unwrap();
+  let out = resolve_in(&p, None, &req("concepts/a", "concepts/b", "qualifies")).unwrap();
+  assert!(out.created);
+  assert_eq!(records_on_disk(&p), vec![format!("{}.md", out.resolution.id)]);
+  assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+  assert_eq!(out.warnings[0].code, codes::FEEDBACK_NOT_RECORDED);
+  assert!(!crate::events_lock::lock_path(&p.meta).exists(), "the lock is released");
 }
 
 #[test]
