@@ -532,7 +532,7 @@ fn quality(
     lists.dense.len().min(5),
     hits.len(),
     added.min(hits.len()),
-    started.elapsed().as_secs_f64() * 1000.0
+    ms(started)
   ));
   let outcome = match models::cross_encoder() {
     Ok(Some(ce)) => rescore::cross_encoder(ctx, &ce, &mut hits, n, trace).err().map(|e| ("reranker", e)),
@@ -571,11 +571,7 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
     let started = Instant::now();
     let terms: Vec<String> = ctx.terms.to_vec();
     let c = lexical_candidates(ctx.snap, ctx.query, &terms, &[], ctx.limit)?;
-    trace.push(format!(
-      "lexical: {} candidates ({:.1} ms)",
-      c.len(),
-      started.elapsed().as_secs_f64() * 1000.0
-    ));
+    trace.push(format!("lexical: {} candidates ({:.1} ms)", c.len(), ms(started)));
     Ok(lexical_hits(c))
   };
   if mode == RetrievalMode::Lexical {
