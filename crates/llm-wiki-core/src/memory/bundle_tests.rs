@@ -360,3 +360,95 @@ fn truncation_is_by_characters() {
   assert_eq!(truncate_chars("héllo", 2), "hé");
   assert_eq!(truncate_chars("ab", 5), "ab");
 }
+
+fn scored(id: &str, ty: &str, rank: u32, score: f64) -> MemoryItem {
+  MemoryItem { score, ..item(id, ty, Some(rank), &format!("text of {id}")) }
+}
+
+fn card_ids(b: &[MemoryBundle]) -> Vec<&str> {
+  b.iter().filter_map(|b| b.card.as_ref().map(|c| c.page_id.as_str())).collect()
+}
+
+#[test]
+fn diversity_cap_gives_the_slot_only_to_a_comparable_alternative() {
+  let mut src = fake(&[]);
+  let opts = AssemblyOptions { max_bundles: 5, ..Default::default() };
+  // A third concept (no domain: one (concept, none) pair) at 0.30 keeps its place above an
+  // entity at 0.06 and an analysis at 0.04: they are no alternative (below half its score).
+  let weak = vec![
+    scored("c/a", "concept", 0, 0.35),
+    scored("c/b", "concept", 1, 0.18),
+    scored("c/c", "concept", 2, 0.30),
+    scored("e/q", "entity", 3, 0.06),
+    scored("n/x", "analysis", 4, 0.04),
+  ];
+  assert_eq!(card_ids(&assemble(&weak, &mut src, &opts)), vec!["c/a", "c/b", "c/c", "e/q", "n/x"]);
+  // A comparable card of another type (0.49 ≥ half of 0.56) takes the third slot.
+  let close = vec![
+    scored("c/a", "concept", 0, 0.57),
+    scored("c/b", "concept", 1, 0.60),
+    scored("c/c", "concept", 2, 0.56),
+    scored("n/x", "analysis", 3, 0.49),
+  ];
+  assert_eq!(card_ids(&assemble(&close, &mut src, &opts)), vec!["c/a", "c/b", "n/x", "c/c"]);
+  // Declared domains form their own pairs: three concepts of three domains are not capped.
+  let mut domains = close.clone();
+  for (c, d) in domains.iter_mut().zip(["x", "y", "z"]) {
+    c.domain = Some(d.into());
+  }
+  assert_eq!(card_ids(&assemble(&domains, &mut src, &opts)), vec!["c/a", "c/b", "c/c", "n/x"]);
+  // Same declared domain (case and spaces ignored): capped like the undeclared case.
+  for (c, d) in domains.iter_mut().zip(["Ops", " ops", "ops "]) {
+    c.domain = Some(d.into());
+  }
+  assert_eq!(card_ids(&assemble(&domains, &mut src, &opts)), vec!["c/a", "c/b", "n/x", "c/c"]);
+}
+
+#[test]
+fn retrieved_evidence_brings_the_card_it_supports_instead_of_standing_unpromoted() {
+  let mut src = fake(&[
+    ("c/card", "concept", "", "The established claim."),
+    ("s/e1", "source", &rel("c/card", "supports"), "Backs [[c/card]]."),
+    ("s/e2", "source", &rel("c/card", "supports"), "Also backs [[c/card]]."),
+    ("c/derived", "concept", &rel("s/e3", "derived_from"), "From [[s/e3]]."),
+    ("s/e3", "source", "", "e3"),
+    ("s/plain", "source", "", "Links [[c/other]] only."),
+    ("c/other", "concept", "", "o"),
+  ]);
+  // A retrieved card ranks first; the evidence of a card retrieval missed follows.
+  let cands = vec![
+    item("n/top", "analysis", Some(0), "Top"),
+    item("s/e1", "source", Some(1), "E1"),
+    item("s/e2", "source", Some(2), "E2"),
+    item("s/plain", "source", Some(3), "Plain"),
+    item("s/e3", "source", Some(4), "E3"),
+  ];
+  let opts = AssemblyOptions { max_bundles: 5, ..Default::default() };
+  let b = assemble(&cands, &mut src, &opts);
+  assert_eq!(card_ids(&b), vec!["n/top", "c/card", "c/derived"], "admitted cards follow the retrieved one");
+  let card = b[1].card.as_ref().unwrap();
+  assert_eq!(card.qmd_rank, None);
+  assert!(card.match_reasons.contains(&"relation:supports".to_string()), "{:?}", card.match_reasons);
+  assert!(card.match_reasons.contains(&"via:s/e1".to_string()), "{:?}", card.match_reasons);
+  let ev: Vec<&str> = b[1].evidence.iter().map(|e| e.page_id.as_str()).collect();
+  assert_eq!(ev, vec!["s/e1", "s/e2"], "the evidence that admitted the card is its evidence");
+  assert!(b[2].card.as_ref().unwrap().match_reasons.contains(&"relation:derived_from".to_string()));
+  assert!(
+    !src.admitted.contains(&"c/other".to_string()),
+    "a plain link never admits a card: {:?}",
+    src.admitted
+  );
+  assert!(distinct_pages(&b));
+  // Evidence alone: the supported card replaces the unpromoted bundle.
+  let only = vec![item("s/e1", "source", Some(0), "E1")];
+  let b = assemble(&only, &mut src, &opts);
+  assert_eq!(card_ids(&b), vec!["c/card"]);
+  assert!(b.iter().all(|b| b.evidence.iter().all(|e| e.relation != "unpromoted")));
+  // The ablation admits nothing.
+  let b = assemble(&only, &mut src, &AssemblyOptions { typed_expansion: false, ..opts.clone() });
+  assert_eq!(b[0].evidence[0].relation, "unpromoted");
+  // An evidence page that supports another piece of evidence admits no card.
+  let mut src = fake(&[("s/a", "source", &rel("s/b", "supports"), "[[s/b]]"), ("s/b", "source", "", "b")]);
+  let b = assemble(&[item("s/a", "source", Some(0), "A")], &mut src, &opts);
+  assert!(card_ids(&b).is_empty());
+}
