@@ -4,13 +4,17 @@
 //     ../shared/upstream/pi-llm-wiki) into a temp
 //     dir and apply examples/pi-llm-wiki/client.patch (qmd-indexing.ts becomes a re-export of
 //     `llm-wiki-retrieval/qmd-indexing`; recall.ts, index.ts and mcp/operations.ts recall
-//     through `recallWiki`; the tests that asserted the old engine's internals are replaced,
-//     see docs/INTEGRATION.md).
+//     through `recallWiki`; automatic injection renders `recallMemory` bundles (lib/memory.ts,
+//     with the wiki_resolve_conflict / wiki_recall_feedback tools and the feedback hooks); the
+//     tests that asserted the old engine's internals are replaced, see docs/INTEGRATION.md).
+//     To change the patch: copy the snapshot, `git init` + commit it, `git apply` the patch,
+//     edit, then `git add -A` (without package-lock.json / node_modules) and
+//     `git diff --cached <snapshot commit>` > client.patch.
 //  2. Stage this package (index.js, index.d.ts, qmd-indexing.*, binding.js, the built addon)
 //     as a local dependency of the client, install with `npm install --ignore-scripts` (the npm
 //     registry only), and fetch Node 22 from npm (`node-<platform>-<arch>@22`) when the system
 //     Node is older (the client's `engines`).
-//  3. `tsc --noEmit` and vitest on the seven retrieval test files, under Node 22, with the
+//  3. `tsc --noEmit` and vitest on the eight retrieval test files, under Node 22, with the
 //     repository's models (.models, or $LLM_WIKI_MODELS_DIR) and HOME/WIKI_HOME in the temp dir.
 //  4. Pass/fail per file → bench-results/client/results.md (+ results.json, the engine
 //     benchmark report retrieval-benchmark.json). Exits non-zero when tsc or a test fails.
@@ -44,6 +48,7 @@ export const TEST_FILES = [
   'test/qmd-indexing.test.ts',
   'test/qmd-indexing-recovery.test.ts',
   'test/retrieval-benchmark.test.ts',
+  'test/memory-recall.test.ts',
 ]
 
 const shared = process.env.LLM_WIKI_SHARED || path.join(repo, '..', 'shared')
