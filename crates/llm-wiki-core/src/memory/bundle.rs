@@ -29,6 +29,10 @@ pub const DIVERSITY_CAP: usize = 2;
 /// 0.88 (a synthesis or analysis card just below three concepts), its harmful one 0.2 (an
 /// entity at 0.06 moved above a concept at 0.30); 0.5 ("at least half as good") lies between.
 pub const ALTERNATIVE_SCORE_RATIO: f64 = 0.5;
+/// Pages looked up per card slot when retrieved evidence admits the cards it supports (a target
+/// that is not a card costs a lookup and admits nothing). Not fitted: a bound on the work a page
+/// with thousands of `supports` relations can cause.
+const ADMIT_ATTEMPTS_PER_CARD: usize = 4;
 
 /// One packed item (the spec's `MemoryCandidate` plus rendering fields).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -433,6 +437,7 @@ fn cards_of_evidence(
 ) -> Vec<(MemoryItem, usize)> {
   let mut out: Vec<(MemoryItem, usize)> = Vec::new();
   let mut tried: HashSet<(String, String)> = candidates.iter().map(key).collect();
+  let mut attempts = 0usize;
   for (rank, e) in candidates.iter().enumerate() {
     if e.role != "evidence" {
       continue;
@@ -451,12 +456,13 @@ fn cards_of_evidence(
     }
     targets.sort();
     for (page, relation) in targets {
-      if out.len() >= max {
+      if out.len() >= max || attempts >= max * ADMIT_ATTEMPTS_PER_CARD {
         return out;
       }
       if !tried.insert((e.vault.clone(), page.clone())) {
         continue;
       }
+      attempts += 1;
       let Some(mut card) = source.admit(&e.vault, &page) else { continue };
       if card.role != "canonical" {
         continue;

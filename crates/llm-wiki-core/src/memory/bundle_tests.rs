@@ -452,3 +452,27 @@ fn retrieved_evidence_brings_the_card_it_supports_instead_of_standing_unpromoted
   let b = assemble(&[item("s/a", "source", Some(0), "A")], &mut src, &opts);
   assert!(card_ids(&b).is_empty());
 }
+
+#[test]
+fn evidence_with_many_supported_pages_admits_boundedly() {
+  // One retrieved source declares `supports` to 500 sources (not cards) and one card last.
+  let mut pages: Vec<(String, String, String, String)> = Vec::new();
+  let mut rels = String::from("relations:\n");
+  let mut body = String::new();
+  for n in 0..500 {
+    rels.push_str(&format!("  - target: s/t{n:03}\n    type: supports\n"));
+    body.push_str(&format!("[[s/t{n:03}]] "));
+    pages.push((format!("s/t{n:03}"), "source".into(), String::new(), "t".into()));
+  }
+  rels.push_str("  - target: z/card\n    type: supports\n");
+  body.push_str("[[z/card]]");
+  pages.push(("s/hub".into(), "source".into(), rels, body));
+  pages.push(("z/card".into(), "concept".into(), String::new(), "card".into()));
+  let refs: Vec<(&str, &str, &str, &str)> =
+    pages.iter().map(|(a, b, c, d)| (a.as_str(), b.as_str(), c.as_str(), d.as_str())).collect();
+  let mut src = fake(&refs);
+  let opts = AssemblyOptions { max_bundles: 3, ..Default::default() };
+  let _ = assemble(&[item("s/hub", "source", Some(0), "Hub")], &mut src, &opts);
+  let lookups = src.admitted.iter().filter(|p| p.starts_with("s/t")).count();
+  assert!(lookups <= 3 * ADMIT_ATTEMPTS_PER_CARD, "{lookups} lookups");
+}
