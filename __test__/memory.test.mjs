@@ -194,6 +194,26 @@ describe('recallMemory bundles', () => {
     assert.ok(together(old, 'sources/rollout-note-old', 'sources/rollout-note-new'), JSON.stringify(old.bundles))
   })
 
+  test('retrieved evidence brings the card it supports instead of standing unpromoted', async () => {
+    const { v } = await indexed('vault', claims)
+    // Only the source matches these words; the card it `supports` is admitted as the card.
+    const r = await memory(v.paths, 'measured 300 seconds')
+    const [top] = r.bundles
+    assert.equal(top.card.pageId, 'concepts/cache-ttl', JSON.stringify(r.bundles))
+    assert.equal(top.card.qmdRank, undefined)
+    assert.ok(top.card.matchReasons.includes('relation:supports'), top.card.matchReasons.join())
+    assert.ok(top.card.matchReasons.includes('via:sources/ttl-benchmark'), top.card.matchReasons.join())
+    assert.equal(top.evidence[0].pageId, 'sources/ttl-benchmark')
+    assert.equal(top.evidence[0].relation, 'supports')
+    // The card's own competing claim comes with it, and nothing is labelled unpromoted.
+    assert.ok(top.conflicts.some((c) => c.pageId === 'concepts/cache-forever'))
+    assert.doesNotMatch(r.context, /Unpromoted evidence/)
+    // Without typed-link assembly the source stands alone, unpromoted.
+    const plain = await memory(v.paths, 'measured 300 seconds', { typedExpansion: false })
+    assert.equal(plain.bundles[0].card, undefined)
+    assert.equal(plain.bundles[0].evidence[0].relation, 'unpromoted')
+  })
+
   test('no card: unpromoted evidence, labelled; nothing found is a valid answer', async () => {
     const { v } = await indexed('vault', {
       'sources/obs.md': page({ type: 'source', title: 'Observation', body: 'The vexillum flag was seen twice.' }),
