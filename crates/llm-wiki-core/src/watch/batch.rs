@@ -186,7 +186,7 @@ mod tests {
     let mut p = Pending::new();
     // A checkout: 5,000 files, each reported 3 times (create, modify, close) within 1 s.
     for i in 0..15_000u32 {
-      p.add_page(format!("dir{}/p{}.md", i % 50, (i / 3)), t0 + Duration::from_micros(i as u64 * 60));
+      p.add_page(format!("dir{}/p{}.md", (i / 3) % 50, i / 3), t0 + Duration::from_micros(i as u64 * 60));
     }
     let b = p.take();
     assert_eq!(b.paths.len(), 5_000);
