@@ -536,7 +536,9 @@ fn watch(
     &paths,
     opts,
     Arc::new(move |e| {
-      let _ = tx.lock().map(|t| t.send(e));
+      if let Ok(t) = tx.lock() {
+        let _ = t.send(e);
+      }
     }),
   )?;
   let deadline = duration.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0)));

@@ -111,7 +111,9 @@ pub fn run_watch(opts: &WatchBenchOptions) -> Result<BenchOutput> {
     &paths,
     wopts,
     Arc::new(move |e| {
-      let _ = tx.lock().map(|t| t.send(e));
+      if let Ok(t) = tx.lock() {
+        let _ = t.send(e);
+      }
     }),
   )?;
   let lexical = |e: &WatchEvent| e.kind == WatchEventKind::Indexed && e.phase == Some("lexical");
