@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.WikiWatcher = nativeBinding.WikiWatcher
 module.exports.addOnnxRuntimeCandidates = nativeBinding.addOnnxRuntimeCandidates
 module.exports.configure = nativeBinding.configure
 module.exports.confirmRecallShown = nativeBinding.confirmRecallShown
@@ -858,3 +859,4 @@ module.exports.reindexWiki = nativeBinding.reindexWiki
 module.exports.resolveConflict = nativeBinding.resolveConflict
 module.exports.resolveVaultPaths = nativeBinding.resolveVaultPaths
 module.exports.runCli = nativeBinding.runCli
+module.exports.watchWiki = nativeBinding.watchWiki

@@ -9,6 +9,18 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** A running watcher (`watchWiki`). `close()` stops it; dropping the last reference does too. */
+export declare class WikiWatcher {
+  /**
+   * Stop watching: a running reindex is cancelled (the last good index stays), the `closed`
+   * event is delivered, and the event listener is released, so the process can exit. Resolves
+   * when the watcher thread has exited; later calls resolve at once.
+   */
+  close(): Promise<void>
+  /** What the watcher is doing: its state, the paths waiting for a reindex, whether vectors lag. */
+  status(): WatchStatus
+}
+
 /**
  * Add ONNX Runtime library candidates, tried after `configure({onnxRuntimeCandidates})`. Only
  * adds (duplicates are ignored): it never changes another setting or releases a model. The
@@ -959,6 +971,95 @@ export interface VectorCounts {
   generated: number
   skipped: number
   errors: number
+}
+
+/** One watcher event. */
+export interface WatchEvent {
+  /**
+   * `started` (watch armed; again with `rearmed` after the vault came back), `indexed` (a batch
+   * is searchable: `phase: 'lexical'`; its vectors written: `phase: 'vectors'`), `overflow`
+   * (events were lost: a full scan follows), `error` (a reindex failed: kept and retried),
+   * `vault_gone` (the wiki directory was deleted, moved or replaced), `closed` (last event).
+   */
+  kind: 'started' | 'indexed' | 'overflow' | 'error' | 'vault_gone' | 'closed'
+  phase?: 'lexical' | 'vectors'
+  /** Changed paths relative to the wiki directory (at most 100; folders included). */
+  paths: Array<string>
+  /** Number of changed paths in the batch. */
+  pathCount: number
+  /** The batch was a whole-vault scan (start-up, overflow, re-arm, very large batch). */
+  fullScan: boolean
+  /** Reindex time (ms). */
+  ms?: number
+  /** From the batch's first file event to searchable (ms). */
+  latencyMs?: number
+  documents?: DocumentCounts
+  /** Store generation after the reindex. */
+  generation?: number
+  backend?: 'native' | 'poll'
+  /**
+   * Stable code: `watch_overflow`, `watch_error`, `watch_queue_full`, `watch_vault_gone`,
+   * `watch_polling_fallback`, or the failed reindex's code.
+   */
+  code?: string
+  message?: string
+  rearmed: boolean
+}
+
+/** What a watcher is doing. */
+export interface WatchStatus {
+  state: 'watching' | 'indexing' | 'retrying' | 'gone' | 'closed'
+  backend: 'native' | 'poll'
+  /** Changed paths waiting for their reindex. */
+  pendingPaths: number
+  /** The next reindex scans the whole vault. */
+  pendingFullScan: boolean
+  /** Indexed changes whose vectors are not written yet. */
+  vectorsPending: boolean
+  /** Lexical batches indexed. */
+  reindexes: number
+  /** Overflows seen (each followed by a full scan). */
+  overflows: number
+  lastIndexedAt?: string
+  /** The last reindex failure (`qmd_index_busy` while an explicit reindex holds the lock). */
+  lastError?: IndexIssue
+}
+
+/**
+ * Watch a vault and keep its index current: a catch-up reindex first, then every debounced
+ * batch of page changes (lexical first, vectors in the background). Resolves with the watcher
+ * once the OS watch is armed; rejects `invalid_argument` (no wiki directory, bad options) or
+ * `cancelled` (the signal was already aborted).
+ */
+export declare function watchWiki(paths: VaultPaths, options?: WatchWikiOptions | undefined | null): Promise<WikiWatcher>
+
+/** Options of `watchWiki`. */
+export interface WatchWikiOptions {
+  /**
+   * Components to keep current; default `["lexical", "vectors"]` (lexical first, vectors in the
+   * background at lowered priority). Must not be empty.
+   */
+  components?: Array<'lexical' | 'vectors'>
+  /** Quiet time before a batch of changes is indexed (default 200 ms, at most 60,000). */
+  debounceMs?: number
+  /**
+   * Use polling instead of OS events (network filesystems). Automatic when OS events cannot be
+   * set up.
+   */
+  poll?: boolean
+  /** Interval of the polling backend (default 2,000 ms, at least 100). */
+  pollIntervalMs?: number
+  /** Worker threads of each reindex (0 or absent: the engine's default). */
+  threads?: number
+  /**
+   * Watcher events, delivered on the JS thread in order. While set, the open watcher keeps the
+   * process alive (like `fs.watch`); `close()` releases it.
+   */
+  onEvent?: ((arg: WatchEvent) => void)
+  /** Aborting closes the watcher. */
+  signal?: AbortSignal
+  /** Set by the JS wrapper when `signal` was already aborted (the watcher never starts). */
+  aborted?: boolean
 }
 
 /** Input of `reindexWiki` (the `wiki_reindex` tool's parameters). */

@@ -63,6 +63,7 @@ const wrapped = {
   confirmRecallShown: reject(binding.confirmRecallShown),
   recordRecallFeedback: reject(binding.recordRecallFeedback),
   rebuildFeedback: reject(binding.rebuildFeedback),
+  watchWiki: reject((paths, opts) => binding.watchWiki(paths, withAbortState(opts))),
 }
 
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
@@ -91,3 +92,4 @@ exports.reindexWiki = wrapped.reindexWiki
 exports.resolveConflict = wrapped.resolveConflict
 exports.resolveVaultPaths = binding.resolveVaultPaths
 exports.runCli = wrapped.runCli
+exports.watchWiki = wrapped.watchWiki

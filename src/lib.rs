@@ -14,6 +14,7 @@ mod task;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 mod types;
+pub mod watch;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use llm_wiki_core::vault::paths as core_paths;
 use crate::error::{Failure, Outcome};
 use crate::types::*;
 
-fn invalid(message: impl Into<String>) -> Failure {
+pub(crate) fn invalid(message: impl Into<String>) -> Failure {
   Failure { code: "invalid_argument".into(), message: message.into() }
 }
 
@@ -41,7 +42,7 @@ fn core_err(e: llm_wiki_core::Error) -> Failure {
 
 /// A thread count from JS: 0 or absent keeps the engine's default; anything else is clamped to
 /// 1..=the number of logical CPUs (a `-1` arrives as 4294967295).
-fn thread_count(requested: Option<u32>) -> usize {
+pub(crate) fn thread_count(requested: Option<u32>) -> usize {
   match requested {
     None | Some(0) => 0,
     Some(n) => llm_wiki_core::models::clamp_threads(n as usize),

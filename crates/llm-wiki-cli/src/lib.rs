@@ -1,5 +1,5 @@
 //! The user commands of `llm-wiki-retrieval` — `index`, `status`, `recall`, `run`, `memory`,
-//! `neighbours`, `path`, `resolve` — over a vault
+//! `neighbours`, `path`, `resolve`, `watch` — over a vault
 //! directory. The npm package's `bin` runs them inside the addon ([`run`]); the evaluation crate's
 //! development binary adds its `bench` and `reliability` subcommands to the same [`Command`] enum.
 //! Nothing here depends on the evaluation code, so the published addon does not contain it.
@@ -20,6 +20,7 @@ use llm_wiki_core::memory::{recall_memory, MemoryOptions};
 use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
 use llm_wiki_core::store::{read_index_status, reindex_vault, Component, Progress, ReindexOptions, Scope};
 use llm_wiki_core::vault::VaultPaths;
+use llm_wiki_core::watch::{watch_wiki, WatchEvent, WatchEventKind, WatchOptions};
 
 use crate::trec::{load_queries_jsonl, recall_run_lines, write_run};
 
@@ -183,6 +184,29 @@ pub enum Command {
     #[arg(long)]
     no_index: bool,
     /// Print the fit as JSON.
+    #[arg(long)]
+    json: bool,
+  },
+  /// Keep a vault's index current while its files change, printing one line per event
+  /// (Ctrl-C stops; an interrupted reindex keeps the last good index).
+  Watch {
+    vault: PathBuf,
+    /// Components: lexical, vectors (repeatable; default both).
+    #[arg(long = "component", value_name = "NAME")]
+    components: Vec<String>,
+    /// Quiet time before a batch of changes is indexed, in ms.
+    #[arg(long, default_value_t = 200)]
+    debounce_ms: u64,
+    /// Poll instead of OS events (network filesystems).
+    #[arg(long)]
+    poll: bool,
+    /// Polling interval in ms.
+    #[arg(long, default_value_t = 2000)]
+    poll_interval_ms: u64,
+    /// Stop after this many seconds (default: run until interrupted).
+    #[arg(long = "for", value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Print events as JSON lines.
     #[arg(long)]
     json: bool,
   },
@@ -437,11 +461,107 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
     Command::Calibrate { labels, vault, max_negative_rate, write, fitted_on, no_index, json } => {
       calibrate(&labels, vault.as_deref(), max_negative_rate, write, fitted_on, no_index, json, out)?;
     }
+    Command::Watch { vault, components, debounce_ms, poll, poll_interval_ms, duration, json } => {
+      watch(&vault, &components, debounce_ms, poll, poll_interval_ms, duration, json, out)?;
+    }
     Command::Path { vault, from, to, max_hops } => {
       let paths = vault_paths(&vault)?;
       let p = explore::link_path(&paths, &from, &to, max_hops);
       writeln!(out, "{}", serde_json::to_string_pretty(&p).unwrap_or_default()).ok();
     }
+  }
+  Ok(())
+}
+
+/// One watch event as a line of text.
+fn watch_line(e: &WatchEvent) -> String {
+  let mut line = e.kind.as_str().to_string();
+  if let Some(phase) = e.phase {
+    line.push_str(&format!(" {phase}"));
+  }
+  if let Some(b) = e.backend {
+    line.push_str(&format!(" backend={}", b.as_str()));
+  }
+  if e.rearmed {
+    line.push_str(" rearmed");
+  }
+  if e.kind == WatchEventKind::Indexed {
+    if e.full_scan {
+      line.push_str(" full scan");
+    } else {
+      line.push_str(&format!(" {} path(s)", e.path_count));
+    }
+    if let Some(d) = &e.documents {
+      line.push_str(&format!(" +{} ~{} -{}", d.indexed, d.updated, d.removed));
+    }
+    if let Some(ms) = e.ms {
+      line.push_str(&format!(" in {ms:.0} ms"));
+    }
+    if !e.paths.is_empty() {
+      line.push_str(&format!(": {}", e.paths.iter().take(5).cloned().collect::<Vec<_>>().join(", ")));
+      if e.path_count > 5 {
+        line.push_str(&format!(" (+{} more)", e.path_count - 5));
+      }
+    }
+  }
+  if let (Some(code), Some(msg)) = (&e.code, &e.message) {
+    line.push_str(&format!(" [{code}] {msg}"));
+  }
+  line
+}
+
+/// The `watch` command: events are printed by the calling thread as they arrive.
+#[allow(clippy::too_many_arguments)]
+fn watch(
+  vault: &Path,
+  components: &[String],
+  debounce_ms: u64,
+  poll: bool,
+  poll_interval_ms: u64,
+  duration: Option<f64>,
+  json: bool,
+  out: &mut impl Write,
+) -> Result<()> {
+  let paths = vault_paths(vault)?;
+  let opts = WatchOptions {
+    components: parse_components(components)?,
+    debounce: std::time::Duration::from_millis(debounce_ms.min(60_000)),
+    poll,
+    poll_interval: std::time::Duration::from_millis(poll_interval_ms.max(100)),
+    ..Default::default()
+  };
+  let (tx, rx) = std::sync::mpsc::channel::<WatchEvent>();
+  let tx = std::sync::Mutex::new(tx);
+  let mut handle = watch_wiki(
+    &paths,
+    opts,
+    Arc::new(move |e| {
+      if let Ok(t) = tx.lock() {
+        let _ = t.send(e);
+      }
+    }),
+  )?;
+  let deadline = duration.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0)));
+  let mut print = |e: &WatchEvent| {
+    let text = if json { serde_json::to_string(e).unwrap_or_default() } else { watch_line(e) };
+    writeln!(out, "{text}").ok();
+    out.flush().ok();
+  };
+  loop {
+    let wait =
+      deadline.map_or(std::time::Duration::from_secs(3600), |d| d.saturating_duration_since(Instant::now()));
+    if deadline.is_some() && wait.is_zero() {
+      break;
+    }
+    match rx.recv_timeout(wait) {
+      Ok(e) => print(&e),
+      Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+      Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+    }
+  }
+  handle.close();
+  while let Ok(e) = rx.try_recv() {
+    print(&e);
   }
   Ok(())
 }
@@ -547,5 +667,35 @@ pub fn run_with<C: Parser, I: IntoIterator<Item = String>>(
       eprintln!("error [{}]: {e}", e.code());
       1
     }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn watch_prints_events_until_its_time_is_up() {
+    let t = tempfile::tempdir().unwrap();
+    let p = VaultPaths::new_layout(t.path().join("v"));
+    std::fs::create_dir_all(&p.wiki).unwrap();
+    std::fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
+    std::fs::write(p.wiki.join("a.md"), "---\ntype: concept\ntitle: A\n---\nzqxwatchcli\n").unwrap();
+    let cmd = Command::Watch {
+      vault: p.root.clone(),
+      components: vec!["lexical".into()],
+      debounce_ms: 50,
+      poll: false,
+      poll_interval_ms: 2000,
+      duration: Some(3.0),
+      json: false,
+    };
+    let mut out = Vec::new();
+    execute(cmd, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("started backend=native"), "{text}");
+    assert!(lines.iter().any(|l| l.starts_with("indexed lexical full scan +1 ~0 -0")), "{text}");
+    assert_eq!(lines.last().copied(), Some("closed"), "{text}");
   }
 }

@@ -16,5 +16,6 @@ pub mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod vault;
+pub mod watch;
 
 pub use error::{Error, Result};

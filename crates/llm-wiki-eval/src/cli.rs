@@ -9,8 +9,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
   parse_modes, run_calibration, run_feedback, run_long_queries, run_memory, run_memory_latency,
-  run_precision, run_prompts, run_scale, run_set_bench, stderr_log, BenchCommon, BenchOutput,
+  run_precision, run_prompts, run_scale, run_set_bench, run_watch, stderr_log, BenchCommon, BenchOutput,
   CalibrationOptions, FeedbackBenchOptions, LongQueryOptions, ScaleOptions, SetBenchOptions,
+  WatchBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -320,6 +321,29 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
+  /// Watch: edit → searchable latency with a watcher running (single edits, edits while a
+  /// checkout-sized burst is digested) and an idle watcher's CPU time; on a synthetic vault.
+  Watch {
+    /// Pages of the synthetic vault.
+    #[arg(long, default_value_t = 2000)]
+    pages: usize,
+    /// Edits timed (alone, and again right after the burst).
+    #[arg(long, default_value_t = 20)]
+    edits: usize,
+    /// Files written by the checkout-like burst.
+    #[arg(long, default_value_t = 5000)]
+    burst: usize,
+    /// Seconds of idle watching measured.
+    #[arg(long, default_value_t = 10.0)]
+    idle_seconds: f64,
+    /// The watcher's debounce (ms).
+    #[arg(long, default_value_t = 200)]
+    debounce_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
 }
 
 fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
@@ -356,6 +380,17 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
     }
     Some(BenchSuite::Scale { pages, vector_sample, seed, queries, common }) => {
       run_scale(&ScaleOptions { pages, vector_sample, seed, queries, common: common.common()? })?
+    }
+    Some(BenchSuite::Watch { pages, edits, burst, idle_seconds, debounce_ms, seed, common }) => {
+      run_watch(&WatchBenchOptions {
+        pages,
+        edits,
+        burst,
+        idle_seconds,
+        debounce_ms,
+        seed,
+        common: common.common()?,
+      })?
     }
     None => {
       let source = args.source.ok_or_else(|| Error::invalid("bench needs a SOURCE"))?;

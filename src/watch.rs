@@ -1,0 +1,316 @@
+//! `watchWiki`: the engine's live index ([`llm_wiki_core::watch`]) behind a JS handle. Events
+//! cross from the watcher thread to JS through a threadsafe function that keeps the event loop
+//! alive while the watcher is open (like `fs.watch`) and is released when it closes, so the
+//! process can exit after `close()`. An AbortSignal closes the watcher, and so does the teardown
+//! of the Node environment that started it (a terminated worker thread, process exit).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{sys, Env};
+use napi_derive::napi;
+
+use llm_wiki_core::store::Component;
+use llm_wiki_core::watch::{
+  self as core_watch, WatchCloser, WatchEvent as CoreWatchEvent, WatchHandle, WatchOptions, WatchSink,
+  WatchStatus as CoreWatchStatus,
+};
+
+use crate::error::Failure;
+use crate::task;
+use crate::types::{DocumentCounts, IndexIssue, VaultPaths};
+
+/// Options of `watchWiki`.
+#[napi(object, object_to_js = false)]
+pub struct WatchWikiOptions {
+  /// Components to keep current; default `["lexical", "vectors"]` (lexical first, vectors in the
+  /// background at lowered priority). Must not be empty.
+  #[napi(ts_type = "Array<'lexical' | 'vectors'>")]
+  pub components: Option<Vec<String>>,
+  /// Quiet time before a batch of changes is indexed (default 200 ms, at most 60,000).
+  pub debounce_ms: Option<u32>,
+  /// Use polling instead of OS events (network filesystems). Automatic when OS events cannot be
+  /// set up.
+  pub poll: Option<bool>,
+  /// Interval of the polling backend (default 2,000 ms, at least 100).
+  pub poll_interval_ms: Option<u32>,
+  /// Worker threads of each reindex (0 or absent: the engine's default).
+  pub threads: Option<u32>,
+  /// Watcher events, delivered on the JS thread in order. While set, the open watcher keeps the
+  /// process alive (like `fs.watch`); `close()` releases it.
+  pub on_event: Option<ThreadsafeFunction<WatchEvent, (), WatchEvent, Status, false>>,
+  /// Aborting closes the watcher.
+  pub signal: Option<AbortSignal>,
+  /// Set by the JS wrapper when `signal` was already aborted (the watcher never starts).
+  pub aborted: Option<bool>,
+}
+
+/// One watcher event.
+#[napi(object)]
+pub struct WatchEvent {
+  /// `started` (watch armed; again with `rearmed` after the vault came back), `indexed` (a batch
+  /// is searchable: `phase: 'lexical'`; its vectors written: `phase: 'vectors'`), `overflow`
+  /// (events were lost: a full scan follows), `error` (a reindex failed: kept and retried),
+  /// `vault_gone` (the wiki directory was deleted, moved or replaced), `closed` (last event).
+  #[napi(ts_type = "'started' | 'indexed' | 'overflow' | 'error' | 'vault_gone' | 'closed'")]
+  pub kind: String,
+  #[napi(ts_type = "'lexical' | 'vectors'")]
+  pub phase: Option<String>,
+  /// Changed paths relative to the wiki directory (at most 100; folders included).
+  pub paths: Vec<String>,
+  /// Number of changed paths in the batch.
+  pub path_count: u32,
+  /// The batch was a whole-vault scan (start-up, overflow, re-arm, very large batch).
+  pub full_scan: bool,
+  /// Reindex time (ms).
+  pub ms: Option<f64>,
+  /// From the batch's first file event to searchable (ms).
+  pub latency_ms: Option<f64>,
+  pub documents: Option<DocumentCounts>,
+  /// Store generation after the reindex.
+  pub generation: Option<f64>,
+  #[napi(ts_type = "'native' | 'poll'")]
+  pub backend: Option<String>,
+  /// Stable code: `watch_overflow`, `watch_error`, `watch_queue_full`, `watch_vault_gone`,
+  /// `watch_polling_fallback`, or the failed reindex's code.
+  pub code: Option<String>,
+  pub message: Option<String>,
+  pub rearmed: bool,
+}
+
+impl From<CoreWatchEvent> for WatchEvent {
+  fn from(e: CoreWatchEvent) -> Self {
+    WatchEvent {
+      kind: e.kind.as_str().to_string(),
+      phase: e.phase.map(str::to_string),
+      paths: e.paths,
+      path_count: e.path_count,
+      full_scan: e.full_scan,
+      ms: e.ms,
+      latency_ms: e.latency_ms,
+      documents: e.documents.map(|d| DocumentCounts {
+        indexed: d.indexed,
+        updated: d.updated,
+        unchanged: d.unchanged,
+        removed: d.removed,
+      }),
+      generation: e.generation.map(|g| g as f64),
+      backend: e.backend.map(|b| b.as_str().to_string()),
+      code: e.code,
+      message: e.message,
+      rearmed: e.rearmed,
+    }
+  }
+}
+
+/// What a watcher is doing.
+#[napi(object)]
+pub struct WatchStatus {
+  #[napi(ts_type = "'watching' | 'indexing' | 'retrying' | 'gone' | 'closed'")]
+  pub state: String,
+  #[napi(ts_type = "'native' | 'poll'")]
+  pub backend: String,
+  /// Changed paths waiting for their reindex.
+  pub pending_paths: u32,
+  /// The next reindex scans the whole vault.
+  pub pending_full_scan: bool,
+  /// Indexed changes whose vectors are not written yet.
+  pub vectors_pending: bool,
+  /// Lexical batches indexed.
+  pub reindexes: f64,
+  /// Overflows seen (each followed by a full scan).
+  pub overflows: f64,
+  pub last_indexed_at: Option<String>,
+  /// The last reindex failure (`qmd_index_busy` while an explicit reindex holds the lock).
+  pub last_error: Option<IndexIssue>,
+}
+
+impl From<CoreWatchStatus> for WatchStatus {
+  fn from(s: CoreWatchStatus) -> Self {
+    WatchStatus {
+      state: s.state.to_string(),
+      backend: s.backend.as_str().to_string(),
+      pending_paths: s.pending_paths,
+      pending_full_scan: s.pending_full_scan,
+      vectors_pending: s.vectors_pending,
+      reindexes: s.reindexes as f64,
+      overflows: s.overflows as f64,
+      last_indexed_at: s.last_indexed_at,
+      last_error: s.last_error.as_ref().map(IndexIssue::from),
+    }
+  }
+}
+
+/// Closes a watcher from an abort signal or an environment teardown, whichever comes, also
+/// before the watcher has finished starting.
+#[derive(Default)]
+struct CloseSlot {
+  closed: AtomicBool,
+  closer: Mutex<Option<WatchCloser>>,
+}
+
+impl CloseSlot {
+  fn close(&self) {
+    self.closed.store(true, Ordering::SeqCst);
+    if let Some(c) = self.closer.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+      c.close();
+    }
+  }
+  fn set(&self, closer: WatchCloser) {
+    *self.closer.lock().unwrap_or_else(|e| e.into_inner()) = Some(closer.clone());
+    if self.closed.load(Ordering::SeqCst) {
+      closer.close();
+    }
+  }
+}
+
+unsafe extern "C" fn close_on_teardown(data: *mut c_void) {
+  // SAFETY: `data` is the box `watch_wiki` leaked; the hook runs at most once, and is removed
+  // (with the box freed) by `close()` otherwise.
+  let slot = unsafe { Box::from_raw(data as *mut Arc<CloseSlot>) };
+  slot.close();
+}
+
+/// A running watcher (`watchWiki`). `close()` stops it; dropping the last reference does too.
+#[napi]
+pub struct WikiWatcher {
+  handle: Arc<Mutex<Option<WatchHandle>>>,
+  slot: Arc<CloseSlot>,
+  /// The teardown hook's data, until `close()` removes the hook.
+  hook: Option<usize>,
+}
+
+#[napi]
+impl WikiWatcher {
+  /// Stop watching: a running reindex is cancelled (the last good index stays), the `closed`
+  /// event is delivered, and the event listener is released, so the process can exit. Resolves
+  /// when the watcher thread has exited; later calls resolve at once.
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn close<'env>(&mut self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    self.slot.close();
+    if let Some(data) = self.hook.take() {
+      // SAFETY: on the JS thread of the environment the hook was added to; the hook has not
+      // run (the environment is alive), so the box is ours to free once removed.
+      let status =
+        unsafe { sys::napi_remove_env_cleanup_hook(env.raw(), Some(close_on_teardown), data as *mut c_void) };
+      if status == sys::Status::napi_ok {
+        drop(unsafe { Box::from_raw(data as *mut Arc<CloseSlot>) });
+      }
+    }
+    let handle = self.handle.clone();
+    task::spawn(env, None, task::Priority::Interactive, move || {
+      let taken = handle.lock().unwrap_or_else(|e| e.into_inner()).take();
+      if let Some(mut h) = taken {
+        h.close();
+      }
+      Ok(())
+    })
+  }
+
+  /// What the watcher is doing: its state, the paths waiting for a reindex, whether vectors lag.
+  #[napi]
+  pub fn status(&self) -> WatchStatus {
+    let guard = self.handle.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+      Some(h) => h.status().into(),
+      None => WatchStatus {
+        state: "closed".into(),
+        backend: "native".into(),
+        pending_paths: 0,
+        pending_full_scan: false,
+        vectors_pending: false,
+        reindexes: 0.0,
+        overflows: 0.0,
+        last_indexed_at: None,
+        last_error: None,
+      },
+    }
+  }
+}
+
+/// Watch a vault and keep its index current: a catch-up reindex first, then every debounced
+/// batch of page changes (lexical first, vectors in the background). Resolves with the watcher
+/// once the OS watch is armed; rejects `invalid_argument` (no wiki directory, bad options) or
+/// `cancelled` (the signal was already aborted).
+#[napi(catch_unwind, ts_return_type = "Promise<WikiWatcher>")]
+pub fn watch_wiki<'env>(
+  env: &'env Env,
+  paths: VaultPaths,
+  options: Option<WatchWikiOptions>,
+) -> Result<PromiseRaw<'env, WikiWatcher>> {
+  let o = options.unwrap_or(WatchWikiOptions {
+    components: None,
+    debounce_ms: None,
+    poll: None,
+    poll_interval_ms: None,
+    threads: None,
+    on_event: None,
+    signal: None,
+    aborted: None,
+  });
+  let slot = Arc::new(CloseSlot::default());
+  if o.aborted.unwrap_or(false) {
+    slot.close();
+  }
+  if let Some(signal) = o.signal.as_ref() {
+    let s = slot.clone();
+    signal.on_abort(move || s.close());
+  }
+  let data = Box::into_raw(Box::new(slot.clone()));
+  // SAFETY: on the JS thread that owns `env`; `data` stays valid until the hook runs or
+  // `close()` removes it.
+  let status = unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(close_on_teardown), data.cast()) };
+  let hook = if status == sys::Status::napi_ok {
+    Some(data as usize)
+  } else {
+    drop(unsafe { Box::from_raw(data) });
+    None
+  };
+  let on_event = o.on_event.map(Arc::new);
+  let threads = crate::thread_count(o.threads);
+  let (components, debounce, poll, poll_interval) = (o.components, o.debounce_ms, o.poll, o.poll_interval_ms);
+  task::spawn(env, None, task::Priority::Interactive, move || {
+    if slot.closed.load(Ordering::SeqCst) {
+      return Err(Failure { code: "cancelled".into(), message: "operation cancelled".into() });
+    }
+    let paths = paths.to_core()?;
+    let components = match components {
+      None => vec![Component::Lexical, Component::Vectors],
+      Some(c) if c.is_empty() => {
+        return Err(crate::invalid("components must contain at least one of lexical | vectors"))
+      }
+      Some(c) => c
+        .iter()
+        .map(|s| Component::parse(s))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(Failure::from)?,
+    };
+    let opts = WatchOptions {
+      components,
+      debounce: Duration::from_millis(debounce.unwrap_or(200).min(60_000) as u64),
+      poll: poll.unwrap_or(false),
+      poll_interval: Duration::from_millis(poll_interval.unwrap_or(2_000).max(100) as u64),
+      threads,
+      simulate_overflow: test_overflow(),
+      ..Default::default()
+    };
+    let sink: WatchSink = Arc::new(move |e: CoreWatchEvent| {
+      if let Some(cb) = &on_event {
+        cb.call(WatchEvent::from(e), ThreadsafeFunctionCallMode::NonBlocking);
+      }
+    });
+    let handle = core_watch::watch_wiki(&paths, opts, sink).map_err(Failure::from)?;
+    slot.set(handle.closer());
+    Ok(WikiWatcher { handle: Arc::new(Mutex::new(Some(handle))), slot, hook })
+  })
+}
+
+/// `test-hooks` builds only: `LLM_WIKI_TEST_WATCH_OVERFLOW=1` makes the watcher treat every OS
+/// event as an overflow notice (the JS tests' injected fault).
+fn test_overflow() -> bool {
+  cfg!(feature = "test-hooks") && std::env::var("LLM_WIKI_TEST_WATCH_OVERFLOW").is_ok_and(|v| v == "1")
+}
