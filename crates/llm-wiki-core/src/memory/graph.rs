@@ -262,12 +262,25 @@ pub const MAX_LINT_REPORTED: usize = 200;
 /// The relation and link lint of a manifest as index issues (path = the page's file under
 /// `wiki/`), capped at [`MAX_LINT_REPORTED`] plus a `relation_lint_truncated` summary.
 pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
-  use crate::store::IndexIssue;
   // Only pages with stored links or relations can have findings: skip the build otherwise.
   if manifest.entries.values().all(|e| e.links.is_empty()) {
     return Vec::new();
   }
-  let g = LinkGraph::build(manifest);
+  lint_of(manifest, &LinkGraph::build(manifest))
+}
+
+/// [`lint_issues`] through the per-generation graph cache of [`graph_for`]: a reindex that
+/// commits nothing does not rebuild the graph, and the graph a commit builds is the one its
+/// readers then use.
+pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
+  if manifest.entries.values().all(|e| e.links.is_empty()) {
+    return Vec::new();
+  }
+  lint_of(manifest, &graph_for(store, manifest))
+}
+
+fn lint_of(manifest: &Manifest, g: &LinkGraph) -> Vec<crate::store::IndexIssue> {
+  use crate::store::IndexIssue;
   let all: Vec<(&str, &RelationIssue)> = g.lint().collect();
   let mut out: Vec<IndexIssue> = all
     .iter()
