@@ -138,6 +138,8 @@ async function indexedVault() {
 describe('incremental path (existing index, changed pages)', () => {
   const cases = [
     // point, state right after the crash, documents the status reports
+    // the manifest journal record of the next generation is written and fsynced, not committed
+    ['after-manifest', 'stale', INITIAL],
     ['before-commit', 'stale', INITIAL],
     ['after-commit', 'stale', INITIAL],
     ['after-state', 'ready', FINAL],

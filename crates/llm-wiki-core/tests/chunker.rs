@@ -96,8 +96,8 @@ fn write(p: &VaultPaths, id: &str, body: &str) {
 
 fn manifest(p: &VaultPaths) -> Manifest {
   let current = StoreLayout::new(p.retrieval()).current().expect("a published store");
-  let gen = *current.manifest_generations().last().unwrap();
-  Manifest::load(&current.manifest_file(gen), None).unwrap()
+  let gen = llm_wiki_core::store::generation::Generation::open(current).unwrap().commit.manifest_generation;
+  Manifest::load_generation(&StoreLayout::new(p.retrieval()).current().unwrap(), gen, None).unwrap()
 }
 
 fn broken_model(dir: &Path) -> PathBuf {

@@ -93,8 +93,8 @@ fn warnings(r: &ReindexResult) -> BTreeMap<String, Vec<String>> {
 
 fn manifest(p: &VaultPaths) -> Manifest {
   let current = StoreLayout::new(p.retrieval()).current().expect("a published store");
-  let gen = *current.manifest_generations().last().unwrap();
-  Manifest::load(&current.manifest_file(gen), None).unwrap()
+  let gen = llm_wiki_core::store::generation::Generation::open(current).unwrap().commit.manifest_generation;
+  Manifest::load_generation(&StoreLayout::new(p.retrieval()).current().unwrap(), gen, None).unwrap()
 }
 
 /// A 10 MB page of prose ending in `bigpagetoken`.

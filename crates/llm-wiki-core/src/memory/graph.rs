@@ -262,12 +262,35 @@ pub const MAX_LINT_REPORTED: usize = 200;
 /// The relation and link lint of a manifest as index issues (path = the page's file under
 /// `wiki/`), capped at [`MAX_LINT_REPORTED`] plus a `relation_lint_truncated` summary.
 pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
-  use crate::store::IndexIssue;
   // Only pages with stored links or relations can have findings: skip the build otherwise.
   if manifest.entries.values().all(|e| e.links.is_empty()) {
     return Vec::new();
   }
-  let g = LinkGraph::build(manifest);
+  lint_of(manifest, &LinkGraph::build(manifest))
+}
+
+/// [`lint_issues`] with the graph a reader already built for this generation ([`graph_for`]'s
+/// cache) when there is one. A writer never adds to that cache: each commit is a new generation,
+/// and a long-lived writer (a watcher) would fill it with graphs of whole vaults no reader asked for.
+pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
+  if manifest.entries.values().all(|e| e.links.is_empty()) {
+    return Vec::new();
+  }
+  let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
+  let cached = graph_cache()
+    .lock()
+    .unwrap_or_else(|p| p.into_inner())
+    .iter()
+    .find(|(k, _)| *k == key)
+    .map(|(_, g)| g.clone());
+  match cached {
+    Some(g) => lint_of(manifest, &g),
+    None => lint_of(manifest, &LinkGraph::build(manifest)),
+  }
+}
+
+fn lint_of(manifest: &Manifest, g: &LinkGraph) -> Vec<crate::store::IndexIssue> {
+  use crate::store::IndexIssue;
   let all: Vec<(&str, &RelationIssue)> = g.lint().collect();
   let mut out: Vec<IndexIssue> = all
     .iter()
@@ -289,13 +312,18 @@ pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
 type CacheKey = (PathBuf, String, u64);
 type GraphCache = Mutex<Vec<(CacheKey, Arc<LinkGraph>)>>;
 
+/// The graphs [`graph_for`] built, most recent last.
+fn graph_cache() -> &'static GraphCache {
+  static CACHE: OnceLock<GraphCache> = OnceLock::new();
+  CACHE.get_or_init(|| Mutex::new(Vec::new()))
+}
+
 /// Graph of a manifest, built once per (store, vault, manifest generation) and shared. A few
 /// recent generations are kept (a reader may still hold the previous one).
 pub fn graph_for(store: &std::path::Path, manifest: &Manifest) -> Arc<LinkGraph> {
-  static CACHE: OnceLock<GraphCache> = OnceLock::new();
   const KEEP: usize = 8;
   let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
-  let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+  let cache = graph_cache();
   if let Some((_, g)) = cache.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key) {
     return g.clone();
   }

@@ -141,7 +141,7 @@ impl VaultReader {
         Some((true, d)) => d,
         // A vector batch: same pages, new segment list.
         Some((false, d)) => self.remember(&mut cached, commit, d.pages.clone()),
-        _ => match Manifest::load(&self.store.manifest_file(commit.manifest_generation), None) {
+        _ => match Manifest::load_generation(&self.store, commit.manifest_generation, None) {
           Ok(m) => self.remember(&mut cached, commit, Arc::new(PageData::new(m))),
           // The manifest of a superseded generation may have been collected: reload and retry.
           Err(_) => {

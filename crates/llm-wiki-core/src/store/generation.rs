@@ -41,7 +41,7 @@ impl Generation {
     let Some(commit) = lexical.commit_of(&searcher)?.filter(|c| c.generation > 0) else {
       return Err(Error::Index(format!("{} has no committed generation", dir.dir.display())));
     };
-    let manifest = Manifest::load(&dir.manifest_file(commit.manifest_generation), None)?;
+    let manifest = super::manifest::load_generation_cached(&dir, commit.manifest_generation)?;
     if manifest.generation != commit.manifest_generation {
       return Err(Error::Index(format!(
         "manifest generation {} != the commit's manifest generation {}",
@@ -59,7 +59,7 @@ impl Generation {
       JsonFile::Valid(s) => Some(s),
       _ => None,
     };
-    Ok(Generation { dir, lexical, commit, manifest: Arc::new(manifest), state })
+    Ok(Generation { dir, lexical, commit, manifest, state })
   }
 
   /// Generation of the last commit.

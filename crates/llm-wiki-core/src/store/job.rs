@@ -28,6 +28,18 @@ pub struct ReindexOptions {
   pub threads: usize,
   /// Chunk sizes.
   pub chunking: ChunkConfig,
+  /// Paths a caller knows changed, appeared or disappeared since the last reindex (a file
+  /// watcher's events), relative to the vault root (absolute paths inside the root are accepted).
+  /// With it, an incremental run looks at these paths only and skips the whole-vault stat walk;
+  /// `None` (the default) walks every page. A path outside the vault (or with `..`) is ignored
+  /// with a `reindex_hint_outside_vault` warning; a path outside `wiki/` names no page and is
+  /// ignored; a hint naming an unchanged page changes nothing. A hinted directory that exists
+  /// (a folder created or renamed into place), a path that cannot be inspected, or a new page
+  /// whose id collides case-insensitively with an indexed one falls back to the full walk, which
+  /// decides as a run without a hint would. A hinted directory that is gone removes the pages
+  /// under it. Ignored by full rebuilds (first index, `force`, format change) and by
+  /// `scope: "all"`, which always walk.
+  pub changed_paths: Option<Vec<std::path::PathBuf>>,
 }
 
 /// Page counts of a reindex (the extension's mirror counts).

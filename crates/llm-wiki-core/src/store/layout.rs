@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::fsutil::atomic_write;
 
 /// Version of the on-disk format; a different version makes the index stale (full rebuild).
-pub const INDEX_FORMAT_VERSION: u32 = 3;
+pub const INDEX_FORMAT_VERSION: u32 = 4;
 /// Version of this engine.
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Engine name reported in status (`qmdVersion` keeps its name for compatibility).
@@ -74,7 +74,11 @@ impl StoreDir {
   pub fn manifest_file(&self, generation: u64) -> PathBuf {
     self.dir.join(format!("manifest.{generation}.json"))
   }
-  /// Generations of manifest files present, ascending.
+  /// The journal of the manifest base of `generation` (see [`super::manifest`]).
+  pub fn journal_file(&self, generation: u64) -> PathBuf {
+    self.dir.join(format!("manifest.{generation}.journal"))
+  }
+  /// Generations of manifest base files present, ascending.
   pub fn manifest_generations(&self) -> Vec<u64> {
     let mut gens: Vec<u64> = std::fs::read_dir(&self.dir)
       .into_iter()

@@ -1,13 +1,22 @@
 //! The page manifest of one generation: page id → what was indexed for that page. It lets a
 //! reindex skip unchanged files by size + mtime (then by content hash) without opening them, and
 //! lets recall render results without re-reading pages.
+//!
+//! On disk a generation's manifest is a *base* (`manifest.<B>.json`, the whole manifest of
+//! generation B) plus the records of `manifest.<B>.journal` up to the generation (one JSON line
+//! per later page commit: the pages set and removed). A page commit appends one record — its cost
+//! is the size of the change, not of the vault — and writes a new base (a checkpoint) only when
+//! the journal has grown past a quarter of the base. See docs/STORE-FORMAT.md.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::layout::StoreDir;
 use crate::error::{Error, Result};
 use crate::fsutil::{read_json, JsonFile};
 use crate::memory::graph::PageLinks;
@@ -115,7 +124,59 @@ pub struct Manifest {
   /// Manifests written before the field existed were chunked by the estimate.
   #[serde(default = "estimate_label")]
   pub chunker: String,
+  /// Where this generation sits on disk (base + journal length); not serialized.
+  #[serde(skip)]
+  pub journal: JournalPos,
 }
+
+/// The on-disk position of a loaded or written manifest generation: its base file and the
+/// length of the base's journal through this generation (later bytes are uncommitted records
+/// of a run that did not commit, cut off by the next writer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JournalPos {
+  /// Generation of the base file.
+  pub base: u64,
+  /// Bytes of the base file.
+  pub base_len: u64,
+  /// Bytes of the base's journal that belong to this generation and the ones before it.
+  pub len: u64,
+}
+
+/// One journal record: what a page commit changed relative to the generation before it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestDelta {
+  /// Generation this record produces.
+  pub generation: u64,
+  /// Build time of that generation (see [`Manifest::built_at_ms`]).
+  pub built_at_ms: i64,
+  /// Pages added or changed (including size/mtime-only changes).
+  #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+  pub set: BTreeMap<String, ManifestEntry>,
+  /// Pages removed.
+  #[serde(default, skip_serializing_if = "Vec::is_empty")]
+  pub del: Vec<String>,
+  /// Excluded files added or changed.
+  #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+  pub xset: BTreeMap<String, ExcludedEntry>,
+  /// Excluded files no longer excluded (gone, or now indexed).
+  #[serde(default, skip_serializing_if = "Vec::is_empty")]
+  pub xdel: Vec<String>,
+}
+
+impl ManifestDelta {
+  /// True when the record changes no page and no exclusion.
+  pub fn is_empty(&self) -> bool {
+    self.set.is_empty() && self.del.is_empty() && self.xset.is_empty() && self.xdel.is_empty()
+  }
+}
+
+/// A journal may grow to this fraction of its base (plus [`JOURNAL_SLACK`]) before the next page
+/// commit writes a new base instead: replaying it stays cheaper than a quarter of a base load, and
+/// a checkpoint (O(vault)) happens once per that many bytes of changes.
+const JOURNAL_FRACTION: u64 = 4;
+/// Journal bytes always allowed before a checkpoint (small vaults: one base, many records).
+const JOURNAL_SLACK: u64 = 64 * 1024;
 
 fn estimate_label() -> String {
   crate::chunk::ESTIMATE_LABEL.to_string()
@@ -132,7 +193,132 @@ impl Manifest {
       entries: BTreeMap::new(),
       excluded: BTreeMap::new(),
       chunker: estimate_label(),
+      journal: JournalPos::default(),
     }
+  }
+
+  /// Apply a journal record (the generation and build time become the record's).
+  pub fn apply(&mut self, d: &ManifestDelta) {
+    for id in &d.del {
+      self.entries.remove(id);
+    }
+    for (id, e) in &d.set {
+      self.entries.insert(id.clone(), e.clone());
+    }
+    for id in &d.xdel {
+      self.excluded.remove(id);
+    }
+    for (id, x) in &d.xset {
+      self.excluded.insert(id.clone(), x.clone());
+    }
+    self.generation = d.generation;
+    self.built_at_ms = d.built_at_ms;
+  }
+
+  /// Load generation `generation` of the store directory `dir`: the newest base at or below it,
+  /// then its journal's records through `generation` (records after it are ignored: they belong
+  /// to a run that never committed). The generation must be present exactly.
+  pub fn load_generation(dir: &StoreDir, generation: u64, expected_vault: Option<&str>) -> Result<Manifest> {
+    let base = dir
+      .manifest_generations()
+      .into_iter()
+      .rfind(|g| *g <= generation)
+      .ok_or_else(|| Error::ManifestInvalid(format!("manifest of generation {generation} is missing")))?;
+    let base_path = dir.manifest_file(base);
+    let mut m = Manifest::load(&base_path, expected_vault)?;
+    if m.generation != base {
+      return Err(Error::ManifestInvalid(format!(
+        "{} holds generation {}",
+        base_path.display(),
+        m.generation
+      )));
+    }
+    let base_len = std::fs::metadata(&base_path).map(|md| md.len()).unwrap_or(0);
+    let mut len = 0u64;
+    if base < generation {
+      let jpath = dir.journal_file(base);
+      let mut bytes = Vec::new();
+      std::fs::File::open(&jpath)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| Error::ManifestInvalid(format!("{}: {e}", jpath.display())))?;
+      let mut at = 0usize;
+      while let Some(nl) = bytes[at..].iter().position(|b| *b == b'\n') {
+        let line = &bytes[at..at + nl];
+        // A line that does not parse can only be the torn tail of an uncommitted record.
+        let Ok(d) = serde_json::from_slice::<ManifestDelta>(line) else { break };
+        if d.generation > generation {
+          break;
+        }
+        if d.generation <= m.generation {
+          return Err(Error::ManifestInvalid(format!(
+            "{}: record of generation {} after generation {}",
+            jpath.display(),
+            d.generation,
+            m.generation
+          )));
+        }
+        m.apply(&d);
+        at += nl + 1;
+      }
+      len = at as u64;
+      if m.generation != generation {
+        return Err(Error::ManifestInvalid(format!(
+          "{} has no record of generation {generation}",
+          jpath.display()
+        )));
+      }
+      m.validate(expected_vault)?;
+    }
+    m.journal = JournalPos { base, base_len, len };
+    Ok(m)
+  }
+
+  /// Write this manifest (already at its new generation) as the next generation of `dir`:
+  /// `delta` appended to the journal of the base of `prior` when the journal stays small, else
+  /// (and without `prior` or `delta`) a new base. Files and records of generations after
+  /// `prior` (left by a run that did not commit) are removed first. Fsynced before returning;
+  /// the caller's tantivy commit then publishes it. Updates [`Manifest::journal`].
+  pub fn write_generation(
+    &mut self,
+    dir: &StoreDir,
+    prior: Option<JournalPos>,
+    delta: Option<&ManifestDelta>,
+  ) -> Result<()> {
+    if let Some(p) = prior {
+      for g in dir.manifest_generations().into_iter().filter(|g| *g > p.base && *g >= self.generation) {
+        let _ = std::fs::remove_file(dir.manifest_file(g));
+        let _ = std::fs::remove_file(dir.journal_file(g));
+      }
+    }
+    if let (Some(p), Some(d)) = (prior, delta) {
+      let mut line =
+        serde_json::to_vec(d).map_err(|e| Error::Index(format!("serialize manifest record: {e}")))?;
+      line.push(b'\n');
+      if p.len + line.len() as u64 <= p.base_len / JOURNAL_FRACTION + JOURNAL_SLACK {
+        let jpath = dir.journal_file(p.base);
+        let existed = jpath.exists();
+        let write = || -> std::io::Result<()> {
+          let mut f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&jpath)?;
+          // Cut off records of runs that never committed.
+          f.set_len(p.len)?;
+          f.seek(SeekFrom::Start(p.len))?;
+          f.write_all(&line)?;
+          f.sync_all()
+        };
+        write().map_err(|e| Error::io("append to", &jpath, e))?;
+        if !existed {
+          crate::fsutil::sync_dir(&dir.dir);
+        }
+        self.journal = JournalPos { base: p.base, base_len: p.base_len, len: p.len + line.len() as u64 };
+        return Ok(());
+      }
+    }
+    let path = dir.manifest_file(self.generation);
+    self.save(&path)?;
+    let _ = std::fs::remove_file(dir.journal_file(self.generation));
+    let base_len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    self.journal = JournalPos { base: self.generation, base_len, len: 0 };
+    Ok(())
   }
 
   /// SHA-256 over the identity of what is indexed: vault id and, per page in id order, its id,
@@ -219,6 +405,61 @@ impl Manifest {
     let bytes = serde_json::to_vec(self).map_err(|e| Error::Index(format!("serialize manifest: {e}")))?;
     crate::fsutil::atomic_write(path, &bytes)
   }
+}
+
+/// Remove the bases and journals no generation in `keep` is read from (a reader may still hold
+/// the previous commit, so callers keep the last two commits' generations).
+pub fn gc_generations(dir: &StoreDir, keep: &[u64]) {
+  let bases = dir.manifest_generations();
+  let needed: Vec<u64> = keep.iter().filter_map(|k| bases.iter().copied().rfind(|b| b <= k)).collect();
+  for b in bases {
+    if !needed.contains(&b) {
+      let _ = std::fs::remove_file(dir.manifest_file(b));
+      let _ = std::fs::remove_file(dir.journal_file(b));
+    }
+  }
+}
+
+/// The writer's copy of the manifest it last committed, so that the next reindex in the same
+/// process (a watcher, the CLI's loops, the bench) does not re-read a whole vault's manifest.
+/// One slot; trusted only while the base file's length and mtime and the journal's length are
+/// what the commit left (a file changed behind our back is read again).
+struct CachedManifest {
+  dir: PathBuf,
+  stamp: (u64, i64, u64),
+  manifest: Arc<Manifest>,
+}
+
+static WRITER_CACHE: Mutex<Option<CachedManifest>> = Mutex::new(None);
+
+fn stamp(dir: &StoreDir, pos: &JournalPos) -> Option<(u64, i64, u64)> {
+  let base = std::fs::metadata(dir.manifest_file(pos.base)).ok()?;
+  let journal = if pos.len == 0 { 0 } else { std::fs::metadata(dir.journal_file(pos.base)).ok()?.len() };
+  Some((base.len(), crate::vault::discover::mtime_ns(&base), journal))
+}
+
+/// [`Manifest::load_generation`] through the writer's one-slot cache.
+pub fn load_generation_cached(dir: &StoreDir, generation: u64) -> Result<Arc<Manifest>> {
+  {
+    let slot = WRITER_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = slot.as_ref().filter(|c| c.dir == dir.dir && c.manifest.generation == generation) {
+      if stamp(dir, &c.manifest.journal) == Some(c.stamp) {
+        return Ok(c.manifest.clone());
+      }
+    }
+  }
+  Ok(Arc::new(Manifest::load_generation(dir, generation, None)?))
+}
+
+/// Keep `manifest` (just committed in `dir`) as the writer's cached copy.
+pub fn remember_committed(dir: &StoreDir, manifest: Arc<Manifest>) {
+  let mut slot = WRITER_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+  *slot = stamp(dir, &manifest.journal).map(|stamp| CachedManifest { dir: dir.dir.clone(), stamp, manifest });
+}
+
+/// Drop the writer's cached copy (before it is changed in place, or when its store is replaced).
+pub fn forget_committed() {
+  *WRITER_CACHE.lock().unwrap_or_else(|p| p.into_inner()) = None;
 }
 
 /// Lowercase hex of bytes.

@@ -23,7 +23,9 @@ pub use super::job::{
 use super::layout::{new_store_name, StoreDir, StoreLayout};
 use super::lexical::{CommitInfo, LexicalIndex};
 use super::lock;
-use super::manifest::{sha256_hex, ChunkIds, ExcludedEntry, Manifest, ManifestEntry};
+use super::manifest::{
+  sha256_hex, ChunkIds, ExcludedEntry, JournalPos, Manifest, ManifestDelta, ManifestEntry,
+};
 use super::state::{StateFile, StateModels, StateVectors};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
 use super::swap::{self, crash_point};
@@ -45,6 +47,9 @@ const BATCH: usize = 256;
 
 /// How one discovered page compares with the previous generation.
 enum Loaded {
+  /// Path, size and mtime match the previous entry.
+  Same,
+  /// Same content, new size/mtime: the entry to record.
   Unchanged(ManifestEntry),
   Changed {
     entry: ManifestEntry,
@@ -103,10 +108,9 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, chunker
   let prev = prior.and_then(|m| m.entries.get(&file.id));
   let racy = prior.is_some_and(|m| file.mtime_ns / 1_000_000 >= m.built_at_ms - RACY_WINDOW_MS);
   if trust_stat && !racy {
-    if let Some(p) =
-      prev.filter(|p| p.rel_path == file.rel_path && p.size == file.size && p.mtime_ns == file.mtime_ns)
+    if prev.is_some_and(|p| p.rel_path == file.rel_path && p.size == file.size && p.mtime_ns == file.mtime_ns)
     {
-      return Loaded::Unchanged(p.clone());
+      return Loaded::Same;
     }
     let excluded = prior.and_then(|m| m.excluded.get(&file.id));
     if let Some(x) =
@@ -208,21 +212,24 @@ impl Drop for Sink<'_> {
   }
 }
 
-/// What a scan of the pages decided (page contents are indexed as they stream past).
+/// What a scan of the pages decided (page contents are indexed as they stream past): the change
+/// to the previous generation's manifest (for a first index, every page).
 struct Scan {
-  entries: BTreeMap<String, ManifestEntry>,
-  excluded: BTreeMap<String, ExcludedEntry>,
-  /// Pages added or re-indexed.
-  changed: usize,
-  removed: usize,
-  /// Only sizes/mtimes or the excluded set changed: a new manifest, no index change.
-  metadata_only: bool,
+  delta: ManifestDelta,
 }
 
 impl Scan {
   fn nothing(&self) -> bool {
-    self.changed == 0 && self.removed == 0 && !self.metadata_only
+    self.delta.is_empty()
   }
+}
+
+/// Which pages of the previous generation a scan accounts for: every one (a walk of the vault;
+/// pages not met are removed), or only those of a changed-paths hint (plus the ids it names as
+/// gone).
+enum Coverage {
+  Walk,
+  Hinted { gone: Vec<String> },
 }
 
 /// Read every page in parallel batches and stream changed ones into the sink, so memory holds
@@ -231,6 +238,7 @@ impl Scan {
 /// does. Cancellation is checked between batches.
 fn scan_pages(
   files: &[PageFile],
+  coverage: Coverage,
   prior: Option<&Manifest>,
   opts: &ReindexOptions,
   chunker: &Chunker,
@@ -246,13 +254,10 @@ fn scan_pages(
     .map_err(|e| Error::Index(format!("cannot start indexing threads: {e}")))?;
   let total = files.len() as u64;
   emit(opts, "mirror", "comparing pages with the index", Some(0), Some(total));
-  let mut scan = Scan {
-    entries: BTreeMap::new(),
-    excluded: BTreeMap::new(),
-    changed: 0,
-    removed: 0,
-    metadata_only: false,
-  };
+  let mut scan = Scan { delta: ManifestDelta::default() };
+  let delta = &mut scan.delta;
+  // Ids met by the walk (only a walk removes what it did not meet).
+  let mut seen: HashSet<&str> = HashSet::new();
   for (b, batch) in files.chunks(BATCH * n_threads).enumerate() {
     opts.cancel.check()?;
     let loaded: Vec<Loaded> =
@@ -260,13 +265,19 @@ fn scan_pages(
     debug_assert_eq!(loaded.len(), batch.len());
     for (file, l) in batch.iter().zip(loaded) {
       let prev = prior.and_then(|m| m.entries.get(&file.id));
+      if matches!(coverage, Coverage::Walk) && prior.is_some() {
+        seen.insert(file.id.as_str());
+      }
+      let was_excluded = prior.and_then(|m| m.excluded.get(&file.id));
+      if was_excluded.is_some() && !matches!(l, Loaded::Invalid(_)) {
+        delta.xdel.push(file.id.clone());
+      }
       match l {
+        Loaded::Same => {}
         Loaded::Unchanged(e) => {
-          if prev.is_some_and(|p| p.size != e.size || p.mtime_ns != e.mtime_ns) {
-            scan.metadata_only = true;
+          if prev != Some(&e) {
+            delta.set.insert(file.id.clone(), e);
           }
-          res.documents.unchanged += 1;
-          scan.entries.insert(file.id.clone(), e);
         }
         Loaded::Changed { entry, chunks, is_new, page, warning } => {
           if let Some(d) = warning {
@@ -284,8 +295,7 @@ fn scan_pages(
           }
           lexical.add_page(w, &file.id, &page.meta, &chunks)?;
           res.chunks.added += chunks.chunks.len() as u32;
-          scan.changed += 1;
-          scan.entries.insert(file.id.clone(), entry);
+          delta.set.insert(file.id.clone(), entry);
         }
         Loaded::Invalid(d) => {
           res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
@@ -295,7 +305,17 @@ fn scan_pages(
             mtime_ns: file.mtime_ns,
             diagnostic: d,
           };
-          scan.excluded.insert(file.id.clone(), x);
+          // A page that was indexed and is now malformed leaves the index.
+          if let Some(p) = prev {
+            let (lexical, w) = sink.writer()?;
+            lexical.delete_page(w, &file.id);
+            res.chunks.removed += p.chunks.len() as u32;
+            res.documents.removed += 1;
+            delta.del.push(file.id.clone());
+          }
+          if was_excluded != Some(&x) {
+            delta.xset.insert(file.id.clone(), x);
+          }
         }
       }
     }
@@ -303,18 +323,32 @@ fn scan_pages(
     emit(opts, "lexical", "indexing pages", Some(done), Some(total));
   }
   if let Some(m) = prior {
-    if m.excluded != scan.excluded {
-      scan.metadata_only = true;
-    }
-    let removed: Vec<&String> = m.entries.keys().filter(|k| !scan.entries.contains_key(*k)).collect();
-    for id in &removed {
+    let (gone_pages, gone_excluded): (Vec<&String>, Vec<&String>) = match &coverage {
+      Coverage::Walk => (
+        m.entries.keys().filter(|k| !seen.contains(k.as_str())).collect(),
+        m.excluded.keys().filter(|k| !seen.contains(k.as_str())).collect(),
+      ),
+      Coverage::Hinted { gone } => (
+        gone.iter().filter(|k| m.entries.contains_key(*k)).collect(),
+        gone.iter().filter(|k| m.excluded.contains_key(*k)).collect(),
+      ),
+    };
+    for id in gone_pages {
       let (lexical, w) = sink.writer()?;
       lexical.delete_page(w, id);
-      res.chunks.removed += m.entries[*id].chunks.len() as u32;
+      res.chunks.removed += m.entries[id].chunks.len() as u32;
+      res.documents.removed += 1;
+      delta.del.push(id.clone());
     }
-    scan.removed = removed.len();
-    res.documents.removed = removed.len() as u32;
+    delta.xdel.extend(gone_excluded.into_iter().cloned());
+    delta.del.sort_unstable();
+    delta.del.dedup();
+    delta.xdel.sort_unstable();
+    delta.xdel.dedup();
   }
+  // Pages left as they were: those of the previous generation neither updated nor removed.
+  let before = prior.map_or(0, |m| m.entries.len()) as u32;
+  res.documents.unchanged = before.saturating_sub(res.documents.removed + res.documents.updated);
   Ok(scan)
 }
 
@@ -327,49 +361,176 @@ fn open_current(layout: &StoreLayout, vault_id: &str) -> Option<Generation> {
 
 /// Publish what the sink holds as the commit `commit` of `dir`: the manifest is written first,
 /// then the single tantivy commit makes it visible.
+/// `manifest` (already at the commit's generation) is written first — one journal record
+/// `delta` after `prior`, or a new base — then the single tantivy commit makes it visible.
 fn commit_generation(
   sink: &mut Sink,
   dir: &StoreDir,
-  scan: Scan,
+  manifest: &mut Manifest,
+  prior: Option<(JournalPos, &ManifestDelta)>,
   commit: &CommitInfo,
-  vault_id: &str,
-  chunker: &str,
   opts: &ReindexOptions,
-) -> Result<Manifest> {
+) -> Result<()> {
   let gen = commit.manifest_generation;
+  debug_assert_eq!(manifest.generation, gen);
   let result = (|| {
     let (lexical, w) = sink.writer()?;
     lexical.set_commit(w, commit)?;
-    let manifest = Manifest {
-      version: super::manifest::MANIFEST_VERSION,
-      vault_id: vault_id.to_string(),
-      generation: gen,
-      built_at_ms: now_ms(),
-      entries: scan.entries,
-      excluded: scan.excluded,
-      chunker: chunker.to_string(),
-    };
-    manifest.save(&dir.manifest_file(gen))?;
+    manifest.write_generation(dir, prior.map(|p| p.0), prior.map(|p| p.1))?;
+    crash_point("after-manifest");
     opts.cancel.check()?;
     crash_point("before-commit");
     sink.commit()?;
-    Ok(manifest)
+    Ok(())
   })();
   if result.is_err() {
     sink.rollback();
-    let _ = std::fs::remove_file(dir.manifest_file(gen));
+    // A base written for this generation is removed; a journal record after the committed
+    // generation is ignored by readers and cut off by the next writer.
+    if manifest.journal.base == gen {
+      let _ = std::fs::remove_file(dir.manifest_file(gen));
+    }
   }
   result
 }
 
 /// Remove the page manifests no longer needed: a reader may still hold the previous commit, so
-/// the manifests of the last two commits (`keep`) stay.
+/// the bases (and journals) the last two commits (`keep`) are read from stay.
 pub(crate) fn gc_manifests(dir: &StoreDir, keep: &[u64]) {
-  for g in dir.manifest_generations() {
-    if !keep.contains(&g) {
-      let _ = std::fs::remove_file(dir.manifest_file(g));
+  super::manifest::gc_generations(dir, keep)
+}
+
+/// What a changed-paths hint resolves to.
+enum Hinted {
+  /// Look at these page files, and remove these ids (when indexed or excluded).
+  Pages { files: Vec<PageFile>, gone: Vec<String> },
+  /// The hint cannot be followed page by page: walk the vault.
+  Walk(&'static str),
+}
+
+/// NFC form of a path string (page ids and manifest paths are NFC).
+fn nfc(s: &str) -> String {
+  use unicode_normalization::UnicodeNormalization;
+  if s.is_ascii() {
+    s.to_string()
+  } else {
+    s.nfc().collect()
+  }
+}
+
+fn is_page_name(name: &str) -> bool {
+  name.len() > 3
+    && name.as_bytes()[name.len() - 3..].eq_ignore_ascii_case(b".md")
+    && !name.eq_ignore_ascii_case("index.md")
+    && !name.eq_ignore_ascii_case("log.md")
+}
+
+/// Resolve a changed-paths hint against the previous generation (see
+/// [`ReindexOptions::changed_paths`]).
+fn resolve_hints(
+  paths: &VaultPaths,
+  hints: &[std::path::PathBuf],
+  prior: &Manifest,
+  res: &mut ReindexResult,
+) -> Hinted {
+  use std::path::Component as C;
+  let mut files: BTreeMap<String, PageFile> = BTreeMap::new();
+  let mut gone: Vec<String> = Vec::new();
+  for hint in hints {
+    let rel = if hint.is_absolute() { hint.strip_prefix(&paths.root).ok() } else { Some(hint.as_path()) };
+    let rel = rel.filter(|r| r.components().all(|c| matches!(c, C::Normal(_) | C::CurDir)));
+    let Some(rel) = rel else {
+      res.warnings.push(
+        IndexIssue::new(
+          "reindex_hint_outside_vault",
+          format!("changed path {} is not inside the vault; ignored", hint.display()),
+        )
+        .at(hint.to_string_lossy().into_owned()),
+      );
+      continue;
+    };
+    let abs = paths.root.join(rel);
+    // Not under wiki/: names no page (meta files, .obsidian/, editors' files elsewhere).
+    let Ok(in_wiki) = abs.strip_prefix(&paths.wiki) else { continue };
+    let parts: Vec<&str> = match in_wiki
+      .components()
+      .filter(|c| !matches!(c, C::CurDir))
+      .map(|c| c.as_os_str().to_str())
+      .collect()
+    {
+      Some(p) => p,
+      None => return Hinted::Walk("a changed path is not valid UTF-8"),
+    };
+    if parts.is_empty() {
+      return Hinted::Walk("the knowledge directory itself changed");
+    }
+    // A symlinked folder on the way is never entered by the walk: such a path names no page.
+    let mut under_link = false;
+    let mut at = paths.wiki.clone();
+    for part in &parts[..parts.len() - 1] {
+      at.push(part);
+      if std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_symlink()) {
+        under_link = true;
+        break;
+      }
+    }
+    let rel_path = nfc(&parts.join("/"));
+    let name = parts[parts.len() - 1];
+    let page_id = is_page_name(name).then(|| rel_path[..rel_path.len() - 3].to_string());
+    match std::fs::symlink_metadata(&abs) {
+      Ok(m) if m.is_dir() && !under_link => return Hinted::Walk("a changed path is a directory"),
+      Ok(m) if m.is_file() && !under_link => {
+        let Some(id) = page_id else { continue };
+        let known = prior.entries.contains_key(&id) || prior.excluded.contains_key(&id);
+        if !known {
+          let lower = id.to_lowercase();
+          let twin = prior
+            .entries
+            .keys()
+            .chain(prior.excluded.keys())
+            .any(|k| k.len() == id.len() && k.to_lowercase() == lower);
+          if twin {
+            return Hinted::Walk("a new page's id collides with an indexed one");
+          }
+        }
+        let file = PageFile {
+          id: id.clone(),
+          rel_path,
+          abs_path: abs.clone(),
+          size: m.len(),
+          mtime_ns: crate::vault::discover::mtime_ns(&m),
+        };
+        files.insert(id, file);
+      }
+      Ok(_) => gone.extend(page_id),
+      Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        gone.extend(page_id);
+        // A folder that is gone takes its pages with it.
+        let prefix = format!("{rel_path}/");
+        for map_keys in [
+          prior
+            .entries
+            .range(prefix.clone()..)
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect::<Vec<_>>(),
+          prior
+            .excluded
+            .range(prefix.clone()..)
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect(),
+        ] {
+          gone.extend(map_keys);
+        }
+      }
+      Err(_) => return Hinted::Walk("a changed path cannot be inspected"),
     }
   }
+  gone.retain(|id| !files.contains_key(id));
+  Hinted::Pages { files: files.into_values().collect(), gone }
 }
 
 /// Write `state.json` describing `commit` over `manifest` (vector counts from its segments).
@@ -501,10 +662,6 @@ fn run_locked(
   let vault_id = ensure_vault_id(paths).map_err(pre)?;
   res.vault_id = Some(vault_id.clone());
 
-  let discovery = discover_pages(&paths.root, &paths.wiki);
-  for d in &discovery.diagnostics {
-    res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
-  }
   let force_lexical = opts.force && components.contains(&Component::Lexical);
   let chunker = run_chunker(opts, res);
   let label = chunker.label();
@@ -522,19 +679,42 @@ fn run_locked(
   // scan started is.
   let classify = |e: Error| if matches!(e, Error::Cancelled) { pre(e) } else { post(e) };
   let threads = threads(opts);
+  // The pages to look at: a changed-paths hint's (incremental runs trusting stat only), else a
+  // walk of the whole vault.
+  let hinted = match (&current, &opts.changed_paths) {
+    (Some(gen), Some(hints)) if opts.scope == Scope::Changed => {
+      match resolve_hints(paths, hints, &gen.manifest, res) {
+        Hinted::Pages { files, gone } => Some((files, gone)),
+        Hinted::Walk(why) => {
+          emit(opts, "mirror", format!("walking the vault: {why}"), None, None);
+          None
+        }
+      }
+    }
+    _ => None,
+  };
+  let (files, coverage) = match hinted {
+    Some((files, gone)) => (files, Coverage::Hinted { gone }),
+    None => {
+      let discovery = discover_pages(&paths.root, &paths.wiki);
+      for d in &discovery.diagnostics {
+        res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
+      }
+      (discovery.files, Coverage::Walk)
+    }
+  };
 
   // The generation stays open for the vector phase when this run commits nothing.
   let unchanged: Option<Generation> = match current {
-    Some(gen) => {
-      let prior = gen.manifest.clone();
+    Some(mut gen) => {
       let mut sink = Sink::new(&gen.lexical, threads);
-      let scan =
-        scan_pages(&discovery.files, Some(&prior), opts, &chunker, &mut sink, res).map_err(classify)?;
+      let mut scan = scan_pages(&files, coverage, Some(&gen.manifest), opts, &chunker, &mut sink, res)
+        .map_err(classify)?;
       if scan.nothing() {
         drop(sink);
         res.generation = gen.generation();
         res.chunks.total = gen.manifest.total_chunks();
-        res.warnings.extend(crate::memory::graph::lint_issues(&gen.manifest));
+        res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &gen.manifest));
         // Repair a state file left behind by a crash between commit and state write.
         if gen.state.as_ref().is_none_or(|s| s.generation != gen.generation()) {
           write_state(&gen.dir, &gen.manifest, &gen.commit, &gen.store_id()).map_err(post)?;
@@ -544,14 +724,24 @@ fn run_locked(
         let next = gen.generation() + 1;
         let commit =
           CommitInfo { generation: next, manifest_generation: next, vectors: gen.commit.vectors.clone() };
-        let manifest =
-          commit_generation(&mut sink, &gen.dir, scan, &commit, &vault_id, &label, opts).map_err(classify)?;
+        // The previous generation's manifest, changed in place by this run's record (copied
+        // only when a reader of this process shares it).
+        super::manifest::forget_committed();
+        let prior = std::mem::replace(&mut gen.manifest, Arc::new(Manifest::empty(&vault_id)));
+        let mut manifest = Arc::try_unwrap(prior).unwrap_or_else(|shared| (*shared).clone());
+        let prior_pos = manifest.journal;
+        scan.delta.generation = next;
+        scan.delta.built_at_ms = now_ms();
+        manifest.apply(&scan.delta);
+        commit_generation(&mut sink, &gen.dir, &mut manifest, Some((prior_pos, &scan.delta)), &commit, opts)
+          .map_err(classify)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
-        res.warnings.extend(crate::memory::graph::lint_issues(&manifest));
+        res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &manifest));
         write_state(&gen.dir, &manifest, &commit, &gen.store_id()).map_err(post)?;
         crash_point("after-state");
         gc_manifests(&gen.dir, &[gen.commit.manifest_generation, next]);
+        super::manifest::remember_committed(&gen.dir, Arc::new(manifest));
         res.generation = next;
         None
       }
@@ -577,9 +767,19 @@ fn run_locked(
             + 1;
         drop(previous);
         let mut sink = Sink::new(&lexical, threads);
-        let scan = scan_pages(&discovery.files, None, opts, &chunker, &mut sink, res)?;
+        let scan = scan_pages(&files, Coverage::Walk, None, opts, &chunker, &mut sink, res)?;
         let commit = CommitInfo { generation: first, manifest_generation: first, vectors: carried };
-        let manifest = commit_generation(&mut sink, &staging, scan, &commit, &vault_id, &label, opts)?;
+        let mut manifest = Manifest {
+          version: super::manifest::MANIFEST_VERSION,
+          vault_id: vault_id.clone(),
+          generation: first,
+          built_at_ms: now_ms(),
+          entries: scan.delta.set,
+          excluded: scan.delta.xset,
+          chunker: label.clone(),
+          journal: JournalPos::default(),
+        };
+        commit_generation(&mut sink, &staging, &mut manifest, None, &commit, opts)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
         res.warnings.extend(crate::memory::graph::lint_issues(&manifest));
@@ -592,6 +792,7 @@ fn run_locked(
         crash_point("before-swap");
         emit(opts, "swap", "publishing the new index", None, None);
         swap::promote(layout, &name)?;
+        super::manifest::remember_committed(&staging, Arc::new(manifest));
         emit(opts, "swap", "swap: done", None, None);
         Ok(first)
       };

@@ -241,9 +241,18 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   });
   // The page check needs the manifest; without it the state file's copy of the hash suffices
   // (the manifest of a large vault is megabytes of JSON).
-  let manifest_file = |s: &StateFile| current.as_ref().map(|c| c.manifest_file(s.manifest_generation));
+  // A generation's manifest is its base file (the newest at or below it) plus journal records.
+  let has_manifest = |s: &StateFile| {
+    current
+      .as_ref()
+      .is_some_and(|c| c.manifest_generations().first().is_some_and(|b| *b <= s.manifest_generation))
+  };
   let manifest = state.as_ref().filter(|_| opts.check_pages).and_then(|s| {
-    match Manifest::load(&manifest_file(s).unwrap_or_default(), Some(&s.vault_id)) {
+    let loaded = match current.as_ref() {
+      Some(c) => Manifest::load_generation(c, s.manifest_generation, Some(&s.vault_id)),
+      None => Err(crate::error::Error::ManifestInvalid("no store".into())),
+    };
+    match loaded {
       Ok(m) => Some(m),
       Err(e) => {
         issues.push(IndexIssue::new("qmd_manifest_invalid", e.to_string()));
@@ -255,7 +264,7 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   match (&manifest, &state) {
     (Some(m), _) => st.manifest_hash = Some(m.hash()),
     (None, Some(s)) if !opts.check_pages => {
-      if manifest_file(s).is_some_and(|f| f.is_file()) {
+      if has_manifest(s) {
         st.manifest_hash = Some(s.manifest_hash.clone());
       } else {
         issues.push(IndexIssue::new(

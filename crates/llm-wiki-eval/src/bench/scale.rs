@@ -64,6 +64,75 @@ pub(super) fn generate_timed(
   ))
 }
 
+/// The floor of an incremental run and what a file watcher's changed-paths hint buys: the
+/// whole-vault stat walk alone (what every run without a hint pays), a one-page edit reindexed
+/// with the edited path as its hint (no walk), and a hint naming a page that did not change.
+/// Each is timed three times (the median is reported); every edit is a new sentence.
+fn incremental_floor(paths: &VaultPaths, common: &BenchCommon, label: &str) -> Result<Value> {
+  let median = |mut v: Vec<f64>| {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+  };
+  let mut walk = Vec::new();
+  let mut pages = 0;
+  for _ in 0..3 {
+    let started = Instant::now();
+    pages = llm_wiki_core::vault::discover_pages(&paths.root, &paths.wiki).files.len();
+    walk.push(ms_since(started));
+  }
+  let manifest = current_manifest(paths)?;
+  // The page in the middle of the vault (the walk edits take the first).
+  let id = manifest.entries.keys().nth(manifest.entries.len() / 2).cloned().unwrap_or_default();
+  let rel = paths.wiki.join(&manifest.entries[&id].rel_path);
+  let rel = rel.strip_prefix(&paths.root).map(Path::to_path_buf).unwrap_or(rel);
+  let hinted = |hint: &Path| -> Result<(f64, llm_wiki_core::store::ReindexResult)> {
+    let opts = ReindexOptions {
+      scope: Scope::Changed,
+      components: vec![Component::Lexical],
+      changed_paths: Some(vec![hint.to_path_buf()]),
+      ..Default::default()
+    };
+    let started = Instant::now();
+    let r = reindex_vault(paths, &opts);
+    let ms = ms_since(started);
+    if !r.ok {
+      return Err(Error::Index(format!("hinted reindex failed: {:?}", r.errors)));
+    }
+    Ok((ms, r))
+  };
+  let mut edit = Vec::new();
+  let mut same = Vec::new();
+  for round in 0..3 {
+    edit_pages(paths, &manifest, std::slice::from_ref(&id), 10 + round)?;
+    let (ms, r) = hinted(&rel)?;
+    if r.documents.updated != 1 {
+      return Err(Error::Index(format!("hinted edit of {id} updated {} pages", r.documents.updated)));
+    }
+    edit.push(ms);
+    let (ms, r) = hinted(&rel)?;
+    if r.documents.updated + r.documents.indexed + r.documents.removed != 0 {
+      return Err(Error::Index(format!("a hint naming unchanged {id} changed pages")));
+    }
+    same.push(ms);
+  }
+  let out = json!({
+    "statWalkMs": r3(median(walk.clone())),
+    "statWalkRunsMs": walk.iter().map(|m| r3(*m)).collect::<Vec<_>>(),
+    "statWalkPages": pages,
+    "hintedEditMs": r3(median(edit.clone())),
+    "hintedEditRunsMs": edit.iter().map(|m| r3(*m)).collect::<Vec<_>>(),
+    "hintedUnchangedMs": r3(median(same.clone())),
+    "page": id,
+  });
+  common.say(format!(
+    "{label}: stat walk {:.1} ms ({pages} pages); hinted one-page edit {:.1} ms; hint naming an unchanged page {:.1} ms (medians of 3)",
+    median(walk),
+    median(edit),
+    median(same)
+  ));
+  Ok(out)
+}
+
 /// Run the scale benchmark (see the module docs).
 pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
   let common = &opts.common;
@@ -100,6 +169,7 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
   let edit_pct = edit_reindex(&paths, pct, 2, ix.embedder.is_some())?;
   common.say(edit_line(&label, "1% edit", &edit_pct));
   ix.report.edit = Some(edit1);
+  let floor = incremental_floor(&paths, common, &label)?;
   // The sample's memory figures should not include this vault's cached reader.
   release_reader(&paths);
 
@@ -149,6 +219,7 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
     "generation": generation,
     "index": ix.report,
     "editOnePercent": edit_pct,
+    "incrementalFloor": floor,
     "modes": mode_json,
     "vectorSample": sample_json,
     "sampled": match (opts.vector_sample, dense_modes.is_empty()) {
@@ -182,6 +253,13 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
   }
   index_markdown(&mut md, &rows);
   let _ = writeln!(md, "\n{}", edit_line(&label, "1%-of-pages edit", &edit_pct));
+  let _ = writeln!(
+    md,
+    "\n{label}: incremental floor (lexical, medians of 3): stat walk alone {} ms ({} pages; every reindex without a \
+     changed-paths hint pays it); one-page edit with a changed-paths hint (no walk) {} ms; a hint naming an unchanged \
+     page {} ms (page {})",
+    floor["statWalkMs"], floor["statWalkPages"], floor["hintedEditMs"], floor["hintedUnchangedMs"], floor["page"]
+  );
   md.push_str("\n## Warm recall (top 10, synthetic queries)\n\n");
   md.push_str(
     "| vault | mode | p50 ms | p95 ms | max ms | query-phase peak (start) RSS MiB | modes used | target@1 | target@10 |\n\

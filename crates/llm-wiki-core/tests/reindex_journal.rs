@@ -1,0 +1,280 @@
+//! Store format 4: page commits append one manifest journal record (no whole-manifest rewrite),
+//! checkpoints write a new base, uncommitted records and bases are ignored by readers and cut off
+//! by the next writer; and the changed-paths hint of `ReindexOptions` (edits, creates, deletes,
+//! renames, unchanged pages, paths outside the vault, folders).
+
+use std::fs;
+use std::path::PathBuf;
+
+use llm_wiki_core::store::generation::Generation;
+use llm_wiki_core::store::layout::{StoreDir, StoreLayout};
+use llm_wiki_core::store::manifest::Manifest;
+use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions, ReindexResult};
+use llm_wiki_core::testkit::temp_vault as vault;
+use llm_wiki_core::vault::VaultPaths;
+
+fn page(p: &VaultPaths, id: &str, body: &str) {
+  let f = p.wiki.join(format!("{id}.md"));
+  fs::create_dir_all(f.parent().unwrap()).unwrap();
+  fs::write(&f, format!("---\ntype: concept\ntitle: {id}\n---\n{body}\n")).unwrap();
+  // Out of the racy window, so the size+mtime shortcut decides.
+  let t = fs::metadata(&f).unwrap().modified().unwrap() + std::time::Duration::from_secs(5);
+  fs::File::options().write(true).open(&f).unwrap().set_modified(t).unwrap();
+}
+
+fn lexical() -> ReindexOptions {
+  ReindexOptions { components: vec![Component::Lexical], ..Default::default() }
+}
+
+fn run(p: &VaultPaths, hints: Option<Vec<PathBuf>>) -> ReindexResult {
+  let r = reindex_vault(p, &ReindexOptions { changed_paths: hints, ..lexical() });
+  assert!(r.ok, "{:?}", r.errors);
+  r
+}
+
+/// The hint path of a page, relative to the vault root.
+fn hint(p: &VaultPaths, id: &str) -> PathBuf {
+  p.wiki.join(format!("{id}.md")).strip_prefix(&p.root).unwrap().to_path_buf()
+}
+
+fn store(p: &VaultPaths) -> StoreDir {
+  StoreLayout::new(p.retrieval()).current().expect("a published store")
+}
+
+/// The live generation's manifest, read from disk (base + journal), never from the writer's cache.
+fn on_disk(p: &VaultPaths) -> Manifest {
+  let g = Generation::open(store(p)).unwrap();
+  Manifest::load_generation(&store(p), g.commit.manifest_generation, None).unwrap()
+}
+
+fn ids(m: &Manifest) -> Vec<String> {
+  m.entries.keys().cloned().collect()
+}
+
+/// A walk after a hinted run finds nothing to do: the hint left exactly what a walk would.
+fn walk_agrees(p: &VaultPaths) {
+  let before = on_disk(p);
+  let r = run(p, None);
+  assert_eq!((r.documents.indexed, r.documents.updated, r.documents.removed), (0, 0, 0), "walk disagreed");
+  assert_eq!(r.generation, before.generation, "a walk after a hinted run committed again");
+}
+
+#[test]
+fn page_commits_append_journal_records_and_checkpoint_into_a_new_base() {
+  let (_t, p) = vault();
+  for i in 0..30 {
+    page(&p, &format!("concepts/p{i:02}"), &format!("Body {i} with word zq{i}x."));
+  }
+  let first = run(&p, None);
+  let dir = store(&p);
+  assert_eq!(dir.manifest_generations(), vec![first.generation]);
+  assert!(!dir.journal_file(first.generation).exists());
+
+  page(&p, "concepts/p03", "Edited body.");
+  let r = run(&p, None);
+  assert_eq!(r.documents.updated, 1);
+  // No second base: one record appended to the first base's journal.
+  assert_eq!(dir.manifest_generations(), vec![first.generation]);
+  let journal = fs::read_to_string(dir.journal_file(first.generation)).unwrap();
+  assert_eq!(journal.lines().count(), 1, "{journal}");
+  let m = on_disk(&p);
+  assert_eq!(m.generation, r.generation);
+  assert!(m.entries["concepts/p03"].size < 100);
+  assert_eq!(m.entries.len(), 30);
+  // A record holds the change only (one page), not the vault.
+  assert!(journal.len() < fs::metadata(dir.manifest_file(first.generation)).unwrap().len() as usize / 10);
+
+  // Many edits: the journal outgrows a quarter of its base plus the slack, and a commit writes a
+  // new base; the old base and journal go once no kept commit reads them.
+  let long = "word ".repeat(2000);
+  let mut last = r.generation;
+  for round in 0..40 {
+    for i in 0..30 {
+      page(&p, &format!("concepts/p{i:02}"), &format!("{long} round {round}"));
+    }
+    last = run(&p, None).generation;
+    if dir.manifest_generations().iter().any(|g| *g > first.generation) {
+      break;
+    }
+  }
+  let bases = dir.manifest_generations();
+  assert!(bases.iter().any(|g| *g > first.generation), "no checkpoint after many edits: {bases:?}");
+  assert!(bases.len() <= 2, "{bases:?}");
+  let m = on_disk(&p);
+  assert_eq!(m.generation, last);
+  assert!(m.entries.values().all(|e| e.size > 10_000));
+  walk_agrees(&p);
+}
+
+#[test]
+fn uncommitted_records_and_bases_are_ignored_by_readers_and_cut_by_the_next_writer() {
+  let (_t, p) = vault();
+  for i in 0..5 {
+    page(&p, &format!("concepts/p{i}"), &format!("Body {i}."));
+  }
+  let first = run(&p, None);
+  page(&p, "concepts/p1", "Edited once.");
+  let second = run(&p, None);
+  let dir = store(&p);
+  let committed = on_disk(&p);
+  // A crashed writer's leftovers: a whole record of the next generation removing p0, a torn
+  // record after it, and a base file of the next generation that lost p2.
+  let jpath = dir.journal_file(first.generation);
+  let mut journal = fs::read(&jpath).unwrap();
+  let fake =
+    format!("{{\"generation\":{},\"builtAtMs\":1,\"del\":[\"concepts/p0\"]}}\n", second.generation + 1);
+  journal.extend_from_slice(fake.as_bytes());
+  journal.extend_from_slice(b"{\"generation\":99,\"set\":{\"conc");
+  fs::write(&jpath, &journal).unwrap();
+  let mut bogus = committed.clone();
+  bogus.entries.remove("concepts/p2");
+  bogus.generation = second.generation + 1;
+  bogus.save(&dir.manifest_file(second.generation + 1)).unwrap();
+
+  // Readers see the committed generation.
+  assert_eq!(on_disk(&p), committed);
+  assert_eq!(Generation::open(dir.clone()).unwrap().manifest.entries.len(), 5);
+  // The next commit (same generation number as the leftovers) replaces them.
+  page(&p, "concepts/p4", "Edited twice.");
+  let third = run(&p, None);
+  assert_eq!(third.generation, second.generation + 1);
+  let m = on_disk(&p);
+  assert_eq!(ids(&m), vec!["concepts/p0", "concepts/p1", "concepts/p2", "concepts/p3", "concepts/p4"]);
+  let journal = fs::read_to_string(&jpath).unwrap();
+  assert_eq!(journal.lines().count(), 2, "uncommitted records were not cut off: {journal}");
+  assert!(!journal.contains("\"generation\":99"));
+  walk_agrees(&p);
+}
+
+#[test]
+fn a_manifest_file_changed_behind_the_writer_is_read_again_not_trusted_from_memory() {
+  let (_t, p) = vault();
+  page(&p, "concepts/a", "Alpha.");
+  run(&p, None);
+  let dir = store(&p);
+  let g = dir.manifest_generations()[0];
+  fs::write(dir.manifest_file(g), "{").unwrap();
+  assert!(Generation::open(dir.clone()).is_err(), "a corrupted manifest must not open from the cache");
+  // The store is rebuilt, not failed.
+  let r = run(&p, None);
+  assert!(r.full_rebuild);
+}
+
+#[test]
+fn hints_follow_edits_creates_deletes_and_renames_without_a_walk() {
+  let (_t, p) = vault();
+  page(&p, "concepts/a", "Alpha text.");
+  page(&p, "concepts/b", "Beta text.");
+  page(&p, "concepts/c", "Gamma text.");
+  page(&p, "folder/d", "Delta text.");
+  page(&p, "folder/e", "Epsilon text.");
+  let first = run(&p, None);
+  assert_eq!(first.documents.indexed, 5);
+
+  // Edit.
+  page(&p, "concepts/a", "Alpha text, edited.");
+  let r = run(&p, Some(vec![hint(&p, "concepts/a")]));
+  assert_eq!((r.documents.indexed, r.documents.updated, r.documents.removed), (0, 1, 0));
+  assert_eq!(r.documents.unchanged, 4);
+  assert_eq!(r.generation, first.generation + 1);
+  walk_agrees(&p);
+
+  // Create (an absolute path inside the vault is accepted too).
+  page(&p, "concepts/f", "Phi text.");
+  let r = run(&p, Some(vec![p.wiki.join("concepts/f.md")]));
+  assert_eq!((r.documents.indexed, r.documents.updated, r.documents.removed), (1, 0, 0));
+  walk_agrees(&p);
+
+  // Delete.
+  fs::remove_file(p.wiki.join("concepts/b.md")).unwrap();
+  let r = run(&p, Some(vec![hint(&p, "concepts/b")]));
+  assert_eq!((r.documents.indexed, r.documents.updated, r.documents.removed), (0, 0, 1));
+  walk_agrees(&p);
+
+  // Rename: both paths hinted.
+  fs::rename(p.wiki.join("concepts/c.md"), p.wiki.join("concepts/c2.md")).unwrap();
+  let r = run(&p, Some(vec![hint(&p, "concepts/c"), hint(&p, "concepts/c2")]));
+  assert_eq!((r.documents.indexed, r.documents.removed), (1, 1));
+  assert!(on_disk(&p).entries.contains_key("concepts/c2"));
+  walk_agrees(&p);
+
+  // A hint naming an unchanged page, a non-page file and a path outside wiki/ change nothing.
+  let g = on_disk(&p).generation;
+  fs::write(p.root.join("notes.txt"), "x").unwrap();
+  let r = run(
+    &p,
+    Some(vec![hint(&p, "concepts/a"), PathBuf::from("notes.txt"), PathBuf::from(".obsidian/x.json")]),
+  );
+  assert_eq!((r.documents.indexed, r.documents.updated, r.documents.removed), (0, 0, 0));
+  assert_eq!(r.generation, g);
+  assert!(r.warnings.iter().all(|w| w.code != "reindex_hint_outside_vault"), "{:?}", r.warnings);
+
+  // Paths outside the vault are ignored with a diagnostic (and read nothing).
+  let outside = p.root.parent().unwrap().join("elsewhere.md");
+  fs::write(&outside, "---\ntype: concept\ntitle: X\n---\nOutside.\n").unwrap();
+  let r =
+    run(&p, Some(vec![outside.clone(), PathBuf::from("../elsewhere.md"), PathBuf::from("wiki/../../x.md")]));
+  let outside_warnings = r.warnings.iter().filter(|w| w.code == "reindex_hint_outside_vault").count();
+  assert_eq!(outside_warnings, 3, "{:?}", r.warnings);
+  assert_eq!(r.generation, g);
+
+  // An edit that is not hinted is not seen by a hinted run (the hint is trusted) ...
+  page(&p, "concepts/a", "Alpha text, edited again.");
+  let r = run(&p, Some(vec![]));
+  assert_eq!(r.documents.updated, 0);
+  // ... and the next walk picks it up.
+  let r = run(&p, None);
+  assert_eq!(r.documents.updated, 1);
+
+  // A folder deleted: its pages go.
+  fs::remove_dir_all(p.wiki.join("folder")).unwrap();
+  let folder = p.wiki.join("folder").strip_prefix(&p.root).unwrap().to_path_buf();
+  let r = run(&p, Some(vec![folder.clone()]));
+  assert_eq!(r.documents.removed, 2);
+  walk_agrees(&p);
+
+  // A folder created (or renamed into place): a directory hint falls back to the walk.
+  page(&p, "folder/g", "Gamma two.");
+  page(&p, "folder/h", "Eta.");
+  let r = run(&p, Some(vec![folder]));
+  assert_eq!(r.documents.indexed, 2);
+  walk_agrees(&p);
+  assert_eq!(ids(&on_disk(&p)), vec!["concepts/a", "concepts/c2", "concepts/f", "folder/g", "folder/h"]);
+}
+
+#[test]
+fn hinted_malformed_pages_are_excluded_and_recover() {
+  let (_t, p) = vault();
+  page(&p, "concepts/a", "Alpha.");
+  run(&p, None);
+  let f = p.wiki.join("concepts/a.md");
+  fs::write(&f, "no frontmatter at all").unwrap();
+  let r = run(&p, Some(vec![hint(&p, "concepts/a")]));
+  assert_eq!(r.documents.removed, 1);
+  assert!(r.warnings.iter().any(|w| w.code == "frontmatter_missing"), "{:?}", r.warnings);
+  let m = on_disk(&p);
+  assert!(m.entries.is_empty() && m.excluded.contains_key("concepts/a"));
+  walk_agrees(&p);
+  page(&p, "concepts/a", "Alpha again.");
+  let r = run(&p, Some(vec![hint(&p, "concepts/a")]));
+  assert_eq!(r.documents.indexed, 1);
+  let m = on_disk(&p);
+  assert!(m.excluded.is_empty() && m.entries.contains_key("concepts/a"));
+  walk_agrees(&p);
+}
+
+#[test]
+fn a_format_3_store_is_rebuilt_not_failed() {
+  let (_t, p) = vault();
+  page(&p, "concepts/a", "Alpha.");
+  run(&p, None);
+  let dir = store(&p);
+  let state = dir.state_file();
+  let text = fs::read_to_string(&state).unwrap().replace("\"formatVersion\": 4", "\"formatVersion\": 3");
+  assert!(text.contains("\"formatVersion\": 3"), "{text}");
+  fs::write(&state, text).unwrap();
+  let r = run(&p, Some(vec![hint(&p, "concepts/a")]));
+  assert!(r.full_rebuild);
+  assert_eq!(r.documents.indexed, 1);
+  assert_eq!(r.status.format_version, 4);
+}
