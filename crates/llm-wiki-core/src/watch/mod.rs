@@ -696,11 +696,15 @@ impl Worker {
     ReindexOptions { components, cancel, threads: self.opts.threads, ..Default::default() }
   }
 
-  /// The lexical reindex of one batch. `batch.changed_paths()` (`None` = full scan) is the set a
-  /// reindex restricted to the changes needs; today's reindex compares the whole vault's
-  /// metadata with the manifest, which finds the same changes.
-  fn reindex_batch(&self, _batch: &Batch) -> ReindexResult {
-    reindex_vault(&self.paths, &self.reindex_options(vec![Component::Lexical], self.closing.clone()))
+  /// The lexical reindex of one batch, restricted to the batch's paths (the reindex's
+  /// `changed_paths` hint skips the whole-vault stat walk); a full-scan batch (overflow, re-arm,
+  /// too many paths) walks the vault.
+  fn reindex_batch(&self, batch: &Batch) -> ReindexResult {
+    let mut opts = self.reindex_options(vec![Component::Lexical], self.closing.clone());
+    // Batch paths are relative to wiki/; the hint takes absolute paths inside the vault root.
+    opts.changed_paths =
+      batch.changed_paths().map(|rel| rel.iter().map(|p| self.paths.wiki.join(p)).collect());
+    reindex_vault(&self.paths, &opts)
   }
 
   fn maybe_flush(&mut self) {
