@@ -77,10 +77,11 @@ mod prompts;
 mod queries;
 mod report;
 mod scale;
+mod vectors_scale;
 
 pub use self::{
   calibration::*, collection::*, feedback::*, gates::*, index::*, longq::*, memory::*, memory_latency::*,
-  pi::*, precision::*, prompts::*, queries::*, report::*, scale::*,
+  pi::*, precision::*, prompts::*, queries::*, report::*, scale::*, vectors_scale::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
