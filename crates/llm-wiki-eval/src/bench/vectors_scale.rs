@@ -100,10 +100,10 @@ fn scan_line(label: &str, s: &Value) -> String {
   format!(
     "| {label} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
     s["rows"],
-    f("sequential", "p50_ms"),
-    f("sequential", "p95_ms"),
-    f("parallel", "p50_ms"),
-    f("parallel", "p95_ms"),
+    f("sequential", "p50Ms"),
+    f("sequential", "p95Ms"),
+    f("parallel", "p50Ms"),
+    f("parallel", "p95Ms"),
     s["threads"]
   )
 }
@@ -163,6 +163,9 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
       let layout = layout.clone();
       Arc::new(move |p: Progress| {
         let (Some(done), Some(total)) = (p.current, p.total) else { return };
+        if p.stage != "vectors" {
+          return;
+        }
         let secs = started.elapsed().as_secs_f64();
         let mut s = samples.lock().unwrap_or_else(|e| e.into_inner());
         if s.last().is_some_and(|l| secs - l.secs < 10.0 && done < total) {
