@@ -461,19 +461,3 @@ fn cross_encoder_reads_the_positive_class_of_two_class_heads() {
   let neg = serde_json::json!({ "logitScale": -1.0 });
   assert_eq!(load("neg", "two-class.onnx", None, Some(neg)).err().unwrap().code(), "model_unavailable");
 }
-
-#[test]
-fn the_single_query_session_gives_the_indexing_sessions_query_vectors() {
-  let root = model_root_or_skip!();
-  let dir = ModelDir::open(&root.join("all-MiniLM-L6-v2-int8")).unwrap();
-  // Two indexing threads: queries run on a second, one-thread session (QUERY_THREADS).
-  let e = Embedder::load(&dir, &session(&root)).unwrap();
-  for q in ["how do I back up my photos", "TLS certificate rotation", "0-dimensional biomaterials"] {
-    let on_query_session = e.embed_query(q).unwrap();
-    let on_indexing_session =
-      e.embed(&[q.to_string()], TextKind::Query, &CancelFlag::new(), &mut |_| {}).unwrap().remove(0);
-    let cos: f32 = on_query_session.iter().zip(&on_indexing_session).map(|(a, b)| a * b).sum();
-    // Same graph and weights; only the float summation order of a split operator may differ.
-    assert!(cos > 0.9999, "{q}: cosine {cos}");
-  }
-}

@@ -22,31 +22,9 @@ pub enum TextKind {
   Document,
 }
 
-/// Intra-op threads of the session that embeds single queries (see [`Embedder::embed_query`]).
-/// A query is ~10–40 tokens: each operator is too small to split, so a second thread mostly adds
-/// wake-ups, and in hybrid recall the lexical list runs beside the query embedding on the other
-/// core. Measured on SciFact's queries, 2-core EPYC (docs/BENCHMARKS.md, "Query embedding").
-/// `LLM_WIKI_QUERY_THREADS` overrides it; `0` embeds queries on the indexing session.
-pub const QUERY_THREADS: usize = 1;
-
 /// A loaded embedding model.
 pub struct Embedder {
   model: OnnxModel,
-  /// Session settings the model was loaded with (the query session derives from them).
-  cfg: SessionConfig,
-  /// The single-query session: loaded on the first query, `None` when queries share `model`
-  /// (same thread count, disabled, or it failed to load).
-  query_model: std::sync::OnceLock<Option<OnnxModel>>,
-}
-
-/// Intra-op threads for single queries given the indexing session's `threads`; `None` = use the
-/// indexing session.
-fn query_threads(threads: usize) -> Option<usize> {
-  let wanted = std::env::var("LLM_WIKI_QUERY_THREADS")
-    .ok()
-    .and_then(|v| v.trim().parse::<usize>().ok())
-    .unwrap_or(QUERY_THREADS);
-  (wanted != 0 && wanted < threads.max(1)).then_some(wanted)
 }
 
 impl Embedder {
@@ -55,11 +33,7 @@ impl Embedder {
     if dir.manifest.kind != ModelKind::Embed {
       return Err(Error::ModelUnavailable(format!("{} is not an embedding model", dir.manifest.id)));
     }
-    Ok(Embedder {
-      model: OnnxModel::load(dir, cfg, "last_hidden_state")?,
-      cfg: cfg.clone(),
-      query_model: std::sync::OnceLock::new(),
-    })
+    Ok(Embedder { model: OnnxModel::load(dir, cfg, "last_hidden_state")? })
   }
 
   /// Model id (vectors are only comparable within one id).
@@ -94,18 +68,7 @@ impl Embedder {
     cancel: &CancelFlag,
     on_batch: &mut dyn FnMut(usize),
   ) -> Result<Vec<Vec<f32>>> {
-    self.embed_on(&self.model, texts, kind, cancel, on_batch)
-  }
-
-  fn embed_on(
-    &self,
-    model: &OnnxModel,
-    texts: &[String],
-    kind: TextKind,
-    cancel: &CancelFlag,
-    on_batch: &mut dyn FnMut(usize),
-  ) -> Result<Vec<Vec<f32>>> {
-    let m = &model.dir.manifest;
+    let m = &self.model.dir.manifest;
     let prefix = match kind {
       TextKind::Query => &m.query_prefix,
       TextKind::Document => &m.document_prefix,
@@ -114,8 +77,8 @@ impl Embedder {
     for batch in texts.chunks(self.batch_size()) {
       cancel.check()?;
       let inputs: Vec<String> = batch.iter().map(|t| format!("{prefix}{t}")).collect();
-      let tokens = model.tokenize(inputs)?;
-      let (shape, data) = model.run(&tokens)?;
+      let tokens = self.model.tokenize(inputs)?;
+      let (shape, data) = self.model.run(&tokens)?;
       let (b, s, d) = match shape.as_slice() {
         [b, s, d] => (*b, *s, *d),
         other => return Err(Error::Inference(format!("expected [batch, seq, dims] output, got {other:?}"))),
@@ -157,26 +120,9 @@ impl Embedder {
     Ok(out)
   }
 
-  /// The session single queries run on: a second session of the same model with
-  /// [`QUERY_THREADS`] intra-op threads, loaded on first use (~+25 MiB for the int8 MiniLM), or
-  /// the indexing session when the thread counts agree or the second load fails.
-  fn query_session(&self) -> &OnnxModel {
-    self
-      .query_model
-      .get_or_init(|| {
-        let threads = query_threads(self.cfg.threads)?;
-        let cfg = SessionConfig { threads, ..self.cfg.clone() };
-        OnnxModel::load(&self.model.dir, &cfg, "last_hidden_state").ok()
-      })
-      .as_ref()
-      .unwrap_or(&self.model)
-  }
-
-  /// Embed one query (on the single-query session, see [`Self::query_session`]).
+  /// Embed one query.
   pub fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-    let model = self.query_session();
-    let mut v =
-      self.embed_on(model, &[query.to_string()], TextKind::Query, &CancelFlag::new(), &mut |_| {})?;
+    let mut v = self.embed(&[query.to_string()], TextKind::Query, &CancelFlag::new(), &mut |_| {})?;
     v.pop().ok_or_else(|| Error::Inference("no vector returned".into()))
   }
 }
