@@ -539,8 +539,20 @@ mod tests {
     assert!(super::super::reindex_vault(&paths, &opts).ok);
     let gen = Generation::open_live(&StoreLayout::new(paths.retrieval())).unwrap();
     let live = gen.manifest.chunk_keys();
-    let dims = 8;
-    let make = |k: u64| -> Vec<f32> { (0..dims).map(|d| ((k >> (d * 4)) & 15) as f32 - 7.5).collect() };
+    // 64 pseudo-random components per chunk (xorshift from the key): two chunks' vectors are far
+    // from parallel (cosine ~ N(0, 1/8)), so each chunk's own vector is its nearest by a wide margin.
+    let dims = 64;
+    let make = |k: u64| -> Vec<f32> {
+      let mut x = k | 1;
+      (0..dims)
+        .map(|_| {
+          x ^= x << 13;
+          x ^= x >> 7;
+          x ^= x << 17;
+          (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+    };
     // Batches of 7 rows: several segments, merged as the writer goes and at the end.
     let n = install_vectors(&paths, ("test-model", dims), 7, &mut |k| make(k)).unwrap();
     assert_eq!(n as usize, live.len());
