@@ -9,9 +9,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
   parse_modes, run_calibration, run_feedback, run_long_queries, run_memory, run_memory_latency,
-  run_precision, run_prompts, run_scale, run_set_bench, run_watch, stderr_log, BenchCommon, BenchOutput,
-  CalibrationOptions, FeedbackBenchOptions, LongQueryOptions, ScaleOptions, SetBenchOptions,
-  WatchBenchOptions,
+  run_precision, run_prompts, run_scale, run_set_bench, run_vectors_scale, run_watch, stderr_log, BenchCommon,
+  BenchOutput, CalibrationOptions, FeedbackBenchOptions, LongQueryOptions, ScaleOptions, SetBenchOptions,
+  VectorsScaleOptions, WatchBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -344,6 +344,37 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
+  /// Vectors at scale: full embedding of a synthetic vault (time, RSS, disk curve) and/or warm
+  /// recall over the real number of (synthetic) vectors, and the exact scan alone.
+  VectorsScale {
+    /// Pages of the synthetic vault.
+    #[arg(long)]
+    pages: usize,
+    /// Largest page file of the generator (default 50,000 ≈ 17 chunks/page; 4,000 ≈ 2).
+    #[arg(long, default_value_t = 50_000)]
+    max_bytes: usize,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Synthetic queries.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    /// Run the real vector phase over every chunk.
+    #[arg(long)]
+    embed: bool,
+    /// Stop the vector phase after this many seconds (committed batches are kept; the report
+    /// extrapolates, labelled).
+    #[arg(long, value_name = "SECS")]
+    embed_budget: Option<f64>,
+    /// Give every chunk a synthetic vector (real count) and time warm lexical + hybrid recall.
+    #[arg(long)]
+    synthetic_vectors: bool,
+    /// Also time the exact scan over N synthetic rows (no vault).
+    #[arg(long, value_name = "N")]
+    scan_rows: Option<usize>,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
 }
 
 fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
@@ -392,6 +423,27 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
         common: common.common()?,
       })?
     }
+    Some(BenchSuite::VectorsScale {
+      pages,
+      max_bytes,
+      seed,
+      queries,
+      embed,
+      embed_budget,
+      synthetic_vectors,
+      scan_rows,
+      common,
+    }) => run_vectors_scale(&VectorsScaleOptions {
+      pages,
+      max_bytes,
+      seed,
+      queries,
+      embed,
+      embed_budget_secs: embed_budget,
+      synthetic: synthetic_vectors,
+      scan_rows,
+      common: common.common()?,
+    })?,
     None => {
       let source = args.source.ok_or_else(|| Error::invalid("bench needs a SOURCE"))?;
       let opts = SetBenchOptions {

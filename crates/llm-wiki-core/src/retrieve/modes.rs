@@ -326,50 +326,57 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
   let n = ctx.limit.max(CANDIDATE_LIMIT);
   let started = Instant::now();
   // The lexical lists need no model and the dense side is mostly query embedding (ONNX): run
-  // them at once, so a hybrid query costs about the slower of the two, not their sum.
-  let (lexical_side, dense_side) = rayon::join(
-    || -> Result<(Vec<Vec<String>>, Vec<LexicalCandidate>, f64)> {
+  // them at once, so a hybrid query costs about the slower of the two, not their sum. The dense
+  // side (the slower) runs on the calling thread at once and the lexical side is handed to
+  // rayon's pool: `rayon::join` from a thread outside the pool queued both and waited for pool
+  // workers to wake (measured ~5 ms of waiting at load 8 on 2 cores, docs/BENCHMARKS.md).
+  let lexical_job = || -> Result<(Vec<Vec<String>>, Vec<LexicalCandidate>, f64)> {
+    let t = Instant::now();
+    let mut lists = Vec::new();
+    let mut first = Vec::new();
+    for (i, text) in sub_texts(ctx, true).iter().enumerate() {
+      let terms = if text == ctx.query { ctx.terms.to_vec() } else { super::lexical::query_terms(text) };
+      let c = lexical_candidates(ctx.snap, ctx.query, &terms, &[], n)?;
+      lists.push(c.iter().map(|c| c.page_id.clone()).collect());
+      if i == 0 {
+        first = c;
+      }
+    }
+    Ok((lists, first, ms(t)))
+  };
+  let dense_job = || -> Result<DenseSide> {
+    let (mut embed_ms, mut scan_ms) = (0.0, 0.0);
+    let mut lists = Vec::new();
+    let (mut first, mut first_vec) = (Vec::new(), Vec::new());
+    let texts = sub_texts(ctx, false);
+    for (i, text) in texts.iter().enumerate() {
+      ctx.cancel.check()?;
       let t = Instant::now();
-      let mut lists = Vec::new();
-      let mut first = Vec::new();
-      for (i, text) in sub_texts(ctx, true).iter().enumerate() {
-        let terms = if text == ctx.query { ctx.terms.to_vec() } else { super::lexical::query_terms(text) };
-        let c = lexical_candidates(ctx.snap, ctx.query, &terms, &[], n)?;
-        lists.push(c.iter().map(|c| c.page_id.clone()).collect());
-        if i == 0 {
-          first = c;
-        }
+      let q = dense.embedder.embed_query(text)?;
+      embed_ms += ms(t);
+      let t = Instant::now();
+      let c = dense_candidates(ctx.snap, &dense.vectors, &q, n)?;
+      scan_ms += ms(t);
+      lists.push(c.iter().map(|c| c.page_id.clone()).collect());
+      if i == 0 {
+        first = c;
+        first_vec = q;
       }
-      Ok((lists, first, ms(t)))
-    },
-    || -> Result<DenseSide> {
-      let (mut embed_ms, mut scan_ms) = (0.0, 0.0);
-      let mut lists = Vec::new();
-      let (mut first, mut first_vec) = (Vec::new(), Vec::new());
-      let texts = sub_texts(ctx, false);
-      for (i, text) in texts.iter().enumerate() {
-        ctx.cancel.check()?;
-        let t = Instant::now();
-        let q = dense.embedder.embed_query(text)?;
-        embed_ms += ms(t);
-        let t = Instant::now();
-        let c = dense_candidates(ctx.snap, &dense.vectors, &q, n)?;
-        scan_ms += ms(t);
-        lists.push(c.iter().map(|c| c.page_id.clone()).collect());
-        if i == 0 {
-          first = c;
-          first_vec = q;
-        }
-      }
-      // Confidence always refers to the original query's vector.
-      if texts[0] != ctx.query {
-        let t = Instant::now();
-        first_vec = dense.embedder.embed_query(ctx.query)?;
-        embed_ms += ms(t);
-      }
-      Ok(DenseSide { lists, first, query_vec: first_vec, embed_ms, scan_ms })
-    },
-  );
+    }
+    // Confidence always refers to the original query's vector.
+    if texts[0] != ctx.query {
+      let t = Instant::now();
+      first_vec = dense.embedder.embed_query(ctx.query)?;
+      embed_ms += ms(t);
+    }
+    Ok(DenseSide { lists, first, query_vec: first_vec, embed_ms, scan_ms })
+  };
+  let mut lexical_side = None;
+  let dense_side = rayon::in_place_scope(|s| {
+    s.spawn(|_| lexical_side = Some(lexical_job()));
+    dense_job()
+  });
+  let lexical_side = lexical_side.unwrap_or_else(|| Err(Error::Index("the lexical list did not run".into())));
   let (mut lists, lexical, lexical_ms) = lexical_side?;
   let DenseSide { lists: dense_lists, first: dense_list, query_vec: qvec, embed_ms, scan_ms } = dense_side?;
   lists.extend(dense_lists);

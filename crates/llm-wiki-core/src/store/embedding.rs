@@ -427,6 +427,42 @@ pub fn vector_phase(
   Ok(())
 }
 
+/// Give every live chunk of the vault's store that has no vector for `model` (id, dims) the
+/// vector `make(chunk key)`, through the same writer as the vector phase: segments of at most
+/// `batch` rows, size-ratio merges, one commit per segment, the run's segments merged at the end.
+/// Takes the store's writer lock. Benchmarks use it to give a large store its real number of
+/// vectors without embedding every chunk (`bench vectors-scale`); vectors stored this way are
+/// only as meaningful as `make`. Returns the number of vectors written.
+pub fn install_vectors(
+  paths: &VaultPaths,
+  model: (&str, usize),
+  batch: usize,
+  make: &mut dyn FnMut(u64) -> Vec<f32>,
+) -> Result<u64> {
+  let layout = StoreLayout::new(paths.retrieval());
+  let _lock = super::lock::acquire(&layout)?;
+  let dir = layout.current().ok_or_else(|| Error::Index("the store has no live directory".into()))?;
+  let gen = Generation::open(dir)?;
+  let live = gen.manifest.chunk_keys();
+  let compatible = gen.commit.vectors.as_ref().filter(|v| v.model == model.0 && v.dims == model.1);
+  let present = match compatible {
+    Some(vm) => VectorIndex::open(&gen.dir.vectors_dir(), vm, &live)?.present().clone(),
+    None => HashSet::new(),
+  };
+  let mut missing: Vec<u64> = live.difference(&present).copied().collect();
+  missing.sort_unstable();
+  let mut vw = VectorWriter::new(&gen, &live, model, present.len() as u32)?;
+  if compatible.is_none() {
+    vw.commit.vectors = None;
+  }
+  for keys in missing.chunks(batch.max(1)) {
+    let rows: Vec<(u64, Vec<f32>)> = keys.iter().map(|&k| (k, make(k))).collect();
+    vw.add(&rows)?;
+  }
+  vw.finish()?;
+  Ok(missing.len() as u64)
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -490,6 +526,51 @@ mod tests {
     }
     assert_eq!(all, wanted, "every wanted chunk exactly once");
     assert_eq!(texts.pages_read(), 50);
+  }
+
+  #[test]
+  fn installed_vectors_go_through_the_segment_writer_and_are_searchable() {
+    let (_t, paths) = crate::testkit::temp_vault();
+    for i in 0..40 {
+      let body = format!("Page {i} about topic {i}. Second sentence here.");
+      crate::testkit::write_page(&paths, &format!("p{i:02}"), &format!("P{i}"), &body);
+    }
+    let opts = ReindexOptions { components: vec![Component::Lexical], ..Default::default() };
+    assert!(super::super::reindex_vault(&paths, &opts).ok);
+    let gen = Generation::open_live(&StoreLayout::new(paths.retrieval())).unwrap();
+    let live = gen.manifest.chunk_keys();
+    // 64 pseudo-random components per chunk (xorshift from the key): two chunks' vectors are far
+    // from parallel (cosine ~ N(0, 1/8)), so each chunk's own vector is its nearest by a wide margin.
+    let dims = 64;
+    let make = |k: u64| -> Vec<f32> {
+      let mut x = k | 1;
+      (0..dims)
+        .map(|_| {
+          x ^= x << 13;
+          x ^= x >> 7;
+          x ^= x << 17;
+          (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+    };
+    // Batches of 7 rows: several segments, merged as the writer goes and at the end.
+    let n = install_vectors(&paths, ("test-model", dims), 7, &mut |k| make(k)).unwrap();
+    assert_eq!(n as usize, live.len());
+    let gen = Generation::open_live(&StoreLayout::new(paths.retrieval())).unwrap();
+    let vm = gen.commit.vectors.clone().unwrap();
+    assert_eq!((vm.model.as_str(), vm.dims), ("test-model", dims));
+    assert_eq!(vm.segments.len(), 1, "the run's segments are merged into one: {:?}", vm.segments);
+    let idx = VectorIndex::open(&gen.dir.vectors_dir(), &vm, &live).unwrap();
+    assert_eq!(idx.present(), &live);
+    // Each chunk's own vector finds it first.
+    for &k in live.iter().take(5) {
+      let q = make(k);
+      let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+      let q: Vec<f32> = q.iter().map(|x| x / norm).collect();
+      assert_eq!(idx.search(&q, 1)[0].0, k);
+    }
+    // Nothing left to install.
+    assert_eq!(install_vectors(&paths, ("test-model", dims), 7, &mut |k| make(k)).unwrap(), 0);
   }
 
   #[test]

@@ -77,11 +77,12 @@ mod prompts;
 mod queries;
 mod report;
 mod scale;
+mod vectors_scale;
 mod watch;
 
 pub use self::{
   calibration::*, collection::*, feedback::*, gates::*, index::*, longq::*, memory::*, memory_latency::*,
-  pi::*, precision::*, prompts::*, queries::*, report::*, scale::*, watch::*,
+  pi::*, precision::*, prompts::*, queries::*, report::*, scale::*, vectors_scale::*, watch::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
