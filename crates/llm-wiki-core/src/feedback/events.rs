@@ -50,6 +50,10 @@ pub struct FeedbackEvent {
   /// For `corrected`: id of the correction observation page (replay matches it).
   #[serde(default, skip_serializing_if = "Option::is_none")]
   pub observation: Option<String>,
+  /// For `conflict_selected` appended by `resolveConflict`: id of the resolution record (a
+  /// rebuild replays a record whose event is missing).
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub resolution: Option<String>,
 }
 
 impl FeedbackEvent {
@@ -144,6 +148,7 @@ pub(crate) mod tests {
       shown_rank: Some(0),
       action,
       observation: None,
+      resolution: None,
     }
   }
 
