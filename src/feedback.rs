@@ -330,7 +330,10 @@ pub struct FeedbackStreamStatus {
 /// The active vault's event stream: size, feedback bytes, what `compactFeedback` would move,
 /// archives, pending recovery. Reads the projection incrementally, never the whole stream.
 #[napi(catch_unwind, ts_return_type = "Promise<FeedbackStreamStatus>")]
-pub fn feedback_status<'env>(env: &'env Env, paths: VaultPaths) -> Result<PromiseRaw<'env, FeedbackStreamStatus>> {
+pub fn feedback_status<'env>(
+  env: &'env Env,
+  paths: VaultPaths,
+) -> Result<PromiseRaw<'env, FeedbackStreamStatus>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
     let s = core_feedback::compact::stream_status(&paths.meta);

@@ -221,7 +221,8 @@ pub fn committed_shares(meta: &Path) -> (String, Vec<Projection>) {
 /// an archive without manifest, a temporary stream).
 pub fn needs_recovery(meta: &Path) -> bool {
   let tmp = fs::read_dir(meta).into_iter().flatten().flatten().any(|e| is_stream_tmp(&e.path()));
-  tmp || manifests(meta).iter().any(|(_, m)| m.as_ref().is_none_or(|m| m.state == ArchiveState::Pending))
+  tmp
+    || manifests(meta).iter().any(|(_, m)| m.as_ref().is_none_or(|m| m.state == ArchiveState::Pending))
     || orphan_archives(meta).next().is_some()
 }
 
@@ -231,9 +232,12 @@ fn is_stream_tmp(p: &Path) -> bool {
 
 fn orphan_archives(meta: &Path) -> impl Iterator<Item = PathBuf> {
   let dir = archive_dir(meta);
-  fs::read_dir(&dir).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| {
-    p.extension().is_some_and(|x| x == "jsonl") && !p.with_extension("json").is_file()
-  })
+  fs::read_dir(&dir)
+    .into_iter()
+    .flatten()
+    .flatten()
+    .map(|e| e.path())
+    .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && !p.with_extension("json").is_file())
 }
 
 /// sha256 of the first `len` bytes of `path` (None when shorter), streaming.
@@ -267,7 +271,10 @@ pub fn recover(meta: &Path) -> Result<Vec<String>> {
     let p = e.path();
     if is_stream_tmp(&p) {
       fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
-      done.push(format!("removed the unfinished stream {}", p.file_name().unwrap_or_default().to_string_lossy()));
+      done.push(format!(
+        "removed the unfinished stream {}",
+        p.file_name().unwrap_or_default().to_string_lossy()
+      ));
     }
   }
   let stream = events_path(meta);
@@ -331,7 +338,11 @@ struct Out {
 impl Out {
   fn new(path: PathBuf, write: bool) -> Result<Self> {
     let w = if write {
-      let f = OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| Error::io("create", &path, e))?;
+      let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| Error::io("create", &path, e))?;
       Some(BufWriter::with_capacity(1 << 16, f))
     } else {
       None
@@ -366,7 +377,8 @@ pub fn compact_feedback(
   progress: &mut dyn FnMut(u64, u64),
   rebuild: &mut dyn FnMut() -> Result<()>,
 ) -> Result<CompactOutcome> {
-  let held = events_lock::acquire(meta, opts.wait).map_err(|e| events_lock::map_busy(e, Error::FeedbackLockBusy))?;
+  let held =
+    events_lock::acquire(meta, opts.wait).map_err(|e| events_lock::map_busy(e, Error::FeedbackLockBusy))?;
   let res = compact_with(meta, opts, progress, &mut |step| {
     crate::store::swap::crash_point(match step {
       Step::FilesWritten => "compact:files-written",
@@ -402,7 +414,7 @@ pub fn compact_with(
   hook: &mut dyn FnMut(Step) -> Result<()>,
 ) -> Result<CompactOutcome> {
   let started = Instant::now();
-  if !(opts.older_than_days >= 0.0 && opts.older_than_days.is_finite()) {
+  if opts.older_than_days.is_nan() || opts.older_than_days < 0.0 || opts.older_than_days.is_infinite() {
     return Err(Error::invalid("olderThanDays must be a finite number ≥ 0"));
   }
   let mut out = CompactOutcome { recovered: recover(meta)?, ..Default::default() };

@@ -196,9 +196,11 @@ impl Projection {
   /// Add the sums, counts and named records of `other` (an archive's share) to this projection.
   pub fn merge(&mut self, other: &Projection) {
     self.events += other.events;
-    for (dst, src) in
-      [(&mut self.pages, &other.pages), (&mut self.queries, &other.queries), (&mut self.global, &other.global)]
-    {
+    for (dst, src) in [
+      (&mut self.pages, &other.pages),
+      (&mut self.queries, &other.queries),
+      (&mut self.global, &other.global),
+    ] {
       for (k, s) in src {
         let d = dst.entry(k.clone()).or_default();
         d.signal += s.signal;
@@ -257,7 +259,11 @@ fn mtime_ns(path: &Path) -> i64 {
 /// Read one line (up to `\n`, excluded) into `line`, at most [`MAX_LINE_BYTES`]; returns the
 /// bytes consumed, `None` at a final line without a newline (not consumed: a writer may be
 /// mid-append), and flags `too_long` (the rest of the line is consumed, not kept).
-pub fn read_line(r: &mut impl BufRead, line: &mut Vec<u8>, too_long: &mut bool) -> std::io::Result<Option<u64>> {
+pub fn read_line(
+  r: &mut impl BufRead,
+  line: &mut Vec<u8>,
+  too_long: &mut bool,
+) -> std::io::Result<Option<u64>> {
   line.clear();
   *too_long = false;
   let mut consumed = 0u64;

@@ -250,7 +250,10 @@ pub fn rebuild_feedback(paths: &VaultPaths) -> Result<RebuildOutcome> {
 /// [`rebuild_feedback`] reporting `(bytes read, stream bytes)` as the stream is read (a full
 /// fold is O(stream) time and bounded memory). First settles an interrupted compaction when one
 /// left something (under the events lock; when the lock is busy the rebuild goes on and says so).
-pub fn rebuild_feedback_with(paths: &VaultPaths, progress: &mut dyn FnMut(u64, u64)) -> Result<RebuildOutcome> {
+pub fn rebuild_feedback_with(
+  paths: &VaultPaths,
+  progress: &mut dyn FnMut(u64, u64),
+) -> Result<RebuildOutcome> {
   let mut diagnostics = Vec::new();
   if super::compact::needs_recovery(&paths.meta) {
     match crate::events_lock::acquire(&paths.meta, EXPLICIT_WAIT) {
@@ -261,7 +264,9 @@ pub fn rebuild_feedback_with(paths: &VaultPaths, progress: &mut dyn FnMut(u64, u
       }
       Err(e) => diagnostics.push(RecallDiagnostic {
         code: "feedback_compaction_pending".into(),
-        message: format!("an interrupted compaction could not be settled now ({e}); the next rebuild or compaction does it"),
+        message: format!(
+          "an interrupted compaction could not be settled now ({e}); the next rebuild or compaction does it"
+        ),
       }),
     }
   }
@@ -296,7 +301,8 @@ fn rebuild_unlocked(paths: &VaultPaths, progress: &mut dyn FnMut(u64, u64)) -> R
     .map(|f| format!("{vault_id}\u{1f}{}", f.id))
     .collect();
   let proj = projection::rebuild(&paths.meta, &extra, Some(&live), now)?;
-  let mut diagnostics: Vec<RecallDiagnostic> = proj.corrupt.as_deref().map(corrupt_diagnostic).into_iter().collect();
+  let mut diagnostics: Vec<RecallDiagnostic> =
+    proj.corrupt.as_deref().map(corrupt_diagnostic).into_iter().collect();
   if proj.skipped_lines > 0 {
     diagnostics.push(skipped_diagnostic(proj.skipped_lines));
   }

@@ -9,7 +9,7 @@
 //! 3. `feedback compact` (default cutoff, 360 days),
 //! 4. `feedback rebuild` on the compacted stream.
 //!
-//! It checks that the client's lines survive byte-identical and in order (sha256 of the
+//! It checks that the client's lines survive byte-identical and in order (a hash of the
 //! sequence before and after), that every moved line is in the archive, and that the projection
 //! built after compaction equals the one built before (every key's value now within 1e-12).
 
@@ -21,7 +21,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
+use std::hash::Hasher;
 
 use super::{resolve_bin, write_report};
 use crate::bench::TempDir;
@@ -56,6 +56,7 @@ pub struct Step {
 const PAGES: usize = 50;
 const QUERIES: usize = 2000;
 
+#[cfg(unix)]
 fn run_child(bin: &Path, args: &[&str]) -> Result<Step> {
   let t = Instant::now();
   let child = Command::new(bin)
@@ -72,7 +73,7 @@ fn run_child(bin: &Path, args: &[&str]) -> Result<Step> {
     s
   });
   let mut status = 0;
-  // SAFETY: wait4 on our own child's pid with valid out-pointers; std's Child is not waited.
+  // SAFETY: wait4 on our own child's pid with valid out-pointers; std's Child is never waited.
   let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
   let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
   if r != pid {
@@ -82,21 +83,37 @@ fn run_child(bin: &Path, args: &[&str]) -> Result<Step> {
   if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
     return Err(Error::Index(format!("{args:?} failed (status {status}): {text}")));
   }
-  // Linux reports ru_maxrss in KiB.
-  let peak_rss_mib = usage.ru_maxrss as f64 / 1024.0;
+  // Linux reports ru_maxrss in KiB (macOS in bytes).
+  let kib = if cfg!(target_os = "macos") { usage.ru_maxrss as f64 / 1024.0 } else { usage.ru_maxrss as f64 };
   let output = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
-  Ok(Step { command: args.join(" "), seconds: t.elapsed().as_secs_f64(), peak_rss_mib, output })
+  Ok(Step { command: args.join(" "), seconds: t.elapsed().as_secs_f64(), peak_rss_mib: kib / 1024.0, output })
 }
 
-/// Write the vault and the stream; returns (sha256 of the non-feedback lines in order, lines,
+/// Without `wait4` the peak RSS is not measured (reported as 0).
+#[cfg(not(unix))]
+fn run_child(bin: &Path, args: &[&str]) -> Result<Step> {
+  let t = Instant::now();
+  let out = Command::new(bin).args(args).output().map_err(|e| Error::io("spawn", bin, e))?;
+  let text = String::from_utf8_lossy(&out.stdout).into_owned();
+  if !out.status.success() {
+    return Err(Error::Index(format!("{args:?} failed: {text}")));
+  }
+  let output = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+  Ok(Step { command: args.join(" "), seconds: t.elapsed().as_secs_f64(), peak_rss_mib: 0.0, output })
+}
+
+/// Write the vault and the stream; returns (hash of the non-feedback lines in order, lines,
 /// feedback lines, long lines).
 fn generate(root: &Path, bytes: u64, seed: u64) -> Result<(String, u64, u64, u64)> {
   let dot = root.join(".llm-wiki");
   let wiki = dot.join("wiki").join("concepts");
   std::fs::create_dir_all(&wiki).map_err(|e| Error::io("create directory", &wiki, e))?;
   let vault_id = "6f2b8a4e-5c1d-4e7a-9b3f-2a1c0d9e8f71";
-  std::fs::write(dot.join("config.json"), format!("{{\"name\":\"events bench\",\"vault_id\":\"{vault_id}\"}}"))
-    .map_err(|e| Error::io("write", &dot, e))?;
+  std::fs::write(
+    dot.join("config.json"),
+    format!("{{\"name\":\"events bench\",\"vault_id\":\"{vault_id}\"}}"),
+  )
+  .map_err(|e| Error::io("write", &dot, e))?;
   for i in 0..PAGES {
     let p = wiki.join(format!("page-{i}.md"));
     std::fs::write(&p, format!("---\ntype: concept\ntitle: \"Page {i}\"\n---\n\nBody of page {i}.\n"))
@@ -105,7 +122,8 @@ fn generate(root: &Path, bytes: u64, seed: u64) -> Result<(String, u64, u64, u64
   let meta = dot.join("meta");
   std::fs::create_dir_all(&meta).map_err(|e| Error::io("create directory", &meta, e))?;
   let path = events_path(&meta);
-  let mut w = BufWriter::with_capacity(1 << 20, File::create(&path).map_err(|e| Error::io("create", &path, e))?);
+  let mut w =
+    BufWriter::with_capacity(1 << 20, File::create(&path).map_err(|e| Error::io("create", &path, e))?);
   let mut rng = Rng::new(seed);
   let hashes: Vec<String> = (0..QUERIES).map(|q| query_hash(&format!("synthetic query {q}"))).collect();
   let actions = [
@@ -120,7 +138,7 @@ fn generate(root: &Path, bytes: u64, seed: u64) -> Result<(String, u64, u64, u64
   ];
   let now_ms = llm_wiki_core::fsutil::now_ms();
   let span_ms: u64 = 720 * 86_400_000;
-  let mut others = Sha256::new();
+  let mut others = std::collections::hash_map::DefaultHasher::new();
   let (mut written, mut lines, mut feedback, mut long) = (0u64, 0u64, 0u64, 0u64);
   let mut line = Vec::with_capacity(512);
   while written < bytes {
@@ -128,14 +146,14 @@ fn generate(root: &Path, bytes: u64, seed: u64) -> Result<(String, u64, u64, u64
     let r = rng.next_u64();
     if r % 10 == 0 {
       // The client's own kinds, with their own spelling.
-      write!(line, "{{\"kind\": \"observe\", \"slug\": \"obs-{lines}\", \"at\": \"{}\", \"note\": \"caf\u{e9} {r:x}\"}}\n", iso_from_ms(now_ms - (r % span_ms) as i64)).ok();
-      others.update(&line);
+      writeln!(line, "{{\"kind\": \"observe\", \"slug\": \"obs-{lines}\", \"at\": \"{}\", \"note\": \"caf\u{e9} {r:x}\"}}", iso_from_ms(now_ms - (r % span_ms) as i64)).ok();
+      others.write(&line);
     } else if lines % 400_000 == 7 {
       // An ingest event over the line cap: skipped by readers, kept by compaction.
       line.extend_from_slice(b"{\"kind\":\"ingest\",\"blob\":\"");
       line.resize(line.len() + MAX_LINE_BYTES + 1000, b'x');
       line.extend_from_slice(b"\"}\n");
-      others.update(&line);
+      others.write(&line);
       long += 1;
     } else {
       let e = FeedbackEvent {
@@ -163,13 +181,13 @@ fn generate(root: &Path, bytes: u64, seed: u64) -> Result<(String, u64, u64, u64
     lines += 1;
   }
   w.flush().map_err(|e| Error::io("write", &path, e))?;
-  Ok((llm_wiki_core::store::manifest::hex(&others.finalize()), lines, feedback, long))
+  Ok((format!("{:016x}", others.finish()), lines, feedback, long))
 }
 
-/// sha256 of the stream's lines that are not `recall_feedback` events, streaming.
+/// Hash (SipHash, line by line) of the stream's lines that are not `recall_feedback` events, streaming.
 fn other_lines_sha(path: &Path) -> Result<String> {
   let mut r = BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| Error::io("open", path, e))?);
-  let mut h = Sha256::new();
+  let mut h = std::collections::hash_map::DefaultHasher::new();
   let mut line = Vec::new();
   loop {
     line.clear();
@@ -179,10 +197,10 @@ fn other_lines_sha(path: &Path) -> Result<String> {
     }
     let is_feedback = line.len() < 4096 && line.windows(19).any(|w| w == b"\"kind\":\"recall_feed");
     if !is_feedback {
-      h.update(&line);
+      h.write(&line);
     }
   }
-  Ok(llm_wiki_core::store::manifest::hex(&h.finalize()))
+  Ok(format!("{:016x}", h.finish()))
 }
 
 /// Largest difference between two projections' key values *now* (what ranking reads: the
@@ -242,7 +260,13 @@ pub fn run_events(opts: &EventsOptions) -> Result<Vec<PathBuf>> {
   let bytes_after = llm_wiki_core::feedback::events::events_len(&meta);
   let archive_dir = meta.join(llm_wiki_core::feedback::compact::ARCHIVE_DIR);
   let archived_bytes: u64 = std::fs::read_dir(&archive_dir)
-    .map(|d| d.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "jsonl")).filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
+    .map(|d| {
+      d.flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+    })
     .unwrap_or(0);
   let moved_bytes = compact.output.get("movedBytes").and_then(|v| v.as_u64()).unwrap_or(0);
   let checks = serde_json::json!({
@@ -267,12 +291,26 @@ pub fn run_events(opts: &EventsOptions) -> Result<Vec<PathBuf>> {
   let steps = [&rebuild, &status, &compact, &rebuild_after];
   let mut md = String::new();
   use std::fmt::Write as _;
-  let _ = writeln!(md, "# Feedback events stream: {:.2} GiB (issue 14 fault)\n", stream_bytes as f64 / (1u64 << 30) as f64);
-  let _ = writeln!(md, "`{}`\n", std::env::args().collect::<Vec<_>>().join(" ").replace(&*root_dir.to_string_lossy(), "<tmp>"));
+  let _ = writeln!(
+    md,
+    "# Feedback events stream: {:.2} GiB (issue 14 fault)\n",
+    stream_bytes as f64 / (1u64 << 30) as f64
+  );
+  let _ = writeln!(
+    md,
+    "`{}`\n",
+    std::env::args().collect::<Vec<_>>().join(" ").replace(&*root_dir.to_string_lossy(), "<tmp>")
+  );
   let _ = writeln!(md, "Synthetic stream: {lines} lines ({feedback_lines} `recall_feedback` events over 720 days, {PAGES} pages × {QUERIES} queries; {long_lines} lines over the 1 MiB cap; the rest the client's own kind), written in {gen_s:.1} s. Each step is a child process of the CLI; peak RSS is its `ru_maxrss`.\n");
   let _ = writeln!(md, "| step | seconds | peak RSS (MiB) |\n|---|---:|---:|");
   for s in steps {
-    let _ = writeln!(md, "| `{}` | {:.1} | {:.1} |", s.command.replace(&vault, "<vault>"), s.seconds, s.peak_rss_mib);
+    let _ = writeln!(
+      md,
+      "| `{}` | {:.1} | {:.1} |",
+      s.command.replace(&vault, "<vault>"),
+      s.seconds,
+      s.peak_rss_mib
+    );
   }
   let _ = writeln!(
     md,

@@ -29,7 +29,10 @@ fn mixed_stream(meta: &Path) -> (Vec<Vec<u8>>, Vec<bool>) {
   for i in 0..140i64 {
     if i % 5 == 0 {
       // Other kinds, spelled as the client spells them (key order, spacing, unicode): kept as is.
-      lines.push(format!("{{\"kind\": \"observe\",  \"slug\": \"n-{i}\", \"note\": \"caf\u{e9} \u{2014} {i}\"}}\n").into_bytes());
+      lines.push(
+        format!("{{\"kind\": \"observe\",  \"slug\": \"n-{i}\", \"note\": \"caf\u{e9} \u{2014} {i}\"}}\n")
+          .into_bytes(),
+      );
       old.push(false);
       continue;
     }
@@ -282,7 +285,10 @@ fn a_stream_rewritten_behind_a_pending_manifest_is_left_alone() {
   };
   assert_eq!(e.code(), "feedback_compaction_failed");
   assert_eq!(manifests(&meta).len(), 1, "the archive and its manifest stay");
-  assert_eq!(compact_feedback(&meta, &CompactOptions::default(), &mut |_, _| {}, &mut || Ok(())).unwrap_err().code(), "feedback_compaction_failed");
+  assert_eq!(
+    compact_feedback(&meta, &CompactOptions::default(), &mut |_, _| {}, &mut || Ok(())).unwrap_err().code(),
+    "feedback_compaction_failed"
+  );
 }
 
 #[test]

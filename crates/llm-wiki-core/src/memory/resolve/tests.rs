@@ -602,7 +602,11 @@ fn a_resolution_without_its_event_is_replayed_exactly_once() {
     let rb = record::rebuild_feedback(&p).unwrap();
     assert_eq!(rb.replayed, vec![out.resolution.id.clone()]);
     let proj = projection::current(&p.meta, crate::retrieve::trust::now_secs());
-    assert!((one_choice(&proj) - 1.0).abs() < 1e-3, "counted once, rebuild after rebuild: {}", one_choice(&proj));
+    assert!(
+      (one_choice(&proj) - 1.0).abs() < 1e-3,
+      "counted once, rebuild after rebuild: {}",
+      one_choice(&proj)
+    );
   }
   // Appends after the rebuild keep the replayed choice (incremental fold), still once.
   let e = record::conflict_selected_event(&vid, "concepts/b", None);
