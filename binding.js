@@ -836,12 +836,14 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.addOnnxRuntimeCandidates = nativeBinding.addOnnxRuntimeCandidates
+module.exports.compactFeedback = nativeBinding.compactFeedback
 module.exports.configure = nativeBinding.configure
 module.exports.confirmRecallShown = nativeBinding.confirmRecallShown
 module.exports.downloadModel = nativeBinding.downloadModel
 module.exports.endRecallSession = nativeBinding.endRecallSession
 module.exports.engineInfo = nativeBinding.engineInfo
 module.exports.ensureVaultId = nativeBinding.ensureVaultId
+module.exports.feedbackStatus = nativeBinding.feedbackStatus
 module.exports.linkPath = nativeBinding.linkPath
 module.exports.modelStatus = nativeBinding.modelStatus
 module.exports.neighbours = nativeBinding.neighbours

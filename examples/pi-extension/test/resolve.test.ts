@@ -2,7 +2,7 @@
 // structured result, a repeat is a no-op, and automatic recall then shows the user's decision
 // (the other claim historical) instead of asking again.
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -99,7 +99,8 @@ describe('wiki_resolve_conflict', () => {
     writeFileSync(join(wiki, 'retry-five.md'), page({ type: 'concept', title: 'Retries: five' }, 'The quartzqueue client retries five times.'))
     // The stream cannot be appended to (a directory in its place): the page is committed, the event is not.
     const stream = join(ctx.cwd, '.llm-wiki', 'meta', 'events.jsonl')
-    rmSync(stream, { recursive: true, force: true })
+    const aside = `${stream}.aside`
+    renameSync(stream, aside)
     mkdirSync(stream, { recursive: true })
     const pi = await wikiResolveConflict({ vault: 'project', selected_page_id: 'concepts/retry-five', other_page_id: 'concepts/retry-three', relation: 'supersedes' }, ctx)
     assert.equal(pi.isError, undefined, pi.content[0]!.text)
@@ -110,6 +111,8 @@ describe('wiki_resolve_conflict', () => {
     const result = pi.details as unknown as ResolveConflictResult
     assert.deepEqual(result.warnings.map((w) => w.code), ['resolution_feedback_not_recorded'])
     rmSync(stream, { recursive: true, force: true })
+    renameSync(aside, stream)
+    // The earlier decision's event is in the stream; only this one is replayed.
     const rb = await engine.rebuildFeedback(engine.resolveVaultPaths(ctx.cwd))
     assert.deepEqual(rb.replayed, [result.resolution.id])
   })

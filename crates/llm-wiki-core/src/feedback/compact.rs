@@ -617,6 +617,31 @@ pub struct StreamStatus {
   pub issues: Vec<String>,
 }
 
+/// Status / lint findings about the stream that need no read of it: `feedback_events_large` (the
+/// stream is ≥ [`LARGE_STREAM_BYTES`]: an explicit compaction would help; `feedbackStatus` says
+/// how much it would move) and `feedback_compaction_pending` (an interrupted compaction awaits
+/// recovery).
+pub fn status_issues(meta: &Path) -> Vec<crate::store::IndexIssue> {
+  let mut out = Vec::new();
+  let len = super::events::events_len(meta);
+  if len >= LARGE_STREAM_BYTES {
+    out.push(crate::store::IndexIssue::new(
+      "feedback_events_large",
+      format!(
+        "meta/events.jsonl is {} MiB; feedbackStatus shows how much an explicit compactFeedback would move to meta/{ARCHIVE_DIR}/",
+        len >> 20
+      ),
+    ));
+  }
+  if needs_recovery(meta) {
+    out.push(crate::store::IndexIssue::new(
+      "feedback_compaction_pending",
+      "an interrupted feedback compaction awaits recovery (the next rebuildFeedback, compactFeedback or recall does it)",
+    ));
+  }
+  out
+}
+
 /// The stream's size, what compaction could move and whether recovery is pending. Reads the
 /// cached projection (brought up to date incrementally), never the whole stream.
 pub fn stream_status(meta: &Path) -> StreamStatus {

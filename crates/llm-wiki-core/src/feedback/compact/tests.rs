@@ -382,3 +382,14 @@ fn status_reports_size_compactable_bytes_and_pending_recovery() {
 fn events_len_of(meta: &Path) -> u64 {
   crate::feedback::events::events_len(meta)
 }
+
+#[test]
+fn status_issues_name_a_pending_recovery_without_reading_the_stream() {
+  let dir = tempfile::tempdir().unwrap();
+  let meta = dir.path().join("meta");
+  mixed_stream(&meta);
+  assert!(status_issues(&meta).is_empty(), "a small stream with no pending run has no finding");
+  fs::write(meta.join("events.jsonl.compact-deadbeef.tmp"), b"x").unwrap();
+  let codes: Vec<String> = status_issues(&meta).into_iter().map(|i| i.code).collect();
+  assert_eq!(codes, vec!["feedback_compaction_pending".to_string()]);
+}
