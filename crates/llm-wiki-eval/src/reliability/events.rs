@@ -144,7 +144,7 @@ fn generate(root: &Path, bytes: u64, seed: u64) -> Result<(String, u64, u64, u64
   while written < bytes {
     line.clear();
     let r = rng.next_u64();
-    if r % 10 == 0 {
+    if r.is_multiple_of(10) {
       // The client's own kinds, with their own spelling.
       writeln!(
         line,
