@@ -45,7 +45,7 @@ export interface CompactFeedbackOptions {
   /** Count what would move; write nothing. */
   dryRun?: boolean
   /** Called on the JS thread as the stream is read. */
-  onProgress?: StreamProgressFn
+  onProgress?: ((arg: FeedbackStreamProgress) => void)
 }
 
 /** Result of `compactFeedback`. */
@@ -610,7 +610,7 @@ export declare function rebuildFeedback(paths: VaultPaths, options?: RebuildFeed
 /** Options of `rebuildFeedback`. */
 export interface RebuildFeedbackOptions {
   /** Called on the JS thread as the stream is read. */
-  onProgress?: StreamProgressFn
+  onProgress?: ((arg: FeedbackStreamProgress) => void)
 }
 
 /** The subset of the extension's `TaskConfig` recall reads. */

@@ -192,7 +192,9 @@ type StreamProgressFn =
 #[napi(object, object_to_js = false)]
 pub struct RebuildFeedbackOptions {
   /// Called on the JS thread as the stream is read.
-  pub on_progress: Option<StreamProgressFn>,
+  // Spelled out (not the alias): the d.ts generator sees the type as written.
+  pub on_progress:
+    Option<ThreadsafeFunction<FeedbackStreamProgress, (), FeedbackStreamProgress, Status, false, true>>,
 }
 
 fn progress_sink(cb: Option<StreamProgressFn>) -> impl FnMut(u64, u64) {
@@ -232,7 +234,9 @@ pub struct CompactFeedbackOptions {
   /// Count what would move; write nothing.
   pub dry_run: Option<bool>,
   /// Called on the JS thread as the stream is read.
-  pub on_progress: Option<StreamProgressFn>,
+  // Spelled out (not the alias): the d.ts generator sees the type as written.
+  pub on_progress:
+    Option<ThreadsafeFunction<FeedbackStreamProgress, (), FeedbackStreamProgress, Status, false, true>>,
 }
 
 /// Result of `compactFeedback`.
