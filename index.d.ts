@@ -37,6 +37,53 @@ export interface ChunkCounts {
 }
 
 /**
+ * Explicit, user-invoked compaction of the active vault's `meta/events.jsonl`: under the events
+ * lock, moves `recall_feedback` lines older than the cutoff into
+ * `meta/events-archive/recall-feedback-<time>-<run>.jsonl` (its manifest keeps their sums, so
+ * ranking is unchanged), keeps every other line byte-identical and in order, replaces the
+ * stream by atomic rename and rebuilds the projection. Never automatic. Rejects with
+ * `feedback_lock_busy` (2 s), `feedback_compaction_failed` (an interrupted run cannot be
+ * settled: everything left in place), `invalid_argument`, `io_error`.
+ */
+export declare function compactFeedback(paths: VaultPaths, options?: CompactFeedbackOptions | undefined | null): Promise<CompactFeedbackResult>
+
+/** Options of `compactFeedback`. */
+export interface CompactFeedbackOptions {
+  /**
+   * Move `recall_feedback` events older than this many days (default 360 = four half-lives;
+   * 0 moves all of them).
+   */
+  olderThanDays?: number
+  /** Count what would move; write nothing. */
+  dryRun?: boolean
+  /** Called on the JS thread as the stream is read. */
+  onProgress?: ((arg: FeedbackStreamProgress) => void)
+}
+
+/** Result of `compactFeedback`. */
+export interface CompactFeedbackResult {
+  /** `compacted` | `nothing_to_move` | `dry_run` | `no_stream`. */
+  status: string
+  bytesBefore: number
+  bytesAfter: number
+  lines: number
+  movedLines: number
+  movedBytes: number
+  /** Lines over the line cap, kept in place. */
+  longLines: number
+  /** Malformed lines, kept in place. */
+  malformedLines: number
+  /** The archive written, relative to `meta/` (`events-archive/recall-feedback-….jsonl`). */
+  archive?: string
+  /** What was done to settle an interrupted earlier run. */
+  recovered: Array<string>
+  /** Bytes appended during the run by a writer that ignored the lock, carried over. */
+  carriedBytes: number
+  /** Milliseconds the events lock was held. */
+  lockMs: number
+}
+
+/**
  * Change engine-wide model and runtime options. Only the options present in `options` change:
  * an omitted (or `undefined`) option keeps its value, `null` resets it to its default
  * (environment variable, then built-in default), so `configure({})` changes nothing. Loaded
@@ -269,6 +316,44 @@ export interface FeedbackRebuildResult {
   /** Correction observations replayed because their event was missing. */
   replayed: Array<string>
   diagnostics: Array<RecallDiagnostic>
+}
+
+/**
+ * The active vault's event stream: size, feedback bytes, what `compactFeedback` would move,
+ * archives, pending recovery. Reads the projection incrementally, never the whole stream.
+ */
+export declare function feedbackStatus(paths: VaultPaths): Promise<FeedbackStreamStatus>
+
+/**
+ * Progress of a pass over `meta/events.jsonl` (`rebuildFeedback`, `compactFeedback`): every
+ * 64 MiB and at the end.
+ */
+export interface FeedbackStreamProgress {
+  bytesRead: number
+  totalBytes: number
+}
+
+/** `feedbackStatus`: the event stream's size and what a compaction could move. */
+export interface FeedbackStreamStatus {
+  streamBytes: number
+  /** Bytes of `recall_feedback` lines in the stream. */
+  feedbackBytes: number
+  /** Bytes a compaction at the default cutoff (360 days) would move (estimate by event month). */
+  compactableBytes: number
+  archives: number
+  archivedBytes: number
+  /**
+   * An interrupted compaction awaits recovery (done by the next rebuild, compaction or recall
+   * when the lock is free).
+   */
+  recoveryPending: boolean
+  /** Lines over the line cap the projection skipped. */
+  skippedLines: number
+  /**
+   * `feedback_events_large` (≥ 256 MiB: compaction would help), `feedback_compaction_pending`,
+   * `feedback_events_line_skipped`.
+   */
+  issues: Array<string>
 }
 
 /** A page edge: every body link from `from` to `to`, with the validated relations on it. */
@@ -527,10 +612,18 @@ export declare function personalVaultPaths(): VaultPaths
 export declare function readIndexStatus(paths: VaultPaths, options?: StatusOptions | undefined | null): Promise<IndexStatus>
 
 /**
- * Rebuild `meta/recall-feedback.json` from the whole event stream plus correction observations
- * whose event is missing, ignoring deleted pages (part of a metadata rebuild).
+ * Rebuild `meta/recall-feedback.json` from the committed archives' sums and the whole event
+ * stream (O(stream) time, bounded memory), plus correction observations and resolution records
+ * whose event is missing (`replayed`), ignoring deleted pages (part of a metadata rebuild).
+ * Settles an interrupted `compactFeedback` first.
  */
-export declare function rebuildFeedback(paths: VaultPaths): Promise<FeedbackRebuildResult>
+export declare function rebuildFeedback(paths: VaultPaths, options?: RebuildFeedbackOptions | undefined | null): Promise<FeedbackRebuildResult>
+
+/** Options of `rebuildFeedback`. */
+export interface RebuildFeedbackOptions {
+  /** Called on the JS thread as the stream is read. */
+  onProgress?: ((arg: FeedbackStreamProgress) => void)
+}
 
 /** The subset of the extension's `TaskConfig` recall reads. */
 export interface RecallConfig {

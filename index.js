@@ -64,18 +64,22 @@ const wrapped = {
   recordRecallFeedback: reject(binding.recordRecallFeedback),
   rebuildFeedback: reject(binding.rebuildFeedback),
   watchWiki: reject((paths, opts) => binding.watchWiki(paths, withAbortState(opts))),
+  compactFeedback: reject(binding.compactFeedback),
+  feedbackStatus: reject(binding.feedbackStatus),
 }
 
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
 // see written out, so `import { recallWiki } from 'llm-wiki-retrieval'` needs them spelled here.
 exports.__napiBindingTarget = binding.__napiBindingTarget
 exports.addOnnxRuntimeCandidates = binding.addOnnxRuntimeCandidates
+exports.compactFeedback = wrapped.compactFeedback
 exports.configure = binding.configure
 exports.confirmRecallShown = wrapped.confirmRecallShown
 exports.endRecallSession = binding.endRecallSession
 exports.ensureVaultId = wrapped.ensureVaultId
 exports.downloadModel = wrapped.downloadModel
 exports.engineInfo = binding.engineInfo
+exports.feedbackStatus = wrapped.feedbackStatus
 exports.linkPath = wrapped.linkPath
 exports.modelStatus = binding.modelStatus
 exports.neighbours = wrapped.neighbours

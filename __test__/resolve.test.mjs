@@ -289,6 +289,36 @@ hookDescribe('resolveConflict faults (test hooks)', () => {
     assert.ok(m.bundles.some((b) => b.resolution))
   })
 
+  test('a kill between the page rename and the event append: the page stands, rebuildFeedback replays the event once', async () => {
+    const v = await indexed()
+    const killed = await runCli(['resolve', v.root, 'concepts/deploy-freeze', 'concepts/deploy-friday', '--relation', 'supersedes', '--no-index'], {
+      env: { LLM_WIKI_CRASH_AT: 'feedback_append' },
+    })
+    assert.equal(killed.signal ?? 'SIGKILL', 'SIGKILL', killed.stderr)
+    const records = analyses(v).filter((f) => f.endsWith('.md') && !f.startsWith('.'))
+    assert.equal(records.length, 1, 'the page is committed before the append')
+    const id = records[0].replace(/\.md$/, '')
+    const stream = path.join(v.dotWiki, 'meta', 'events.jsonl')
+    assert.ok(!fs.existsSync(stream) || !fs.readFileSync(stream, 'utf8').includes('conflict_selected'))
+    const { rebuildFeedback } = addon
+    for (let i = 0; i < 2; i++) {
+      const rb = await rebuildFeedback(v.paths)
+      assert.equal(rb.enabled, true)
+      assert.deepEqual(rb.replayed, [id], 'replayed once per rebuild, never accumulated')
+    }
+    const projection = JSON.parse(fs.readFileSync(path.join(v.dotWiki, 'meta', 'recall-feedback.json'), 'utf8'))
+    assert.deepEqual(projection.replayed, [id])
+    assert.equal(Object.keys(projection.global).length, 1, JSON.stringify(projection.global))
+    // The killed writer's lock (younger than 30 s) is aged past recovery; a repeat of the
+    // decision is a no-op that appends nothing, and the rebuild still replays the record once.
+    const lock = path.join(v.dotWiki, 'meta', 'events.lock')
+    const owner = JSON.parse(fs.readFileSync(lock, 'utf8'))
+    fs.writeFileSync(lock, JSON.stringify({ ...owner, acquiredAt: new Date(Date.now() - 31_000).toISOString() }))
+    const again = await resolveConflict(v.paths, args({ updateIndex: false }))
+    assert.equal(again.created, false)
+    assert.deepEqual((await rebuildFeedback(v.paths)).replayed, [id])
+  })
+
   test('a kill between the temporary file and the rename leaves no record; the lock recovers after 30 s', async () => {
     const v = await indexed()
     const killed = await runCli(['resolve', v.root, 'concepts/deploy-freeze', 'concepts/deploy-friday', '--relation', 'supersedes'], {

@@ -1,8 +1,10 @@
-//! Feedback exports: `confirmRecallShown`, `recordRecallFeedback`, `rebuildFeedback`, and the
+//! Feedback exports: `confirmRecallShown`, `recordRecallFeedback`, `rebuildFeedback`,
+//! `compactFeedback`, `feedbackStatus`, and the
 //! session ledger's small synchronous helpers. Shapes are the engine's
 //! (`llm_wiki_core::feedback`), converted with `From` only; errors map through `error.rs`.
 
 use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use llm_wiki_core::feedback::{self as core_feedback, ledger as core_ledger, record as core_record};
@@ -174,16 +176,181 @@ pub fn record_recall_feedback<'env>(
   })
 }
 
-/// Rebuild `meta/recall-feedback.json` from the whole event stream plus correction observations
-/// whose event is missing, ignoring deleted pages (part of a metadata rebuild).
+/// Progress of a pass over `meta/events.jsonl` (`rebuildFeedback`, `compactFeedback`): every
+/// 64 MiB and at the end.
+#[napi(object)]
+#[derive(Clone)]
+pub struct FeedbackStreamProgress {
+  pub bytes_read: f64,
+  pub total_bytes: f64,
+}
+
+type StreamProgressFn =
+  ThreadsafeFunction<FeedbackStreamProgress, (), FeedbackStreamProgress, Status, false, true>;
+
+/// Options of `rebuildFeedback`.
+#[napi(object, object_to_js = false)]
+pub struct RebuildFeedbackOptions {
+  /// Called on the JS thread as the stream is read.
+  // Spelled out (not the alias): the d.ts generator sees the type as written.
+  pub on_progress:
+    Option<ThreadsafeFunction<FeedbackStreamProgress, (), FeedbackStreamProgress, Status, false, true>>,
+}
+
+fn progress_sink(cb: Option<StreamProgressFn>) -> impl FnMut(u64, u64) {
+  move |read, total| {
+    if let Some(cb) = &cb {
+      cb.call(
+        FeedbackStreamProgress { bytes_read: read as f64, total_bytes: total as f64 },
+        ThreadsafeFunctionCallMode::NonBlocking,
+      );
+    }
+  }
+}
+
+/// Rebuild `meta/recall-feedback.json` from the committed archives' sums and the whole event
+/// stream (O(stream) time, bounded memory), plus correction observations and resolution records
+/// whose event is missing (`replayed`), ignoring deleted pages (part of a metadata rebuild).
+/// Settles an interrupted `compactFeedback` first.
 #[napi(catch_unwind, ts_return_type = "Promise<FeedbackRebuildResult>")]
 pub fn rebuild_feedback<'env>(
   env: &'env Env,
   paths: VaultPaths,
+  options: Option<RebuildFeedbackOptions>,
 ) -> Result<PromiseRaw<'env, FeedbackRebuildResult>> {
+  let mut progress = progress_sink(options.and_then(|o| o.on_progress));
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
-    Ok(core_record::rebuild_feedback(&paths).map_err(core_err)?.into())
+    Ok(core_record::rebuild_feedback_with(&paths, &mut progress).map_err(core_err)?.into())
+  })
+}
+
+/// Options of `compactFeedback`.
+#[napi(object, object_to_js = false)]
+pub struct CompactFeedbackOptions {
+  /// Move `recall_feedback` events older than this many days (default 360 = four half-lives;
+  /// 0 moves all of them).
+  pub older_than_days: Option<f64>,
+  /// Count what would move; write nothing.
+  pub dry_run: Option<bool>,
+  /// Called on the JS thread as the stream is read.
+  // Spelled out (not the alias): the d.ts generator sees the type as written.
+  pub on_progress:
+    Option<ThreadsafeFunction<FeedbackStreamProgress, (), FeedbackStreamProgress, Status, false, true>>,
+}
+
+/// Result of `compactFeedback`.
+#[napi(object)]
+pub struct CompactFeedbackResult {
+  /// `compacted` | `nothing_to_move` | `dry_run` | `no_stream`.
+  pub status: String,
+  pub bytes_before: f64,
+  pub bytes_after: f64,
+  pub lines: f64,
+  pub moved_lines: f64,
+  pub moved_bytes: f64,
+  /// Lines over the line cap, kept in place.
+  pub long_lines: f64,
+  /// Malformed lines, kept in place.
+  pub malformed_lines: f64,
+  /// The archive written, relative to `meta/` (`events-archive/recall-feedback-….jsonl`).
+  pub archive: Option<String>,
+  /// What was done to settle an interrupted earlier run.
+  pub recovered: Vec<String>,
+  /// Bytes appended during the run by a writer that ignored the lock, carried over.
+  pub carried_bytes: f64,
+  /// Milliseconds the events lock was held.
+  pub lock_ms: f64,
+}
+
+impl From<core_feedback::compact::CompactOutcome> for CompactFeedbackResult {
+  fn from(o: core_feedback::compact::CompactOutcome) -> Self {
+    CompactFeedbackResult {
+      status: o.status,
+      bytes_before: o.bytes_before as f64,
+      bytes_after: o.bytes_after as f64,
+      lines: o.lines as f64,
+      moved_lines: o.moved_lines as f64,
+      moved_bytes: o.moved_bytes as f64,
+      long_lines: o.long_lines as f64,
+      malformed_lines: o.malformed_lines as f64,
+      archive: o.archive,
+      recovered: o.recovered,
+      carried_bytes: o.carried_bytes as f64,
+      lock_ms: o.lock_ms as f64,
+    }
+  }
+}
+
+/// Explicit, user-invoked compaction of the active vault's `meta/events.jsonl`: under the events
+/// lock, moves `recall_feedback` lines older than the cutoff into
+/// `meta/events-archive/recall-feedback-<time>-<run>.jsonl` (its manifest keeps their sums, so
+/// ranking is unchanged), keeps every other line byte-identical and in order, replaces the
+/// stream by atomic rename and rebuilds the projection. Never automatic. Rejects with
+/// `feedback_lock_busy` (2 s), `feedback_compaction_failed` (an interrupted run cannot be
+/// settled: everything left in place), `invalid_argument`, `io_error`.
+#[napi(catch_unwind, ts_return_type = "Promise<CompactFeedbackResult>")]
+pub fn compact_feedback<'env>(
+  env: &'env Env,
+  paths: VaultPaths,
+  options: Option<CompactFeedbackOptions>,
+) -> Result<PromiseRaw<'env, CompactFeedbackResult>> {
+  let (older, dry, cb) = match options {
+    Some(o) => (o.older_than_days, o.dry_run, o.on_progress),
+    None => (None, None, None),
+  };
+  let mut progress = progress_sink(cb);
+  task::spawn(env, None, task::Priority::Background, move || {
+    let paths = paths.to_core()?;
+    let mut opts = core_feedback::compact::CompactOptions::default();
+    if let Some(d) = older {
+      opts.older_than_days = d;
+    }
+    opts.dry_run = dry.unwrap_or(false);
+    Ok(core_record::compact_feedback(&paths, &opts, &mut progress).map_err(core_err)?.into())
+  })
+}
+
+/// `feedbackStatus`: the event stream's size and what a compaction could move.
+#[napi(object)]
+pub struct FeedbackStreamStatus {
+  pub stream_bytes: f64,
+  /// Bytes of `recall_feedback` lines in the stream.
+  pub feedback_bytes: f64,
+  /// Bytes a compaction at the default cutoff (360 days) would move (estimate by event month).
+  pub compactable_bytes: f64,
+  pub archives: u32,
+  pub archived_bytes: f64,
+  /// An interrupted compaction awaits recovery (done by the next rebuild, compaction or recall
+  /// when the lock is free).
+  pub recovery_pending: bool,
+  /// Lines over the line cap the projection skipped.
+  pub skipped_lines: f64,
+  /// `feedback_events_large` (≥ 256 MiB: compaction would help), `feedback_compaction_pending`,
+  /// `feedback_events_line_skipped`.
+  pub issues: Vec<String>,
+}
+
+/// The active vault's event stream: size, feedback bytes, what `compactFeedback` would move,
+/// archives, pending recovery. Reads the projection incrementally, never the whole stream.
+#[napi(catch_unwind, ts_return_type = "Promise<FeedbackStreamStatus>")]
+pub fn feedback_status<'env>(
+  env: &'env Env,
+  paths: VaultPaths,
+) -> Result<PromiseRaw<'env, FeedbackStreamStatus>> {
+  task::spawn(env, None, task::Priority::Interactive, move || {
+    let paths = paths.to_core()?;
+    let s = core_feedback::compact::stream_status(&paths.meta);
+    Ok(FeedbackStreamStatus {
+      stream_bytes: s.stream_bytes as f64,
+      feedback_bytes: s.feedback_bytes as f64,
+      compactable_bytes: s.compactable_bytes as f64,
+      archives: s.archives,
+      archived_bytes: s.archived_bytes as f64,
+      recovery_pending: s.recovery_pending,
+      skipped_lines: s.skipped_lines as f64,
+      issues: s.issues,
+    })
   })
 }
 

@@ -148,6 +148,24 @@ pub enum Command {
     #[arg(long)]
     json: bool,
   },
+  /// The vault's recall-feedback stream: `status` (size, what compaction would move),
+  /// `rebuild` (the projection from the archives and the whole stream, replaying corrections and
+  /// resolutions whose event is missing), `compact` (explicit: move old `recall_feedback` lines
+  /// into `meta/events-archive/`, every other line kept byte-identical).
+  Feedback {
+    /// status | rebuild | compact.
+    action: String,
+    vault: PathBuf,
+    /// compact: move events older than this many days (default 360; 0 = all).
+    #[arg(long)]
+    older_than_days: Option<f64>,
+    /// compact: count only, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+  },
   /// A page with its outbound and inbound links (zoom-out), typed relations labelled.
   Neighbours {
     vault: PathBuf,
@@ -450,6 +468,42 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
         writeln!(out, "page: {}", r.path).ok();
         for i in &r.index.issues {
           writeln!(out, "index {}: {}", i.code, i.message).ok();
+        }
+        for w in &r.warnings {
+          writeln!(out, "warning {}: {}", w.code, w.message).ok();
+        }
+      }
+    }
+    Command::Feedback { action, vault, older_than_days, dry_run, json } => {
+      use llm_wiki_core::feedback::{compact, record};
+      let paths = vault_paths(&vault)?;
+      let mut progress = |read: u64, total: u64| {
+        if !json && total >= 64 << 20 {
+          eprintln!("{} / {} MiB", read >> 20, total >> 20);
+        }
+      };
+      let value = match action.as_str() {
+        "status" => serde_json::to_value(compact::stream_status(&paths.meta)),
+        "rebuild" => serde_json::to_value(record::rebuild_feedback_with(&paths, &mut progress)?),
+        "compact" => {
+          let mut opts = compact::CompactOptions { dry_run, ..Default::default() };
+          if let Some(d) = older_than_days {
+            opts.older_than_days = d;
+          }
+          serde_json::to_value(record::compact_feedback(&paths, &opts, &mut progress)?)
+        }
+        other => {
+          return Err(llm_wiki_core::error::Error::invalid(format!(
+            "feedback action must be status | rebuild | compact, got {other:?}"
+          )))
+        }
+      }
+      .unwrap_or_default();
+      if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&value).unwrap_or_default()).ok();
+      } else if let Some(map) = value.as_object() {
+        for (k, v) in map {
+          writeln!(out, "{k}: {v}").ok();
         }
       }
     }

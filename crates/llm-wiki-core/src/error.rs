@@ -105,6 +105,10 @@ pub enum Error {
   /// The vault's events lock (`meta/events.lock`) stayed held by another writer past the wait.
   #[error("events lock is busy: {0}")]
   EventsLockBusy(String),
+  /// An explicit feedback compaction could not run or settle an interrupted one (the stream and
+  /// every archive are left in place).
+  #[error("feedback compaction failed: {0}")]
+  FeedbackCompaction(String),
 }
 
 impl Error {
@@ -131,6 +135,7 @@ impl Error {
       Error::Panic(_) => "internal_panic",
       Error::Resolution { code, .. } => code,
       Error::EventsLockBusy(_) => "events_lock_busy",
+      Error::FeedbackCompaction(_) => "feedback_compaction_failed",
     }
   }
 

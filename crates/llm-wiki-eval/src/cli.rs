@@ -112,6 +112,27 @@ enum ReliabilityCommand {
     #[arg(long, default_value = "bench-results/reliability/soak.md")]
     out: PathBuf,
   },
+  /// The "1 GB events file" fault: a synthetic `meta/events.jsonl` of `--bytes`, then
+  /// `feedback rebuild`, `status`, `compact`, `rebuild` as child processes with their time and
+  /// peak RSS; checks that nothing is lost and the projection is unchanged.
+  Events {
+    /// Stream size in bytes (default 1 GiB).
+    #[arg(long, default_value_t = 1 << 30)]
+    bytes: u64,
+    #[arg(long, default_value_t = 14)]
+    seed: u64,
+    /// The CLI binary to run (default: this executable).
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// Markdown report (the JSON is written next to it).
+    #[arg(long, default_value = "bench-results/feedback/events-1gb.md")]
+    out: PathBuf,
+    /// Where the temporary vault goes (default: the system temp dir).
+    #[arg(long)]
+    temp_root: Option<PathBuf>,
+    #[arg(long)]
+    keep_temp: bool,
+  },
   /// One worker process of `soak` (started by it).
   #[command(hide = true)]
   SoakWorker {
@@ -139,6 +160,16 @@ fn run_reliability(cmd: ReliabilityCommand, out: &mut impl Write) -> Result<()> 
       harness: harness.options(pages, edits, out),
       seconds: (minutes * 60.0).round().max(1.0) as u64,
     })?,
+    ReliabilityCommand::Events { bytes, seed, bin, out, temp_root, keep_temp } => {
+      crate::reliability::events::run_events(&crate::reliability::events::EventsOptions {
+        bytes,
+        seed,
+        bin,
+        out,
+        temp_root,
+        keep_temp,
+      })?
+    }
     ReliabilityCommand::SoakWorker { vault, plan, role, out } => {
       let root = std::path::absolute(&vault).map_err(|e| Error::io("resolve", &vault, e))?;
       soak::run_soak_worker(&root, &plan, soak::Role::parse(&role)?, &out)?;

@@ -9,6 +9,8 @@ import { resolve } from 'node:path'
 import engine from 'llm-wiki-retrieval'
 import type { FeedbackOutcome, VaultPaths } from 'llm-wiki-retrieval'
 
+import { formatEngineNotes } from './format.js'
+
 /** The subset of TaskConfig feedback reads. */
 export interface FeedbackTaskConfig {
   /** The spec's `recallFeedback` (default true): false turns off shown/opened/cited/shown_only capture only. */
@@ -136,6 +138,25 @@ function result(text: string, details: Record<string, unknown>, isError = false)
   return isError ? { content: [{ type: 'text', text }], details, isError } : { content: [{ type: 'text', text }], details }
 }
 
+/**
+ * What a feedback outcome means, for the agent: `recorded`, or the partial outcomes the engine
+ * reports (`correction_saved_feedback_pending`, `dropped`, `disabled`) with its diagnostics.
+ */
+export function describeFeedbackOutcome(judgment: string, pageId: string, out: FeedbackOutcome): string {
+  const saved = out.observation ? ` Correction saved as [[${out.observation}]].` : ''
+  const head =
+    out.status === 'recorded'
+      ? `Recorded ${judgment} for [[${pageId}]].${saved}`
+      : out.status === 'correction_saved_feedback_pending'
+        ? `Saved the correction for [[${pageId}]] as [[${out.observation}]], but its ranking event was not recorded.`
+        : `Did not record ${judgment} for [[${pageId}]] (${out.status}).`
+  const notes = formatEngineNotes([
+    ...(out.status === 'correction_saved_feedback_pending' ? [{ code: out.status, message: 'rebuildFeedback replays the observation' }] : []),
+    ...out.diagnostics,
+  ])
+  return notes ? `${head}\n${notes}` : head
+}
+
 /** The tool schema's checks. */
 export function validateFeedbackParams(p: Record<string, unknown>): string | null {
   if (typeof p.vault_id !== 'string' || !p.vault_id) return 'vault_id must be a non-empty string'
@@ -165,9 +186,7 @@ export async function wikiRecallFeedback(params: WikiRecallFeedbackParams, ctx: 
       ...(params.correction !== undefined ? { correction: params.correction } : {}),
       config: feedbackConfig(ctx.config),
     })
-    const saved = out.observation ? ` Correction saved as [[${out.observation}]].` : ''
-    const pending = out.status === 'correction_saved_feedback_pending' ? ' The ranking event is pending; wiki_rebuild_meta replays it.' : ''
-    return result(`Recorded ${params.judgment} for [[${params.page_id}]].${saved}${pending}`, { ...out })
+    return result(describeFeedbackOutcome(params.judgment, params.page_id, out), { ...out })
   } catch (e) {
     const err = e as { code?: string; message?: string }
     const hint = err.code === 'feedback_not_shown' ? ' Only results shown in this session can be judged.' : ''

@@ -174,3 +174,39 @@ export function formatMemoryContext(memory: RenderableMemory, opts: MemoryFormat
   const context = memory.context.endsWith('\n') ? memory.context : `${memory.context}\n`
   return memoryHeader(memory.bundles.length, layered, skill) + context + memoryFooter(opts)
 }
+
+/** A warning or diagnostic the engine attached to a result (`{ code, message }`). */
+export interface EngineNote {
+  code: string
+  message: string
+}
+
+/** What the agent (and through it the user) should know about a note, by code. */
+const NOTE_HINTS: Record<string, string> = {
+  resolution_feedback_not_recorded:
+    'The decision is saved, but its ranking signal (conflict_selected) was not recorded; wiki_rebuild_meta replays it from the resolution page.',
+  resolution_index_stale: 'The search index does not include the decision yet; run wiki_reindex.',
+  resolution_index_skipped: 'The search index was not updated; run wiki_reindex.',
+  qmd_index_busy: 'Another reindex was running.',
+  correction_saved_feedback_pending:
+    'The correction page is saved, but its ranking event is pending; wiki_rebuild_meta replays it.',
+  feedback_lock_busy: 'The feedback log was busy; this signal was not recorded.',
+  feedback_events_corrupt: 'Feedback adjustments are disabled until meta/events.jsonl is repaired (nothing was rewritten).',
+  feedback_events_line_skipped: 'Some over-long lines of meta/events.jsonl were skipped.',
+}
+
+/**
+ * Render the engine's warnings / diagnostics as lines the agent sees (one per code, in order),
+ * so a partial success is never presented as a plain success. Empty string when there are none.
+ */
+export function formatEngineNotes(notes: readonly EngineNote[]): string {
+  const seen = new Set<string>()
+  const lines: string[] = []
+  for (const n of notes) {
+    if (seen.has(n.code)) continue
+    seen.add(n.code)
+    const hint = NOTE_HINTS[n.code]
+    lines.push(hint ? `⚠ ${hint} (${n.code}: ${n.message})` : `⚠ ${n.code}: ${n.message}`)
+  }
+  return lines.join('\n')
+}

@@ -6,6 +6,7 @@ import engine from 'llm-wiki-retrieval'
 import type { ResolveConflictResult } from 'llm-wiki-retrieval'
 
 import type { ToolContext, ToolResult } from './extension.js'
+import { formatEngineNotes } from './format.js'
 
 const VAULTS = ['personal', 'project'] as const
 const RELATIONS = ['supersedes', 'qualifies', 'applies_under'] as const
@@ -94,10 +95,17 @@ export async function wikiResolveConflict(params: Record<string, unknown>, ctx: 
   if (!out.ok) {
     return { content: [{ type: 'text', text: `wiki_resolve_conflict failed (${out.code}): ${out.message}` }], details: { error: out.code, message: out.message }, isError: true }
   }
-  const stale = out.result.index.stale
-    ? `\nThe search index does not include it yet (${out.result.index.issues.map((i) => i.code).join(', ')}); run wiki_reindex.`
-    : ''
-  return { content: [{ type: 'text', text: describeResolution(out.result) + stale }], details: { ...out.result } }
+  const notes = resolutionNotes(out.result)
+  return { content: [{ type: 'text', text: describeResolution(out.result) + (notes ? `\n${notes}` : '') }], details: { ...out.result } }
+}
+
+/**
+ * Everything beyond "recorded" the agent must pass on: the engine's `warnings` (e.g.
+ * `resolution_feedback_not_recorded`) and, when the index was not updated, its issues (e.g.
+ * `resolution_index_stale`, `qmd_index_busy`).
+ */
+export function resolutionNotes(r: ResolveConflictResult): string {
+  return formatEngineNotes([...r.warnings, ...(r.index.stale ? r.index.issues : [])])
 }
 
 /** MCP `wiki_resolve_conflict`: the same operation, the structured outcome as JSON. */

@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path'
 import { after, before, beforeEach, describe, test } from 'node:test'
 
 import { automaticRecall, wikiRecall, wikiReindex, type ToolContext } from '../src/extension.js'
-import { onSessionEnd, onToolCall, onTurnEnd, shownInTurn, validateFeedbackParams, wikiRecallFeedback } from '../src/feedback.js'
+import { describeFeedbackOutcome, onSessionEnd, onToolCall, onTurnEnd, shownInTurn, validateFeedbackParams, wikiRecallFeedback } from '../src/feedback.js'
 
 const page = (title: string, body: string) => `---\ntype: concept\ntitle: ${JSON.stringify(title)}\n---\n\n${body}\n`
 
@@ -124,5 +124,29 @@ describe('recall feedback hooks', () => {
     assert.deepEqual(events().map((e) => e.action), ['irrelevant'])
     assert.ok(!readdirSync(join(root, '.llm-wiki', 'meta')).includes('events.lock'))
     onSessionEnd(off)
+  })
+
+  test('a correction whose event could not be appended is reported as pending, with the cause', async () => {
+    const r = await wikiRecall({ query: 'zephyr logging format' }, ctx)
+    const hit = (r.details as { matches: Array<{ id: string; vaultId: string }> }).matches.find((m) => m.id === 'concepts/zephyr-logging')!
+    // A live writer (this process, another writer id) holds the events lock past the 2 s wait.
+    const lock = join(root, '.llm-wiki', 'meta', 'events.lock')
+    writeFileSync(lock, JSON.stringify({ writerId: 'someone-else', pid: process.pid, hostname: 'here', acquiredAt: new Date().toISOString() }))
+    try {
+      const out = await wikiRecallFeedback({ vault_id: hit.vaultId, page_id: hit.id, judgment: 'corrected', correction: 'Zephyr logs are logfmt now.' }, ctx)
+      assert.equal(out.isError, undefined, out.content[0]!.text)
+      const text = out.content[0]!.text
+      assert.match(text, /^Saved the correction for \[\[concepts\/zephyr-logging\]\] as \[\[sources\/obs-[^\]]+\]\], but its ranking event was not recorded\./)
+      assert.match(text, /\n⚠ The correction page is saved, but its ranking event is pending; wiki_rebuild_meta replays it\. \(correction_saved_feedback_pending: /)
+      assert.match(text, /\n⚠ The feedback log was busy; this signal was not recorded\. \(feedback_lock_busy: /)
+      assert.equal((out.details as { status: string }).status, 'correction_saved_feedback_pending')
+    } finally {
+      rmSync(lock, { force: true })
+      rmSync(join(root, '.llm-wiki', 'wiki', 'sources'), { recursive: true, force: true })
+    }
+    // Dropped implicit events are described as not recorded, never as recorded.
+    const dropped = describeFeedbackOutcome('opened', 'concepts/x', { status: 'dropped', events: 0, diagnostics: [{ code: 'feedback_lock_busy', message: 'busy 250 ms' }] })
+    assert.match(dropped, /^Did not record opened for \[\[concepts\/x\]\] \(dropped\)\.\n⚠ The feedback log was busy/)
+    onSessionEnd(ctx)
   })
 })

@@ -2,13 +2,15 @@
 // structured result, a repeat is a no-op, and automatic recall then shows the user's decision
 // (the other claim historical) instead of asking again.
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 
 import { automaticRecall, wikiReindex, type ToolContext } from '../src/extension.js'
-import { mcpWikiResolveConflict, validateResolveParams, wikiResolveConflict } from '../src/resolve.js'
+import { mcpWikiResolveConflict, resolutionNotes, validateResolveParams, wikiResolveConflict } from '../src/resolve.js'
+import engine from 'llm-wiki-retrieval'
+import type { ResolveConflictResult } from 'llm-wiki-retrieval'
 
 function page(fm: Record<string, string>, body: string, extra = ''): string {
   const lines = ['---', ...Object.entries(fm).map(([k, v]) => `${k}: ${JSON.stringify(v)}`)]
@@ -89,5 +91,52 @@ describe('wiki_resolve_conflict', () => {
     assert.equal(forever.historical, true)
     assert.match(after.content, /Resolved by the user \(resolution-[0-9a-f]{32}\): concepts\/cache-ttl supersedes concepts\/cache-forever\./)
     assert.ok(!after.content.includes('ask the user'))
+  })
+
+  test('a decision whose feedback event failed says so, and the rebuild replays the event', async () => {
+    const wiki = join(ctx.cwd, '.llm-wiki', 'wiki', 'concepts')
+    writeFileSync(join(wiki, 'retry-three.md'), page({ type: 'concept', title: 'Retries: three' }, 'The quartzqueue client retries three times.'))
+    writeFileSync(join(wiki, 'retry-five.md'), page({ type: 'concept', title: 'Retries: five' }, 'The quartzqueue client retries five times.'))
+    // The stream cannot be appended to (a directory in its place): the page is committed, the event is not.
+    const stream = join(ctx.cwd, '.llm-wiki', 'meta', 'events.jsonl')
+    const aside = `${stream}.aside`
+    renameSync(stream, aside)
+    mkdirSync(stream, { recursive: true })
+    const pi = await wikiResolveConflict({ vault: 'project', selected_page_id: 'concepts/retry-five', other_page_id: 'concepts/retry-three', relation: 'supersedes' }, ctx)
+    assert.equal(pi.isError, undefined, pi.content[0]!.text)
+    const text = pi.content[0]!.text
+    assert.match(text, /^Recorded resolution resolution-[0-9a-f]{32}: concepts\/retry-five supersedes concepts\/retry-three/)
+    assert.match(text, /\n⚠ The decision is saved, but its ranking signal \(conflict_selected\) was not recorded; wiki_rebuild_meta replays it/)
+    assert.match(text, /\(resolution_feedback_not_recorded: /)
+    const result = pi.details as unknown as ResolveConflictResult
+    assert.deepEqual(result.warnings.map((w) => w.code), ['resolution_feedback_not_recorded'])
+    rmSync(stream, { recursive: true, force: true })
+    renameSync(aside, stream)
+    // The earlier decision's event is in the stream; only this one is replayed.
+    const rb = await engine.rebuildFeedback(engine.resolveVaultPaths(ctx.cwd))
+    assert.deepEqual(rb.replayed, [result.resolution.id])
+  })
+
+  test('a stale index after a decision is rendered with its cause', () => {
+    const r = {
+      created: true,
+      path: '/v/.llm-wiki/wiki/analyses/resolution-x.md',
+      resolution: { id: 'resolution-x' },
+      warnings: [],
+      index: {
+        updated: false,
+        stale: true,
+        generation: 0,
+        issues: [
+          { code: 'qmd_index_busy', message: 'another reindex holds the lock' },
+          { code: 'resolution_index_stale', message: 'the resolution page is committed but the index does not contain it yet' },
+        ],
+      },
+    } as unknown as ResolveConflictResult
+    const notes = resolutionNotes(r).split('\n')
+    assert.equal(notes.length, 2)
+    assert.match(notes[0]!, /^⚠ Another reindex was running\. \(qmd_index_busy: another reindex holds the lock\)$/)
+    assert.match(notes[1]!, /^⚠ The search index does not include the decision yet; run wiki_reindex\. \(resolution_index_stale: /)
+    assert.equal(resolutionNotes({ ...r, index: { ...r.index, stale: false } }), '')
   })
 })

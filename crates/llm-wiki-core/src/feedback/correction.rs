@@ -120,6 +120,7 @@ pub fn replayable(wiki: &Path, recorded: &HashSet<String>) -> Vec<FeedbackEvent>
       shown_rank: None,
       action: FeedbackAction::Corrected,
       observation: Some(id),
+      resolution: None,
     });
   }
   out

@@ -50,6 +50,10 @@ pub struct FeedbackEvent {
   /// For `corrected`: id of the correction observation page (replay matches it).
   #[serde(default, skip_serializing_if = "Option::is_none")]
   pub observation: Option<String>,
+  /// For `conflict_selected` appended by `resolveConflict`: id of the resolution record (a
+  /// rebuild replays a record whose event is missing).
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub resolution: Option<String>,
 }
 
 impl FeedbackEvent {
@@ -144,6 +148,7 @@ pub(crate) mod tests {
       shown_rank: Some(0),
       action,
       observation: None,
+      resolution: None,
     }
   }
 
@@ -157,7 +162,9 @@ pub(crate) mod tests {
         std::thread::spawn(move || {
           for i in 0..25 {
             let e = ev(&format!("p{t}-{i}"), FeedbackAction::Opened);
-            append_events(&meta, &[e], events_lock::EXPLICIT_WAIT).unwrap();
+            // Whole lines is the point, not the wait: 200 fsynced appends queue for long on a
+            // loaded machine, so the wait is generous.
+            append_events(&meta, &[e], Duration::from_secs(120)).unwrap();
           }
         })
       })

@@ -7,6 +7,7 @@
 //! observations ([`correction`]) and the cheap "is this prompt worth a recall?" gate
 //! ([`shape`]).
 
+pub mod compact;
 pub mod correction;
 pub mod events;
 pub mod ledger;

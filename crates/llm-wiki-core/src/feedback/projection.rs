@@ -7,8 +7,16 @@
 //! the time they are folded in. The stream is read incrementally, line by line with a line-length
 //! cap, from the byte offset the projection already covers, so memory is bounded by the number of
 //! distinct (page, query) keys — capped, the weakest (oldest, smallest) evicted first — never by
-//! the size of the stream. A malformed line disables feedback (term 0) with a diagnostic; the
-//! stream is never rewritten and the last projection file is preserved.
+//! the size of the stream. A line longer than [`MAX_LINE_BYTES`] is skipped without being held
+//! (counted in `skippedLines`, reported as `feedback_events_line_skipped`: no feedback event is
+//! that long). A malformed line disables feedback (term 0) with a diagnostic; the stream is never
+//! rewritten by the fold and the last projection file is preserved.
+//!
+//! Lines moved out of the stream by an explicit compaction ([`super::compact`]) are not lost to
+//! the projection: every committed archive's manifest carries the scaled sums of the lines it
+//! holds, and a fold that starts from scratch starts from their total ([`base`]). The sums are
+//! exact (an archived event is older than the compaction, so no clamping applies), so the
+//! projection is the same, up to float summation order, with or without a compaction.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -37,7 +45,7 @@ const T0: i64 = 1_735_689_600;
 /// many queries, the popularity bias the spec warns about. Conflict choices carry no query and
 /// always count fully. The per-page sums stay in the projection (status, future use).
 pub const OTHER_QUERY_SHARE: f64 = 0.0;
-/// Longest accepted line of the stream; a longer one is malformed.
+/// Longest line of the stream that is read; a longer one is skipped (never buffered).
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// Most (query, page) keys kept; past it the weakest half is evicted.
 pub const MAX_QUERY_KEYS: usize = 200_000;
@@ -91,6 +99,26 @@ pub struct Projection {
   /// Correction observations replayed because their event is missing.
   #[serde(default)]
   pub replayed: Vec<String>,
+  /// Resolution records named by `conflict_selected` events of the stream.
+  #[serde(default)]
+  pub resolutions: Vec<String>,
+  /// Per page, `conflict_selected` events that name no resolution (written before events named
+  /// it, or by `recordRecallFeedback`): replay counts them against that page's records.
+  #[serde(default)]
+  pub unnamed_choices: std::collections::BTreeMap<String, u32>,
+  /// Lines longer than [`MAX_LINE_BYTES`] skipped by the fold.
+  #[serde(default)]
+  pub skipped_lines: u64,
+  /// Bytes of `recall_feedback` lines in the stream (what a compaction could move).
+  #[serde(default)]
+  pub feedback_bytes: u64,
+  /// Bytes of `recall_feedback` lines per event month (`YYYY-MM`): how much a compaction with a
+  /// given age cutoff would move, without reading the stream.
+  #[serde(default)]
+  pub bytes_by_month: std::collections::BTreeMap<String, u64>,
+  /// Identity of the committed archives whose sums are included ([`base`]); a change refolds.
+  #[serde(default)]
+  pub archive_key: String,
   /// Why feedback is disabled (malformed stream), if it is.
   #[serde(default, skip_serializing_if = "Option::is_none")]
   pub corrupt: Option<String>,
@@ -135,6 +163,13 @@ impl Projection {
     if let (FeedbackAction::Corrected, Some(o)) = (e.action, &e.observation) {
       self.corrections.push(o.clone());
     }
+    match (e.action, &e.resolution) {
+      (FeedbackAction::ConflictSelected, Some(r)) => self.resolutions.push(r.clone()),
+      (FeedbackAction::ConflictSelected, None) => {
+        *self.unnamed_choices.entry(page_key(&e.vault_id, &e.page_id)).or_default() += 1
+      }
+      _ => {}
+    }
     let w = e.action.weight();
     if w == 0.0 {
       return;
@@ -153,6 +188,29 @@ impl Projection {
     } else {
       bump(self.queries.entry(format!("{}\u{1f}{pk}", e.query_hash)).or_default());
       bump(self.pages.entry(pk).or_default());
+    }
+    evict(&mut self.queries, MAX_QUERY_KEYS);
+    evict(&mut self.pages, MAX_PAGE_KEYS);
+  }
+
+  /// Add the sums, counts and named records of `other` (an archive's share) to this projection.
+  pub fn merge(&mut self, other: &Projection) {
+    self.events += other.events;
+    for (dst, src) in [
+      (&mut self.pages, &other.pages),
+      (&mut self.queries, &other.queries),
+      (&mut self.global, &other.global),
+    ] {
+      for (k, s) in src {
+        let d = dst.entry(k.clone()).or_default();
+        d.signal += s.signal;
+        d.shown_only += s.shown_only;
+      }
+    }
+    self.corrections.extend(other.corrections.iter().cloned());
+    self.resolutions.extend(other.resolutions.iter().cloned());
+    for (k, n) in &other.unnamed_choices {
+      *self.unnamed_choices.entry(k.clone()).or_default() += n;
     }
     evict(&mut self.queries, MAX_QUERY_KEYS);
     evict(&mut self.pages, MAX_PAGE_KEYS);
@@ -200,8 +258,12 @@ fn mtime_ns(path: &Path) -> i64 {
 
 /// Read one line (up to `\n`, excluded) into `line`, at most [`MAX_LINE_BYTES`]; returns the
 /// bytes consumed, `None` at a final line without a newline (not consumed: a writer may be
-/// mid-append), and flags `too_long`.
-fn read_line(r: &mut impl BufRead, line: &mut Vec<u8>, too_long: &mut bool) -> std::io::Result<Option<u64>> {
+/// mid-append), and flags `too_long` (the rest of the line is consumed, not kept).
+pub fn read_line(
+  r: &mut impl BufRead,
+  line: &mut Vec<u8>,
+  too_long: &mut bool,
+) -> std::io::Result<Option<u64>> {
   line.clear();
   *too_long = false;
   let mut consumed = 0u64;
@@ -231,12 +293,18 @@ fn read_line(r: &mut impl BufRead, line: &mut Vec<u8>, too_long: &mut bool) -> s
 /// Fold the stream of `meta` into `proj` from its offset (from 0 when the stream shrank, was
 /// rewritten, or the projection is corrupt). `now` clamps future timestamps.
 pub fn fold(meta: &Path, proj: &mut Projection, now: i64) {
+  fold_with(meta, proj, now, &mut |_, _| {})
+}
+
+/// [`fold`] calling `progress(bytes read, stream bytes)` every 64 MiB and at the end.
+pub fn fold_with(meta: &Path, proj: &mut Projection, now: i64, progress: &mut dyn FnMut(u64, u64)) {
   let path = events_path(meta);
   let Ok(file) = File::open(&path) else {
     // No stream (not corruption): what the projection folded from a stream is gone with it;
     // replayed corrections (offset 0) stay.
-    if proj.offset > 0 || proj.version != PROJECTION_VERSION {
-      *proj = Projection { version: PROJECTION_VERSION, ..Default::default() };
+    let key = super::compact::archive_key(meta);
+    if proj.offset > 0 || proj.version != PROJECTION_VERSION || proj.archive_key != key {
+      *proj = base(meta);
     }
     return;
   };
@@ -245,9 +313,10 @@ pub fn fold(meta: &Path, proj: &mut Projection, now: i64) {
   let rewritten = len < proj.offset
     || (len == proj.offset && mtime != proj.mtime_ns && proj.offset > 0)
     || proj.corrupt.is_some()
+    || proj.archive_key != super::compact::archive_key(meta)
     || (proj.offset > 0 && prefix_hash(&path, proj.offset) != proj.prefix);
   if rewritten || proj.version != PROJECTION_VERSION {
-    *proj = Projection { version: PROJECTION_VERSION, ..Default::default() };
+    *proj = base(meta);
   }
   if len == proj.offset {
     proj.mtime_ns = mtime;
@@ -261,7 +330,12 @@ pub fn fold(meta: &Path, proj: &mut Projection, now: i64) {
   let mut line = Vec::new();
   let mut too_long = false;
   let mut line_no = 0u64;
+  let mut next_progress = proj.offset;
   loop {
+    if proj.offset >= next_progress {
+      progress(proj.offset, len);
+      next_progress = proj.offset + (64 << 20);
+    }
     match read_line(&mut r, &mut line, &mut too_long) {
       Ok(None) => break,
       Err(e) => {
@@ -272,44 +346,79 @@ pub fn fold(meta: &Path, proj: &mut Projection, now: i64) {
         line_no += 1;
         let text = line.trim_ascii();
         if !text.is_empty() {
-          if let Err(why) = fold_line(proj, text, too_long, now) {
-            proj.corrupt = Some(format!(
-              "meta/events.jsonl is malformed at byte {} (line {line_no} read): {why}",
-              proj.offset
-            ));
-            return;
+          if too_long {
+            proj.skipped_lines += 1;
+          } else {
+            match fold_line(proj, text, now) {
+              Ok(Some(month)) => {
+                proj.feedback_bytes += n;
+                *proj.bytes_by_month.entry(month).or_default() += n;
+              }
+              Ok(None) => {}
+              Err(why) => {
+                proj.corrupt = Some(format!(
+                  "meta/events.jsonl is malformed at byte {} (line {line_no} read): {why}",
+                  proj.offset
+                ));
+                return;
+              }
+            }
           }
         }
         proj.offset += n;
       }
     }
   }
+  progress(proj.offset, len);
   proj.prefix = prefix_hash(&path, proj.offset);
   proj.mtime_ns = mtime;
 }
 
-fn fold_line(proj: &mut Projection, text: &[u8], too_long: bool, now: i64) -> Result<(), String> {
-  if too_long {
-    return Err(format!("a line is longer than {MAX_LINE_BYTES} bytes"));
+/// Fold one line (≤ [`MAX_LINE_BYTES`]); `Some(month)` (`YYYY-MM` of the event) for a
+/// `recall_feedback` line.
+fn fold_line(proj: &mut Projection, text: &[u8], now: i64) -> Result<Option<String>, String> {
+  match parse_line(text)? {
+    None => Ok(None),
+    Some((e, t)) => {
+      proj.add(&e, t.min(now));
+      Ok(Some(e.timestamp.get(..7).unwrap_or("").to_string()))
+    }
   }
+}
+
+/// Classify one line of the stream (without its newline, ≤ [`MAX_LINE_BYTES`]): `None` for a JSON
+/// object of another kind, the event and its time (seconds) for a valid `recall_feedback` line,
+/// `Err` for a malformed line (not a JSON object, or an invalid feedback event).
+pub fn parse_line(text: &[u8]) -> Result<Option<(FeedbackEvent, i64)>, String> {
   // Cheap pre-check: only lines naming our kind are parsed as events; every line must be a JSON object.
   let kind_marker = format!("\"{KIND}\"");
   if !text.windows(kind_marker.len()).any(|w| w == kind_marker.as_bytes()) {
     return match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(text) {
-      Ok(_) => Ok(()),
+      Ok(_) => Ok(None),
       Err(e) => Err(format!("not a JSON object: {e}")),
     };
   }
   let v: serde_json::Value = serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
   if v.get("kind").and_then(|k| k.as_str()) != Some(KIND) {
-    return if v.is_object() { Ok(()) } else { Err("not a JSON object".into()) };
+    return if v.is_object() { Ok(None) } else { Err("not a JSON object".into()) };
   }
   let e: FeedbackEvent = serde_json::from_value(v).map_err(|e| format!("invalid {KIND} event: {e}"))?;
   e.validate().map_err(|why| format!("invalid {KIND} event: {why}"))?;
   let t = crate::retrieve::trust::parse_timestamp(&e.timestamp)
     .ok_or_else(|| format!("invalid timestamp {:?}", e.timestamp))?;
-  proj.add(&e, t.min(now));
-  Ok(())
+  Ok(Some((e, t)))
+}
+
+/// The projection of the committed archives alone (their manifests' sums): where a fold from the
+/// stream's first byte starts.
+pub fn base(meta: &Path) -> Projection {
+  let mut p = Projection { version: PROJECTION_VERSION, ..Default::default() };
+  let (key, shares) = super::compact::committed_shares(meta);
+  for s in &shares {
+    p.merge(s);
+  }
+  p.archive_key = key;
+  p
 }
 
 /// `meta/recall-feedback.json`.
@@ -323,14 +432,27 @@ fn cache() -> &'static Mutex<HashMap<PathBuf, Arc<Projection>>> {
 }
 
 /// The current projection of `meta` for ranking: this process's cached one (or the projection
-/// file, or nothing) brought up to date with the stream's new lines. Never writes a file.
+/// file, or nothing) brought up to date with the stream's new lines. Never writes the projection
+/// file; settles an interrupted compaction first when the events lock is free.
 pub fn current(meta: &Path, now: i64) -> Arc<Projection> {
   let key = meta.to_path_buf();
+  // A compaction killed after its rename left a pending archive the fold would not count: settle
+  // it now when the events lock is free (a running compaction holds it and commits by itself).
+  // Before the cache lock: recovery invalidates the cache.
+  if super::compact::needs_recovery(meta) {
+    if let Ok(_held) = crate::events_lock::acquire(meta, std::time::Duration::ZERO) {
+      let _ = super::compact::recover(meta);
+    }
+  }
   let mut map = cache().lock();
   let path = events_path(meta);
   let (len, mtime) = std::fs::metadata(&path).map(|m| (m.len(), meta_mtime_ns(&m))).unwrap_or((0, 0));
   if let Some(p) = map.get(&key) {
-    if p.offset == len && p.mtime_ns == mtime && p.corrupt.is_none() {
+    if p.offset == len
+      && p.mtime_ns == mtime
+      && p.corrupt.is_none()
+      && p.archive_key == super::compact::archive_key(meta)
+    {
       return p.clone();
     }
   }
@@ -361,7 +483,7 @@ pub fn rebuild(
   live: Option<&HashSet<String>>,
   now: i64,
 ) -> crate::error::Result<Projection> {
-  let mut proj = Projection { version: PROJECTION_VERSION, ..Default::default() };
+  let mut proj = base(meta);
   fold(meta, &mut proj, now);
   if proj.corrupt.is_some() {
     return Ok(proj);
@@ -370,7 +492,7 @@ pub fn rebuild(
     let t = crate::retrieve::trust::parse_timestamp(&e.timestamp).unwrap_or(now).min(now);
     proj.add(e, t);
     proj.events -= 1;
-    if let Some(o) = &e.observation {
+    if let Some(o) = e.observation.as_ref().or(e.resolution.as_ref()) {
       proj.replayed.push(o.clone());
     }
   }
@@ -544,12 +666,17 @@ mod tests {
     assert_eq!(p.events as usize, MAX_QUERY_KEYS + 5_000);
     assert!(p.queries.len() <= MAX_QUERY_KEYS);
     assert_eq!(p.pages.len(), 50);
-    // A line over the cap is malformed, read without holding it.
+    // A line over the cap is skipped (counted), read without holding it; the next line counts.
     let big = vec![b'x'; MAX_LINE_BYTES + 10];
     let mut g = std::fs::OpenOptions::new().append(true).open(events_path(&meta)).unwrap();
     g.write_all(&big).unwrap();
     g.write_all(b"\n").unwrap();
+    drop(g);
+    append_events(&meta, &[ev("after-the-long-line", FeedbackAction::Cited)], EXPLICIT_WAIT).unwrap();
     fold(&meta, &mut p, now());
-    assert!(p.corrupt.as_deref().unwrap().contains("longer"));
+    assert!(p.corrupt.is_none());
+    assert_eq!(p.skipped_lines, 1);
+    assert_eq!(p.events as usize, MAX_QUERY_KEYS + 5_001);
+    assert!(p.term("v", "after-the-long-line", &super::super::query_hash("q"), now()) > 0.0);
   }
 }

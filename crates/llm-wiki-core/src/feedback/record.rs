@@ -72,6 +72,7 @@ fn event_of(e: &ShownEntry, action: FeedbackAction) -> FeedbackEvent {
     shown_rank: Some(e.rank),
     action,
     observation: None,
+    resolution: None,
   }
 }
 
@@ -219,6 +220,7 @@ pub fn conflict_selected_event(vault_id: &str, page_id: &str, query_hash: Option
     shown_rank: None,
     action: FeedbackAction::ConflictSelected,
     observation: None,
+    resolution: None,
   }
 }
 
@@ -242,9 +244,43 @@ pub struct RebuildOutcome {
 /// is missing, ignoring deleted pages; writes `meta/recall-feedback.json` unless the stream is
 /// malformed.
 pub fn rebuild_feedback(paths: &VaultPaths) -> Result<RebuildOutcome> {
+  rebuild_feedback_with(paths, &mut |_, _| {})
+}
+
+/// [`rebuild_feedback`] reporting `(bytes read, stream bytes)` as the stream is read (a full
+/// fold is O(stream) time and bounded memory). First settles an interrupted compaction when one
+/// left something (under the events lock; when the lock is busy the rebuild goes on and says so).
+pub fn rebuild_feedback_with(
+  paths: &VaultPaths,
+  progress: &mut dyn FnMut(u64, u64),
+) -> Result<RebuildOutcome> {
+  let mut diagnostics = Vec::new();
+  if super::compact::needs_recovery(&paths.meta) {
+    match crate::events_lock::acquire(&paths.meta, EXPLICIT_WAIT) {
+      Ok(_held) => {
+        for what in super::compact::recover(&paths.meta)? {
+          diagnostics.push(RecallDiagnostic { code: "feedback_compaction_recovered".into(), message: what });
+        }
+      }
+      Err(e) => diagnostics.push(RecallDiagnostic {
+        code: "feedback_compaction_pending".into(),
+        message: format!(
+          "an interrupted compaction could not be settled now ({e}); the next rebuild or compaction does it"
+        ),
+      }),
+    }
+  }
+  let mut out = rebuild_unlocked(paths, progress)?;
+  diagnostics.append(&mut out.diagnostics);
+  out.diagnostics = diagnostics;
+  Ok(out)
+}
+
+/// The rebuild proper (no recovery): fold, replay, write.
+fn rebuild_unlocked(paths: &VaultPaths, progress: &mut dyn FnMut(u64, u64)) -> Result<RebuildOutcome> {
   let now = now_secs();
   let mut scan = Projection::default();
-  projection::fold(&paths.meta, &mut scan, now);
+  projection::fold_with(&paths.meta, &mut scan, now, progress);
   if let Some(why) = scan.corrupt {
     return Ok(RebuildOutcome {
       enabled: false,
@@ -255,21 +291,77 @@ pub fn rebuild_feedback(paths: &VaultPaths) -> Result<RebuildOutcome> {
     });
   }
   let recorded: HashSet<String> = scan.corrections.iter().cloned().collect();
-  let extra = replayable(&paths.wiki, &recorded);
+  let mut extra = replayable(&paths.wiki, &recorded);
   let vault_id =
     read_config(paths).ok().and_then(|c| vault_id_of(paths, &c).ok().flatten()).unwrap_or_default();
+  extra.extend(replayable_resolutions(paths, &vault_id, &scan));
   let live: HashSet<String> = crate::vault::discover::discover_pages(&paths.root, &paths.wiki)
     .files
     .iter()
     .map(|f| format!("{vault_id}\u{1f}{}", f.id))
     .collect();
   let proj = projection::rebuild(&paths.meta, &extra, Some(&live), now)?;
+  let mut diagnostics: Vec<RecallDiagnostic> =
+    proj.corrupt.as_deref().map(corrupt_diagnostic).into_iter().collect();
+  if proj.skipped_lines > 0 {
+    diagnostics.push(skipped_diagnostic(proj.skipped_lines));
+  }
   Ok(RebuildOutcome {
     enabled: proj.corrupt.is_none(),
     events: proj.events,
     pages: (proj.pages.len() + proj.global.len()) as u32,
     replayed: proj.replayed.clone(),
-    diagnostics: proj.corrupt.as_deref().map(corrupt_diagnostic).into_iter().collect(),
+    diagnostics,
+  })
+}
+
+/// Resolution records of the vault whose `conflict_selected` event is in neither the stream nor
+/// an archive (`scan` = the fold of both): a kill between the page rename and the append, or a
+/// failed append (`resolution_feedback_not_recorded`). Events that name no record (older
+/// streams) count against the records of the same selected page, oldest record first.
+fn replayable_resolutions(paths: &VaultPaths, vault_id: &str, scan: &Projection) -> Vec<FeedbackEvent> {
+  let named: HashSet<&str> = scan.resolutions.iter().map(String::as_str).collect();
+  let mut unnamed = scan.unnamed_choices.clone();
+  let mut records = crate::memory::resolve::scan_records(paths);
+  records.sort_by(|a, b| a.1.decided_at.cmp(&b.1.decided_at).then_with(|| a.1.id.cmp(&b.1.id)));
+  let mut out = Vec::new();
+  for (_, r) in records {
+    if named.contains(r.id.as_str()) {
+      continue;
+    }
+    if let Some(n) = unnamed.get_mut(&format!("{vault_id}\u{1f}{}", r.selected)).filter(|n| **n > 0) {
+      *n -= 1;
+      continue;
+    }
+    let mut e = conflict_selected_event(vault_id, &r.selected, None);
+    e.timestamp = r.decided_at.clone();
+    e.resolution = Some(r.id.clone());
+    out.push(e);
+  }
+  out
+}
+
+/// The diagnostic of lines skipped for their length.
+pub fn skipped_diagnostic(n: u64) -> RecallDiagnostic {
+  RecallDiagnostic {
+    code: "feedback_events_line_skipped".into(),
+    message: format!(
+      "{n} line(s) of meta/events.jsonl are longer than {} bytes and were skipped (no feedback event is that long; the lines are kept)",
+      projection::MAX_LINE_BYTES
+    ),
+  }
+}
+
+/// Compact the vault's stream (see [`super::compact`]): move `recall_feedback` lines older than
+/// the cutoff into `meta/events-archive/`, then rebuild the projection (with the lock still
+/// held, so no event lands between). `progress` gets `(bytes read, stream bytes)`.
+pub fn compact_feedback(
+  paths: &VaultPaths,
+  opts: &super::compact::CompactOptions,
+  progress: &mut dyn FnMut(u64, u64),
+) -> Result<super::compact::CompactOutcome> {
+  super::compact::compact_feedback(&paths.meta, opts, progress, &mut || {
+    rebuild_unlocked(paths, &mut |_, _| {}).map(|_| ())
   })
 }
 

@@ -785,8 +785,9 @@ fn check_page(paths: &VaultPaths, other_vault: Option<&VaultPaths>, vault: &str,
   Ok(page)
 }
 
-/// Every resolution record on disk under `wiki/analyses/` (authoritative: the index may lag).
-fn scan_records(paths: &VaultPaths) -> Vec<(String, ResolutionRecord)> {
+/// Every resolution record on disk under `wiki/analyses/` as (page id, record) (authoritative:
+/// the index may lag). `rebuildFeedback` replays a record whose `conflict_selected` is missing.
+pub fn scan_records(paths: &VaultPaths) -> Vec<(String, ResolutionRecord)> {
   let dir = paths.wiki.join(FOLDER);
   let mut out = Vec::new();
   for e in walkdir::WalkDir::new(&dir).follow_links(false).sort_by_file_name().into_iter().flatten() {
@@ -1075,7 +1076,8 @@ pub fn resolve_in(
         commit_page(&target, &id, &text, &record)?;
         // Same hold as the page (spec "Feedback"): the event follows the rename. The page is
         // the durable decision, so a failed append is a warning, never an error.
-        let event = crate::feedback::record::conflict_selected_event(&vault_id, &selected, None);
+        let mut event = crate::feedback::record::conflict_selected_event(&vault_id, &selected, None);
+        event.resolution = Some(id.clone());
         if let Err(e) = crate::feedback::events::append_events_locked(&lock, &[event]) {
           warnings.push(IndexIssue::new(
             codes::FEEDBACK_NOT_RECORDED,

@@ -196,8 +196,16 @@ pub fn read_index_status(paths: &VaultPaths) -> IndexStatus {
   read_index_status_with(paths, &StatusOptions::default())
 }
 
-/// [`read_index_status`] with options.
+/// [`read_index_status`] with options. The event stream's findings
+/// ([`crate::feedback::compact::status_issues`]: two `stat`s and a directory listing) follow the
+/// store's and never change the state.
 pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
+  let mut st = store_status(paths, opts);
+  st.issues.extend(crate::feedback::compact::status_issues(&paths.meta));
+  st
+}
+
+fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
   let layout = StoreLayout::new(paths.retrieval());
   let mut st = IndexStatus::base(opts);
   let mut issues: Vec<IndexIssue> = Vec::new();

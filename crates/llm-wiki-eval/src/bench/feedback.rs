@@ -208,6 +208,7 @@ fn generate_stream(paths: &VaultPaths, fixture: &PiFixture, vault_id: &str, n: u
       shown_rank: Some((next() % 5) as u32),
       action: actions[(next() % actions.len() as u64) as usize],
       observation: None,
+      resolution: None,
     };
     serde_json::to_writer(&mut w, &e).map_err(|e| Error::invalid(e.to_string()))?;
     w.write_all(b"\n").map_err(|e| Error::io("write", &path, e))?;

@@ -3,6 +3,8 @@
 //! * [`crash::run_crash`]: SIGKILLs a child `index` at random moments of the lexical and the
 //!   vector phase of forced and incremental runs, and checks after every kill that status is
 //!   sane, the next reindex succeeds, no page is lost and recall answers.
+//! * [`events::run_events`]: the "1 GB events file" fault — rebuild and compaction of a huge
+//!   `meta/events.jsonl` as child processes, their peak RSS, nothing lost, projection unchanged.
 //! * [`soak::run_soak`]: two processes reindexing (incremental with edits / forced) and recalling
 //!   the same vault for minutes, counting failures, empty answers and lock-busy results.
 //!
@@ -11,6 +13,7 @@
 //! choice from one seed, and write a Markdown report plus its JSON.
 
 pub mod crash;
+pub mod events;
 pub mod soak;
 
 use std::collections::BTreeMap;

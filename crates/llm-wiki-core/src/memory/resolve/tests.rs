@@ -574,3 +574,51 @@ fn unresolved_contradictions_name_both_pages_and_qualifiers_stay_current() {
   assert_eq!(b[0].card.as_ref().unwrap().scope.as_deref(), Some("offline mode"));
   assert!(b[0].conflicts[0].warnings.iter().any(|w| w.starts_with("applies outside scope")));
 }
+
+/// Spec "Feedback" fault: a kill between the page rename and the event append leaves the page
+/// (authoritative) and no event; a rebuild replays the record's `conflict_selected` exactly once
+/// and never once its event (named or, from older streams, unnamed) is in the stream.
+#[test]
+fn a_resolution_without_its_event_is_replayed_exactly_once() {
+  use crate::feedback::{events, projection, record};
+  let (_t, p) = vault();
+  let out = resolve_in(&p, None, &req("concepts/a", "concepts/b", "supersedes")).unwrap();
+  let named = feedback_events(&p);
+  assert_eq!(named.len(), 1);
+  assert_eq!(named[0].resolution.as_deref(), Some(out.resolution.id.as_str()), "the event names its record");
+  let vid = crate::vault::config::ensure_vault_id(&p).unwrap();
+  let one_choice = |proj: &projection::Projection| {
+    let now = crate::retrieve::trust::now_secs();
+    let s = proj.global.get(&format!("{vid}\u{1f}concepts/a")).copied().unwrap_or_default();
+    // Unclamped value of the page's conflict choices now: 0.02 per choice.
+    s.signal * (-((now - 1_735_689_600) as f64) / crate::feedback::HALF_LIFE_SECS).exp2() / 0.02
+  };
+  // With its event: nothing is replayed.
+  let rb = record::rebuild_feedback(&p).unwrap();
+  assert!(rb.replayed.is_empty(), "{:?}", rb.replayed);
+  // The state a kill after the page rename leaves: the page, no event.
+  std::fs::write(events::events_path(&p.meta), b"{\"kind\":\"observe\",\"slug\":\"x\"}\n").unwrap();
+  for _ in 0..2 {
+    let rb = record::rebuild_feedback(&p).unwrap();
+    assert_eq!(rb.replayed, vec![out.resolution.id.clone()]);
+    let proj = projection::current(&p.meta, crate::retrieve::trust::now_secs());
+    assert!(
+      (one_choice(&proj) - 1.0).abs() < 1e-3,
+      "counted once, rebuild after rebuild: {}",
+      one_choice(&proj)
+    );
+  }
+  // Appends after the rebuild keep the replayed choice (incremental fold), still once.
+  let e = record::conflict_selected_event(&vid, "concepts/b", None);
+  events::append_events(&p.meta, &[e], crate::events_lock::EXPLICIT_WAIT).unwrap();
+  let proj = projection::current(&p.meta, crate::retrieve::trust::now_secs());
+  assert!((one_choice(&proj) - 1.0).abs() < 1e-3);
+  // An older stream's unnamed conflict_selected for the selected page counts as the record's.
+  let mut legacy = record::conflict_selected_event(&vid, "concepts/a", None);
+  legacy.resolution = None;
+  events::append_events(&p.meta, &[legacy], crate::events_lock::EXPLICIT_WAIT).unwrap();
+  let rb = record::rebuild_feedback(&p).unwrap();
+  assert!(rb.replayed.is_empty(), "{:?}", rb.replayed);
+  let proj = projection::current(&p.meta, crate::retrieve::trust::now_secs());
+  assert!((one_choice(&proj) - 1.0).abs() < 1e-3);
+}

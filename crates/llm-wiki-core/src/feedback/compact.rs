@@ -1,0 +1,681 @@
+//! Explicit, user-invoked compaction of the event stream (`compactFeedback`). The spec keeps
+//! `meta/events.jsonl` authoritative and append-only with "no automatic retention or compaction",
+//! and the stream is shared with the client's other event kinds, so nothing here runs by itself
+//! and nothing is deleted: `recall_feedback` lines older than a cutoff are *moved* into an
+//! append-only archive under `meta/events-archive/`, every other line stays byte-identical and
+//! in order.
+//!
+//! One run, under the events lock (appenders wait or are dropped as usual), in this order:
+//!
+//! 1. recovery of an interrupted earlier run ([`recover`]);
+//! 2. one streaming pass over the stream (lines ≤ [`MAX_LINE_BYTES`] are classified, longer
+//!    ones are copied through in pieces, never held): moved lines go to
+//!    `recall-feedback-<stamp>-<run>.jsonl` (fsync), kept bytes to `events.jsonl.compact-<run>.tmp`
+//!    (fsync); the moved events' scaled sums are folded on the way;
+//! 3. the manifest `recall-feedback-<stamp>-<run>.json` is written `pending` (atomic write): line
+//!    counts, sha256 and length of the source stream, of the new stream and of the archive, and
+//!    the sums;
+//! 4. the new stream replaces `events.jsonl` by atomic rename (the commit point) and the
+//!    directory is fsynced; bytes a lock-ignoring writer appended to the old file meanwhile are
+//!    appended to the new one;
+//! 5. the manifest is rewritten `committed`; the projection is rebuilt.
+//!
+//! A kill at any point leaves the old stream or the new one, and the archive is complete before
+//! the stream loses a line. [`recover`] settles what a kill left: a temporary stream or an
+//! archive without manifest is removed (the stream still has its lines); a `pending` manifest
+//! is `committed` when the stream begins with the new stream's bytes and removed with its
+//! archive when the stream still begins with the source's bytes — so a retried run never
+//! archives a line twice. Readers count committed manifests only.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::events::events_path;
+use super::projection::{self, parse_line, Projection, MAX_LINE_BYTES};
+use crate::error::{Error, Result};
+use crate::events_lock::{self, EXPLICIT_WAIT};
+use crate::fsutil::{atomic_write, iso_from_ms, now_ms, sync_dir};
+use crate::store::manifest::hex;
+
+/// Folder of the archives, under `meta/`.
+pub const ARCHIVE_DIR: &str = "events-archive";
+/// Manifest format version.
+pub const MANIFEST_VERSION: u32 = 1;
+/// Default age cutoff: four half-lives (360 days; an event's weight is below 1/16 of its start).
+/// The projection keeps archived sums exactly, so the cutoff only decides what leaves the stream.
+pub const DEFAULT_OLDER_THAN_DAYS: f64 = 360.0;
+/// Stream size from which status suggests a compaction. Not fitted: the size at which a full
+/// read of the stream (by this engine or the client's log readers) takes seconds on a laptop.
+pub const LARGE_STREAM_BYTES: u64 = 256 << 20;
+
+/// `pending` until the stream rename is known to have happened, then `committed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArchiveState {
+  /// Written before the stream rename; not counted by readers.
+  Pending,
+  /// The stream no longer holds the archived lines; readers count the sums.
+  Committed,
+}
+
+/// `recall-feedback-<stamp>-<run>.json`: what one compaction moved.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveManifest {
+  /// [`MANIFEST_VERSION`].
+  pub version: u32,
+  /// Random id of the run.
+  pub run_id: String,
+  /// See [`ArchiveState`].
+  pub state: ArchiveState,
+  /// RFC 3339 time of the run.
+  pub created_at: String,
+  /// Events strictly older than this (RFC 3339) were moved.
+  pub cutoff: String,
+  /// File name of the archived lines (same folder).
+  pub archive: String,
+  /// Lines and bytes moved; sha256 of the archive file.
+  pub lines: u64,
+  /// Bytes moved.
+  pub bytes: u64,
+  /// sha256 (hex) of the archive file.
+  pub archive_sha256: String,
+  /// Length and sha256 of the stream the run read.
+  pub source_len: u64,
+  /// sha256 (hex) of the source stream's `source_len` bytes.
+  pub source_sha256: String,
+  /// Length and sha256 of the stream the run wrote (a prefix of every later stream).
+  pub result_len: u64,
+  /// sha256 (hex) of the new stream's `result_len` bytes.
+  pub result_sha256: String,
+  /// Scaled sums (and named corrections / resolutions) of the archived events.
+  pub sums: Projection,
+}
+
+/// Options of [`compact_feedback`].
+#[derive(Debug, Clone)]
+pub struct CompactOptions {
+  /// Move `recall_feedback` events older than this many days (default [`DEFAULT_OLDER_THAN_DAYS`];
+  /// 0 moves every feedback event).
+  pub older_than_days: f64,
+  /// Count what would move; write nothing.
+  pub dry_run: bool,
+  /// Wait for the events lock (default 2 s, the explicit wait).
+  pub wait: Duration,
+}
+
+impl Default for CompactOptions {
+  fn default() -> Self {
+    CompactOptions { older_than_days: DEFAULT_OLDER_THAN_DAYS, dry_run: false, wait: EXPLICIT_WAIT }
+  }
+}
+
+/// Result of [`compact_feedback`].
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactOutcome {
+  /// `compacted`, `nothing_to_move`, `dry_run`, or `no_stream`.
+  pub status: String,
+  /// Stream size before and after.
+  pub bytes_before: u64,
+  /// Stream size after (equal to before for a dry run).
+  pub bytes_after: u64,
+  /// Lines read (a final line without newline counts).
+  pub lines: u64,
+  /// `recall_feedback` lines moved (or that would move).
+  pub moved_lines: u64,
+  /// Bytes moved (or that would move).
+  pub moved_bytes: u64,
+  /// Lines longer than the line cap, kept in place.
+  pub long_lines: u64,
+  /// Malformed lines, kept in place (feedback stays disabled until they are fixed by hand).
+  pub malformed_lines: u64,
+  /// Archive file written, relative to `meta/`.
+  pub archive: Option<String>,
+  /// What recovery of an interrupted run did.
+  pub recovered: Vec<String>,
+  /// Bytes a writer appended without the lock during the run, carried over to the new stream.
+  pub carried_bytes: u64,
+  /// Milliseconds the events lock was held.
+  pub lock_ms: u64,
+}
+
+/// A step of a run, for crash tests ([`compact_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+  /// The archive and the new stream are written (temporary), no manifest yet.
+  FilesWritten,
+  /// The manifest is written `pending`.
+  ManifestPending,
+  /// `events.jsonl` is the new stream; the manifest is still `pending`.
+  Renamed,
+  /// The manifest is `committed`; the projection not rebuilt yet.
+  Committed,
+}
+
+fn archive_dir(meta: &Path) -> PathBuf {
+  meta.join(ARCHIVE_DIR)
+}
+
+fn failed(msg: impl Into<String>) -> Error {
+  Error::FeedbackCompaction(msg.into())
+}
+
+fn manifests(meta: &Path) -> Vec<(PathBuf, Option<ArchiveManifest>)> {
+  let Ok(rd) = fs::read_dir(archive_dir(meta)) else { return vec![] };
+  let mut out: Vec<(PathBuf, Option<ArchiveManifest>)> = rd
+    .flatten()
+    .map(|e| e.path())
+    .filter(|p| {
+      p.extension().is_some_and(|x| x == "json")
+        && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("recall-feedback-"))
+    })
+    .map(|p| {
+      let m = fs::read(&p).ok().and_then(|b| serde_json::from_slice(&b).ok());
+      (p, m)
+    })
+    .collect();
+  out.sort_by(|a, b| a.0.cmp(&b.0));
+  out
+}
+
+/// Identity of the committed archives (names of their manifests, hashed): the projection refolds
+/// when it changes. Empty without archives (one `stat`).
+pub fn archive_key(meta: &Path) -> String {
+  let dir = archive_dir(meta);
+  if !dir.is_dir() {
+    return String::new();
+  }
+  let names: Vec<String> = manifests(meta)
+    .into_iter()
+    .filter(|(_, m)| m.as_ref().is_some_and(|m| m.state == ArchiveState::Committed))
+    .filter_map(|(p, _)| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+    .collect();
+  if names.is_empty() {
+    return String::new();
+  }
+  hex(&Sha256::digest(names.join("\n").as_bytes()))[..16].to_string()
+}
+
+/// The key of [`archive_key`] and the sums of every committed archive.
+pub fn committed_shares(meta: &Path) -> (String, Vec<Projection>) {
+  let key = archive_key(meta);
+  if key.is_empty() {
+    return (key, vec![]);
+  }
+  let shares = manifests(meta)
+    .into_iter()
+    .filter_map(|(_, m)| m)
+    .filter(|m| m.state == ArchiveState::Committed)
+    .map(|m| m.sums)
+    .collect();
+  (key, shares)
+}
+
+/// Whether an interrupted run left something for [`recover`] (a pending or unreadable manifest,
+/// an archive without manifest, a temporary stream).
+pub fn needs_recovery(meta: &Path) -> bool {
+  let tmp = fs::read_dir(meta).into_iter().flatten().flatten().any(|e| is_stream_tmp(&e.path()));
+  tmp
+    || manifests(meta).iter().any(|(_, m)| m.as_ref().is_none_or(|m| m.state == ArchiveState::Pending))
+    || orphan_archives(meta).next().is_some()
+}
+
+fn is_stream_tmp(p: &Path) -> bool {
+  p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.jsonl.compact-"))
+}
+
+fn orphan_archives(meta: &Path) -> impl Iterator<Item = PathBuf> {
+  let dir = archive_dir(meta);
+  fs::read_dir(&dir)
+    .into_iter()
+    .flatten()
+    .flatten()
+    .map(|e| e.path())
+    .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && !p.with_extension("json").is_file())
+}
+
+/// sha256 of the first `len` bytes of `path` (None when shorter), streaming.
+fn prefix_sha(path: &Path, len: u64) -> Option<String> {
+  let f = File::open(path).ok()?;
+  if f.metadata().ok()?.len() < len {
+    return None;
+  }
+  let mut h = Sha256::new();
+  let mut r = BufReader::with_capacity(1 << 16, f.take(len));
+  loop {
+    let buf = r.fill_buf().ok()?;
+    if buf.is_empty() {
+      break;
+    }
+    h.update(buf);
+    let n = buf.len();
+    r.consume(n);
+  }
+  Some(hex(&h.finalize()))
+}
+
+/// Settle what an interrupted run left (the caller holds the events lock): temporary streams and
+/// archives without manifest are removed (the stream still holds those lines); a `pending`
+/// manifest is completed or undone by comparing the stream with the source and result hashes it
+/// records. Returns what was done; `feedback_compaction_failed` when the stream matches neither
+/// (rewritten by something else: everything is left in place).
+pub fn recover(meta: &Path) -> Result<Vec<String>> {
+  let mut done = Vec::new();
+  for e in fs::read_dir(meta).into_iter().flatten().flatten() {
+    let p = e.path();
+    if is_stream_tmp(&p) {
+      fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+      done.push(format!(
+        "removed the unfinished stream {}",
+        p.file_name().unwrap_or_default().to_string_lossy()
+      ));
+    }
+  }
+  let stream = events_path(meta);
+  for (path, m) in manifests(meta) {
+    let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let Some(mut m) = m else {
+      // atomic_write never leaves a torn manifest; an unreadable one is someone else's file.
+      return Err(failed(format!("archive manifest {name} is unreadable; left in place")));
+    };
+    if m.state == ArchiveState::Committed {
+      continue;
+    }
+    let archive = archive_dir(meta).join(&m.archive);
+    if prefix_sha(&stream, m.source_len).as_deref() == Some(m.source_sha256.as_str()) {
+      // The rename did not happen: the stream still holds every archived line.
+      let _ = fs::remove_file(&archive);
+      fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
+      done.push(format!("undid the interrupted compaction {} (its lines are still in the stream)", m.run_id));
+    } else if prefix_sha(&stream, m.result_len).as_deref() == Some(m.result_sha256.as_str()) {
+      if prefix_sha(&archive, m.bytes).as_deref() != Some(m.archive_sha256.as_str()) {
+        return Err(failed(format!("archive {} does not match its manifest; left in place", m.archive)));
+      }
+      m.state = ArchiveState::Committed;
+      write_manifest(&path, &m)?;
+      done.push(format!("completed the interrupted compaction {}", m.run_id));
+    } else {
+      return Err(failed(format!(
+        "meta/events.jsonl matches neither the stream compaction {} read nor the one it wrote; archive {} left in place",
+        m.run_id, m.archive
+      )));
+    }
+  }
+  for p in orphan_archives(meta).collect::<Vec<_>>() {
+    fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+    done.push(format!(
+      "removed the unfinished archive {} (its lines are still in the stream)",
+      p.file_name().unwrap_or_default().to_string_lossy()
+    ));
+  }
+  if !done.is_empty() {
+    sync_dir(meta);
+    sync_dir(&archive_dir(meta));
+    projection::invalidate(meta);
+  }
+  Ok(done)
+}
+
+fn write_manifest(path: &Path, m: &ArchiveManifest) -> Result<()> {
+  let bytes = serde_json::to_vec(m).map_err(|e| failed(format!("manifest: {e}")))?;
+  atomic_write(path, &bytes)
+}
+
+/// A writer that hashes and counts what it writes.
+struct Out {
+  w: Option<BufWriter<File>>,
+  h: Sha256,
+  len: u64,
+  path: PathBuf,
+}
+
+impl Out {
+  fn new(path: PathBuf, write: bool) -> Result<Self> {
+    let w = if write {
+      let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| Error::io("create", &path, e))?;
+      Some(BufWriter::with_capacity(1 << 16, f))
+    } else {
+      None
+    };
+    Ok(Out { w, h: Sha256::new(), len: 0, path })
+  }
+  fn put(&mut self, b: &[u8]) -> Result<()> {
+    if let Some(w) = &mut self.w {
+      w.write_all(b).map_err(|e| Error::io("write", &self.path, e))?;
+    }
+    self.h.update(b);
+    self.len += b.len() as u64;
+    Ok(())
+  }
+  fn finish(self) -> Result<(String, u64)> {
+    if let Some(w) = self.w {
+      let f = w.into_inner().map_err(|e| Error::io("write", &self.path, e.into_error()))?;
+      f.sync_all().map_err(|e| Error::io("fsync", &self.path, e))?;
+    }
+    Ok((hex(&self.h.finalize()), self.len))
+  }
+}
+
+/// Compact the stream of `meta` (see the module docs): takes the events lock, recovers, moves
+/// `recall_feedback` lines older than the cutoff into a new archive and rebuilds the projection
+/// through `rebuild` (called with the lock held). A failure after the temporary files were
+/// written is settled by [`recover`] before returning. Errors: `feedback_lock_busy`,
+/// `feedback_compaction_failed`, `io_error`.
+pub fn compact_feedback(
+  meta: &Path,
+  opts: &CompactOptions,
+  progress: &mut dyn FnMut(u64, u64),
+  rebuild: &mut dyn FnMut() -> Result<()>,
+) -> Result<CompactOutcome> {
+  let held =
+    events_lock::acquire(meta, opts.wait).map_err(|e| events_lock::map_busy(e, Error::FeedbackLockBusy))?;
+  let res = compact_with(meta, opts, progress, &mut |step| {
+    crate::store::swap::crash_point(match step {
+      Step::FilesWritten => "compact:files-written",
+      Step::ManifestPending => "compact:manifest-pending",
+      Step::Renamed => "compact:renamed",
+      Step::Committed => "compact:committed",
+    });
+    Ok(())
+  });
+  let out = match res {
+    Ok(out) => {
+      if out.status == "compacted" {
+        rebuild()?;
+      }
+      out
+    }
+    Err(e) => {
+      let _ = recover(meta);
+      return Err(e);
+    }
+  };
+  drop(held);
+  Ok(out)
+}
+
+/// The run itself, with the lock already held by the caller; `hook` is called after each
+/// [`Step`] (a test's injected failure returns `Err` there and the run stops as if killed:
+/// nothing is cleaned up).
+pub fn compact_with(
+  meta: &Path,
+  opts: &CompactOptions,
+  progress: &mut dyn FnMut(u64, u64),
+  hook: &mut dyn FnMut(Step) -> Result<()>,
+) -> Result<CompactOutcome> {
+  let started = Instant::now();
+  if opts.older_than_days.is_nan() || opts.older_than_days < 0.0 || opts.older_than_days.is_infinite() {
+    return Err(Error::invalid("olderThanDays must be a finite number ≥ 0"));
+  }
+  let mut out = CompactOutcome { recovered: recover(meta)?, ..Default::default() };
+  let stream = events_path(meta);
+  let Ok(src) = File::open(&stream) else {
+    out.status = "no_stream".into();
+    return Ok(out);
+  };
+  let total = src.metadata().map_err(|e| Error::io("stat", &stream, e))?.len();
+  out.bytes_before = total;
+  out.bytes_after = total;
+  let now = crate::retrieve::trust::now_secs();
+  let cutoff = now - (opts.older_than_days * 86_400.0) as i64;
+  let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+  let ms = now_ms();
+  let stamp: String = iso_from_ms(ms).chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+  let base = format!("recall-feedback-{stamp}-{run_id}");
+  let dir = archive_dir(meta);
+  let write = !opts.dry_run;
+  if write {
+    fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+  }
+  let archive_path = dir.join(format!("{base}.jsonl"));
+  let tmp_path = meta.join(format!("events.jsonl.compact-{run_id}.tmp"));
+  let mut archive = Out::new(archive_path.clone(), write)?;
+  let mut kept = Out::new(tmp_path.clone(), write)?;
+  let mut source = Sha256::new();
+  let mut sums = Projection { version: projection::PROJECTION_VERSION, ..Default::default() };
+  let mut r = BufReader::with_capacity(1 << 16, src);
+  let mut line: Vec<u8> = Vec::with_capacity(4096);
+  let mut read = 0u64;
+  let mut next_progress = 0u64;
+  // One line at a time: up to MAX_LINE_BYTES kept in `line`; past that the line is copied
+  // through to the kept stream piece by piece.
+  'lines: loop {
+    line.clear();
+    let mut long = false;
+    loop {
+      let buf = r.fill_buf().map_err(|e| Error::io("read", &stream, e))?;
+      if buf.is_empty() {
+        if long {
+          out.lines += 1;
+        } else if !line.is_empty() {
+          // A final line without newline (torn by a dead writer): kept as it is.
+          out.lines += 1;
+          out.malformed_lines += u64::from(parse_line(line.trim_ascii()).is_err());
+          kept.put(&line)?;
+          source.update(&line);
+        }
+        break 'lines;
+      }
+      let (chunk, end) = match buf.iter().position(|&b| b == b'\n') {
+        Some(i) => (&buf[..=i], true),
+        None => (buf, false),
+      };
+      let n = chunk.len();
+      if long {
+        kept.put(chunk)?;
+        source.update(chunk);
+      } else if line.len() + n > MAX_LINE_BYTES + 1 {
+        long = true;
+        out.long_lines += 1;
+        kept.put(&line)?;
+        source.update(&line);
+        kept.put(chunk)?;
+        source.update(chunk);
+        line.clear();
+      } else {
+        line.extend_from_slice(chunk);
+      }
+      r.consume(n);
+      read += n as u64;
+      if end {
+        break;
+      }
+    }
+    if read >= next_progress {
+      progress(read, total);
+      next_progress = read + (64 << 20);
+    }
+    if long {
+      out.lines += 1;
+      continue;
+    }
+    out.lines += 1;
+    source.update(&line);
+    let text = line.trim_ascii();
+    let moved = match parse_line(text) {
+      Ok(Some((e, t))) if t < cutoff => {
+        sums.add(&e, t);
+        true
+      }
+      Ok(_) => false,
+      Err(_) => {
+        out.malformed_lines += u64::from(!text.is_empty());
+        false
+      }
+    };
+    if moved {
+      out.moved_lines += 1;
+      out.moved_bytes += line.len() as u64;
+      archive.put(&line)?;
+    } else {
+      kept.put(&line)?;
+    }
+  }
+  progress(read, total);
+  let mut source_len = read;
+  if out.moved_lines == 0 || opts.dry_run {
+    drop(archive);
+    drop(kept);
+    if write {
+      let _ = fs::remove_file(&archive_path);
+      let _ = fs::remove_file(&tmp_path);
+    }
+    out.status = if opts.dry_run { "dry_run" } else { "nothing_to_move" }.into();
+    return Ok(out);
+  }
+  // Bytes appended meanwhile by a writer that ignores the lock: carried over whole.
+  let mut src = r.into_inner();
+  let grown = src.metadata().map_err(|e| Error::io("stat", &stream, e))?.len();
+  if grown > source_len {
+    let mut tail = Vec::new();
+    src.seek(SeekFrom::Start(source_len)).map_err(|e| Error::io("seek", &stream, e))?;
+    (&mut src).take(grown - source_len).read_to_end(&mut tail).map_err(|e| Error::io("read", &stream, e))?;
+    kept.put(&tail)?;
+    source.update(&tail);
+    source_len = grown;
+    out.carried_bytes += tail.len() as u64;
+  }
+  let (archive_sha256, bytes) = archive.finish()?;
+  let (result_sha256, result_len) = kept.finish()?;
+  sync_dir(&dir);
+  hook(Step::FilesWritten)?;
+  sums.version = projection::PROJECTION_VERSION;
+  let mut manifest = ArchiveManifest {
+    version: MANIFEST_VERSION,
+    run_id: run_id.clone(),
+    state: ArchiveState::Pending,
+    created_at: iso_from_ms(ms),
+    cutoff: iso_from_ms(cutoff * 1000),
+    archive: format!("{base}.jsonl"),
+    lines: out.moved_lines,
+    bytes,
+    archive_sha256,
+    source_len,
+    source_sha256: hex(&source.finalize()),
+    result_len,
+    result_sha256,
+    sums,
+  };
+  let manifest_path = dir.join(format!("{base}.json"));
+  write_manifest(&manifest_path, &manifest)?;
+  hook(Step::ManifestPending)?;
+  fs::rename(&tmp_path, &stream).map_err(|e| Error::io("rename", &stream, e))?;
+  sync_dir(meta);
+  // A lock-ignoring writer that still held the old file open: its late bytes follow.
+  let late = src.metadata().map(|m| m.len()).unwrap_or(source_len);
+  if late > source_len {
+    let mut tail = Vec::new();
+    src.seek(SeekFrom::Start(source_len)).map_err(|e| Error::io("seek", &stream, e))?;
+    (&mut src).take(late - source_len).read_to_end(&mut tail).map_err(|e| Error::io("read", &stream, e))?;
+    let mut f = OpenOptions::new().append(true).open(&stream).map_err(|e| Error::io("open", &stream, e))?;
+    f.write_all(&tail).and_then(|_| f.sync_data()).map_err(|e| Error::io("append", &stream, e))?;
+    out.carried_bytes += tail.len() as u64;
+  }
+  hook(Step::Renamed)?;
+  manifest.state = ArchiveState::Committed;
+  write_manifest(&manifest_path, &manifest)?;
+  projection::invalidate(meta);
+  hook(Step::Committed)?;
+  out.status = "compacted".into();
+  out.archive = Some(format!("{ARCHIVE_DIR}/{base}.jsonl"));
+  out.bytes_after = fs::metadata(&stream).map(|m| m.len()).unwrap_or(result_len);
+  out.lock_ms = started.elapsed().as_millis() as u64;
+  Ok(out)
+}
+
+/// What status and the CLI report about a vault's stream.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamStatus {
+  /// Size of `meta/events.jsonl`.
+  pub stream_bytes: u64,
+  /// Bytes of `recall_feedback` lines in it (from the projection, as of its last fold).
+  pub feedback_bytes: u64,
+  /// Bytes a compaction at the default cutoff would move (whole months older than it; an
+  /// estimate from the projection).
+  pub compactable_bytes: u64,
+  /// Committed archives and their bytes.
+  pub archives: u32,
+  /// Bytes in committed archives.
+  pub archived_bytes: u64,
+  /// An interrupted compaction is waiting for recovery (the next compaction or rebuild does it).
+  pub recovery_pending: bool,
+  /// Lines longer than the line cap the projection skipped.
+  pub skipped_lines: u64,
+  /// Status issue codes: `feedback_events_large` (compaction would help),
+  /// `feedback_compaction_pending`, `feedback_events_line_skipped`.
+  pub issues: Vec<String>,
+}
+
+/// Status / lint findings about the stream that need no read of it: `feedback_events_large` (the
+/// stream is ≥ [`LARGE_STREAM_BYTES`]: an explicit compaction would help; `feedbackStatus` says
+/// how much it would move) and `feedback_compaction_pending` (an interrupted compaction awaits
+/// recovery).
+pub fn status_issues(meta: &Path) -> Vec<crate::store::IndexIssue> {
+  let mut out = Vec::new();
+  let len = super::events::events_len(meta);
+  if len >= LARGE_STREAM_BYTES {
+    out.push(crate::store::IndexIssue::new(
+      "feedback_events_large",
+      format!(
+        "meta/events.jsonl is {} MiB; feedbackStatus shows how much an explicit compactFeedback would move to meta/{ARCHIVE_DIR}/",
+        len >> 20
+      ),
+    ));
+  }
+  if needs_recovery(meta) {
+    out.push(crate::store::IndexIssue::new(
+      "feedback_compaction_pending",
+      "an interrupted feedback compaction awaits recovery (the next rebuildFeedback, compactFeedback or recall does it)",
+    ));
+  }
+  out
+}
+
+/// The stream's size, what compaction could move and whether recovery is pending. Reads the
+/// cached projection (brought up to date incrementally), never the whole stream.
+pub fn stream_status(meta: &Path) -> StreamStatus {
+  let now = crate::retrieve::trust::now_secs();
+  let proj = projection::current(meta, now);
+  let cutoff = iso_from_ms((now - (DEFAULT_OLDER_THAN_DAYS * 86_400.0) as i64) * 1000);
+  let cutoff_month = &cutoff[..7];
+  let compactable_bytes: u64 =
+    proj.bytes_by_month.iter().filter(|(m, _)| m.as_str() < cutoff_month).map(|(_, b)| *b).sum();
+  let mut st = StreamStatus {
+    stream_bytes: super::events::events_len(meta),
+    feedback_bytes: proj.feedback_bytes,
+    compactable_bytes,
+    recovery_pending: needs_recovery(meta),
+    skipped_lines: proj.skipped_lines,
+    ..Default::default()
+  };
+  for (_, m) in manifests(meta) {
+    if let Some(m) = m.filter(|m| m.state == ArchiveState::Committed) {
+      st.archives += 1;
+      st.archived_bytes += m.bytes;
+    }
+  }
+  if st.stream_bytes >= LARGE_STREAM_BYTES {
+    st.issues.push("feedback_events_large".into());
+  }
+  if st.recovery_pending {
+    st.issues.push("feedback_compaction_pending".into());
+  }
+  if st.skipped_lines > 0 {
+    st.issues.push("feedback_events_line_skipped".into());
+  }
+  st
+}
+
+#[cfg(test)]
+mod tests;
