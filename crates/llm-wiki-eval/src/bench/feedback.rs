@@ -162,6 +162,45 @@ fn ir_row(md: &mut String, label: &str, fixture: &PiFixture, ranked: &HashMap<St
   Value::Object(v)
 }
 
+/// The fixed part of a synthetic feedback stream's events: vault, mode, versions and the actions
+/// drawn from (repeat one to make it more frequent). Shared by this bench and the 1 GiB
+/// events reliability run.
+pub struct SyntheticStream<'a> {
+  /// Vault id every event names.
+  pub vault_id: &'a str,
+  /// Retrieval mode recorded.
+  pub mode: &'a str,
+  /// Index version recorded.
+  pub index_version: &'a str,
+  /// Model version recorded.
+  pub model_version: &'a str,
+  /// Actions drawn uniformly.
+  pub actions: &'a [FeedbackAction],
+}
+
+impl SyntheticStream<'_> {
+  /// One `recall_feedback` event on `page_id` for `query_hash` at `at_ms`; the random `draw`
+  /// picks the shown rank (0–4) and the action.
+  pub fn event(&self, page_id: String, query_hash: String, at_ms: i64, draw: u64) -> events::FeedbackEvent {
+    events::FeedbackEvent {
+      schema: events::SCHEMA,
+      timestamp: llm_wiki_core::fsutil::iso_from_ms(at_ms),
+      visibility: "internal".into(),
+      kind: events::KIND.into(),
+      vault_id: self.vault_id.into(),
+      page_id,
+      query_hash,
+      mode: self.mode.into(),
+      index_version: self.index_version.into(),
+      model_version: self.model_version.into(),
+      shown_rank: Some((draw % 5) as u32),
+      action: self.actions[((draw / 5) % self.actions.len() as u64) as usize],
+      observation: None,
+      resolution: None,
+    }
+  }
+}
+
 /// Write `n` feedback events over the vault's pages and a mix of query hashes (train query
 /// texts' hashes among random ones), spread over the last 365 days.
 fn generate_stream(paths: &VaultPaths, fixture: &PiFixture, vault_id: &str, n: usize) -> Result<()> {
@@ -171,14 +210,20 @@ fn generate_stream(paths: &VaultPaths, fixture: &PiFixture, vault_id: &str, n: u
   let f = std::fs::File::create(&path).map_err(|e| Error::io("create", &path, e))?;
   let mut w = std::io::BufWriter::new(f);
   let hashes: Vec<String> = fixture.queries.iter().map(|q| query_hash(&q.text)).collect();
-  let actions = [
-    FeedbackAction::Shown,
-    FeedbackAction::Opened,
-    FeedbackAction::Cited,
-    FeedbackAction::ShownOnly,
-    FeedbackAction::Relevant,
-    FeedbackAction::Irrelevant,
-  ];
+  let stream = SyntheticStream {
+    vault_id,
+    mode: "lexical",
+    index_version: "1:1",
+    model_version: "estimate",
+    actions: &[
+      FeedbackAction::Shown,
+      FeedbackAction::Opened,
+      FeedbackAction::Cited,
+      FeedbackAction::ShownOnly,
+      FeedbackAction::Relevant,
+      FeedbackAction::Irrelevant,
+    ],
+  };
   let now = llm_wiki_core::fsutil::now_ms();
   let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
   let mut next = || {
@@ -194,22 +239,8 @@ fn generate_stream(paths: &VaultPaths, fixture: &PiFixture, vault_id: &str, n: u
     } else {
       format!("{:064x}", next())
     };
-    let e = events::FeedbackEvent {
-      schema: events::SCHEMA,
-      timestamp: llm_wiki_core::fsutil::iso_from_ms(now - (next() % (365 * 86_400_000)) as i64),
-      visibility: "internal".into(),
-      kind: events::KIND.into(),
-      vault_id: vault_id.into(),
-      page_id: page.clone(),
-      query_hash: qh,
-      mode: "lexical".into(),
-      index_version: "1:1".into(),
-      model_version: "estimate".into(),
-      shown_rank: Some((next() % 5) as u32),
-      action: actions[(next() % actions.len() as u64) as usize],
-      observation: None,
-      resolution: None,
-    };
+    let at = now - (next() % (365 * 86_400_000)) as i64;
+    let e = stream.event(page.clone(), qh, at, next());
     serde_json::to_writer(&mut w, &e).map_err(|e| Error::invalid(e.to_string()))?;
     w.write_all(b"\n").map_err(|e| Error::io("write", &path, e))?;
   }

@@ -24,10 +24,10 @@ use serde::Serialize;
 use std::hash::Hasher;
 
 use super::{resolve_bin, write_report};
-use crate::bench::TempDir;
+use crate::bench::{SyntheticStream, TempDir};
 use crate::synth::Rng;
 use llm_wiki_core::error::{Error, Result};
-use llm_wiki_core::feedback::events::{events_path, FeedbackEvent, KIND, SCHEMA};
+use llm_wiki_core::feedback::events::events_path;
 use llm_wiki_core::feedback::projection::{projection_path, Projection, MAX_LINE_BYTES};
 use llm_wiki_core::feedback::{query_hash, FeedbackAction};
 use llm_wiki_core::fsutil::iso_from_ms;
@@ -126,16 +126,22 @@ fn generate(root: &Path, bytes: u64, seed: u64) -> Result<(String, u64, u64, u64
     BufWriter::with_capacity(1 << 20, File::create(&path).map_err(|e| Error::io("create", &path, e))?);
   let mut rng = Rng::new(seed);
   let hashes: Vec<String> = (0..QUERIES).map(|q| query_hash(&format!("synthetic query {q}"))).collect();
-  let actions = [
-    FeedbackAction::Shown,
-    FeedbackAction::Shown,
-    FeedbackAction::Shown,
-    FeedbackAction::Opened,
-    FeedbackAction::Cited,
-    FeedbackAction::ShownOnly,
-    FeedbackAction::Relevant,
-    FeedbackAction::Irrelevant,
-  ];
+  let stream = SyntheticStream {
+    vault_id,
+    mode: "hybrid",
+    index_version: "5:12",
+    model_version: "tokenizer:all-MiniLM-L6-v2-int8",
+    actions: &[
+      FeedbackAction::Shown,
+      FeedbackAction::Shown,
+      FeedbackAction::Shown,
+      FeedbackAction::Opened,
+      FeedbackAction::Cited,
+      FeedbackAction::ShownOnly,
+      FeedbackAction::Relevant,
+      FeedbackAction::Irrelevant,
+    ],
+  };
   let now_ms = llm_wiki_core::fsutil::now_ms();
   let span_ms: u64 = 720 * 86_400_000;
   let mut others = std::collections::hash_map::DefaultHasher::new();
@@ -161,22 +167,10 @@ fn generate(root: &Path, bytes: u64, seed: u64) -> Result<(String, u64, u64, u64
       others.write(&line);
       long += 1;
     } else {
-      let e = FeedbackEvent {
-        schema: SCHEMA,
-        timestamp: iso_from_ms(now_ms - (rng.next_u64() % span_ms) as i64),
-        visibility: "internal".into(),
-        kind: KIND.into(),
-        vault_id: vault_id.into(),
-        page_id: format!("concepts/page-{}", rng.next_u64() % PAGES as u64),
-        query_hash: hashes[(rng.next_u64() % QUERIES as u64) as usize].clone(),
-        mode: "hybrid".into(),
-        index_version: "5:12".into(),
-        model_version: "tokenizer:all-MiniLM-L6-v2-int8".into(),
-        shown_rank: Some((rng.next_u64() % 5) as u32),
-        action: actions[(rng.next_u64() % actions.len() as u64) as usize],
-        observation: None,
-        resolution: None,
-      };
+      let at = now_ms - (rng.next_u64() % span_ms) as i64;
+      let page = format!("concepts/page-{}", rng.next_u64() % PAGES as u64);
+      let qh = hashes[(rng.next_u64() % QUERIES as u64) as usize].clone();
+      let e = stream.event(page, qh, at, rng.next_u64());
       serde_json::to_writer(&mut line, &e).map_err(|e| Error::invalid(e.to_string()))?;
       line.push(b'\n');
       feedback += 1;
