@@ -380,7 +380,11 @@ fn commit_generation(
     crash_point("after-manifest");
     opts.cancel.check()?;
     crash_point("before-commit");
+    let t = std::time::Instant::now();
     sink.commit()?;
+    if std::env::var("LLM_WIKI_TRACE_COMMIT").is_ok() {
+      eprintln!("  tantivy commit+wait {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    }
     Ok(())
   })();
   if result.is_err() {
@@ -707,6 +711,12 @@ fn run_locked(
   // The generation stays open for the vector phase when this run commits nothing.
   let unchanged: Option<Generation> = match current {
     Some(mut gen) => {
+      let tr = std::time::Instant::now();
+      let trace = |what: &str| {
+        if std::env::var("LLM_WIKI_TRACE_COMMIT").is_ok() {
+          eprintln!("  [{:.1} ms] {what}", tr.elapsed().as_secs_f64() * 1e3);
+        }
+      };
       let mut sink = Sink::new(&gen.lexical, threads);
       let mut scan = scan_pages(&files, coverage, Some(&gen.manifest), opts, &chunker, &mut sink, res)
         .map_err(classify)?;
@@ -733,15 +743,20 @@ fn run_locked(
         scan.delta.generation = next;
         scan.delta.built_at_ms = now_ms();
         manifest.apply(&scan.delta);
+        trace("scanned + applied");
         commit_generation(&mut sink, &gen.dir, &mut manifest, Some((prior_pos, &scan.delta)), &commit, opts)
           .map_err(classify)?;
+        trace("committed");
         drop(sink);
         res.chunks.total = manifest.total_chunks();
         res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &manifest));
+        trace("lint");
         write_state(&gen.dir, &manifest, &commit, &gen.store_id()).map_err(post)?;
+        trace("state");
         crash_point("after-state");
         gc_manifests(&gen.dir, &[gen.commit.manifest_generation, next]);
         super::manifest::remember_committed(&gen.dir, Arc::new(manifest));
+        trace("gc");
         res.generation = next;
         None
       }
