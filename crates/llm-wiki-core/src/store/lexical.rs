@@ -211,6 +211,15 @@ fn zero_score(q: Box<dyn Query>) -> Box<dyn Query> {
   Box::new(ConstScoreQuery::new(q, 0.0))
 }
 
+/// Segments below this many documents form the lowest merge level of an incremental writer (not
+/// fitted: a one-page commit writes a segment of a few to a few dozen documents).
+pub const SMALL_LAYER_DOCS: u32 = 100;
+
+/// Largest segment (documents) an incremental writer merges (not fitted: bounds a merge to eight
+/// segments of at most this size, a few tens of milliseconds; the cold build's segments are far
+/// larger and are never touched by incremental commits).
+pub const MAX_INCREMENTAL_MERGE_DOCS: usize = 5_000;
+
 impl LexicalIndex {
   fn finish(index: Index) -> Result<Self> {
     // Custom analyzers are not persisted by tantivy: register on every open.
@@ -246,6 +255,23 @@ impl LexicalIndex {
     // after a later commit, but that commit replays the same opstamps and would find their names
     // taken. We hold the store's writer lock, so nothing else can be writing them.
     w.garbage_collect_files().wait()?;
+    Ok(w)
+  }
+
+  /// A writer for an incremental commit (a few changed pages over an existing index): the same
+  /// writer with a merge policy that merges only small segments, so a one-page commit never
+  /// re-merges (or waits for a merge of) the large segments of the cold build. Small segments —
+  /// each page commit adds one — all share one level below [`SMALL_LAYER_DOCS`] documents and
+  /// are merged eight at a time; a segment above [`MAX_INCREMENTAL_MERGE_DOCS`] is never
+  /// merged again by incremental writers (deleted documents in it stay as tombstones, invisible
+  /// to search, until a full rebuild compacts the index).
+  pub fn incremental_writer(&self, threads: usize) -> Result<IndexWriter> {
+    let w = self.writer(threads)?;
+    let mut policy = tantivy::merge_policy::LogMergePolicy::default();
+    policy.set_min_layer_size(SMALL_LAYER_DOCS);
+    policy.set_max_docs_before_merge(MAX_INCREMENTAL_MERGE_DOCS);
+    policy.set_min_num_segments(8);
+    w.set_merge_policy(Box::new(policy));
     Ok(w)
   }
 
