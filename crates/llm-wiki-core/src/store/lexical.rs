@@ -575,4 +575,46 @@ mod tests {
     let reader = idx.index.reader().unwrap();
     assert_eq!(idx.commit_of(&reader.searcher()).unwrap().unwrap().generation, 2);
   }
+
+  /// Incremental writers merge the small segments page commits leave, never a large segment of
+  /// the cold build; documents deleted from it stay invisible.
+  #[test]
+  fn incremental_commits_merge_small_segments_only() {
+    let t = tempfile::tempdir().unwrap();
+    let idx = LexicalIndex::create(t.path()).unwrap();
+    let kind = idx.fields.kind;
+    let page = idx.fields.page_id;
+    let mut w = idx.writer(1).unwrap();
+    for i in 0..(MAX_INCREMENTAL_MERGE_DOCS + 50) {
+      w.add_document(tantivy::doc!(kind => "chunk", page => format!("p{i}"))).unwrap();
+    }
+    commit_doc(&idx, &mut w, 1);
+    w.commit().unwrap();
+    w.wait_merging_threads().unwrap();
+    let big = idx.index.searchable_segment_ids().unwrap();
+    assert_eq!(big.len(), 1);
+    for g in 2..40u64 {
+      let mut w = idx.incremental_writer(1).unwrap();
+      // A page edit: its old documents deleted (from the big segment), new ones added.
+      idx.delete_page(&w, &format!("p{g}"));
+      w.add_document(tantivy::doc!(kind => "chunk", page => format!("n{g}"))).unwrap();
+      commit_doc(&idx, &mut w, g);
+      w.commit().unwrap();
+      w.wait_merging_threads().unwrap();
+    }
+    let now = idx.index.searchable_segment_ids().unwrap();
+    assert!(now.contains(&big[0]), "the large segment was merged by an incremental writer");
+    // 38 one-page commits, merged eight at a time: far fewer segments than commits.
+    assert!(now.len() < 12, "{} segments: small segments were not merged", now.len());
+    let reader = idx.index.reader().unwrap();
+    let searcher = reader.searcher();
+    let count = |id: &str| {
+      let q = TermQuery::new(Term::from_field_text(page, id), tantivy::schema::IndexRecordOption::Basic);
+      searcher.search(&q, &tantivy::collector::Count).unwrap()
+    };
+    assert_eq!(count("p5"), 0, "a deleted document is visible");
+    assert_eq!(count("p45"), 1);
+    assert_eq!(count("n39"), 1);
+    assert_eq!(idx.commit_of(&searcher).unwrap().unwrap().generation, 39);
+  }
 }

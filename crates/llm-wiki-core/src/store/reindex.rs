@@ -192,13 +192,24 @@ impl<'a> Sink<'a> {
   /// Commit what the writer holds, then close it once its merges are done.
   fn commit(&mut self) -> Result<()> {
     let mut w = self.writer.take().ok_or_else(|| Error::Index("nothing to commit".into()))?;
-    if let Err(e) = w.prepare_commit().and_then(|p| p.commit()) {
+    let t0 = std::time::Instant::now();
+    let tr = |what: &str| {
+      if std::env::var("LLM_WIKI_TRACE_COMMIT").is_ok() {
+        eprintln!("    sink {what} {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+      }
+    };
+    if let Err(e) = w.prepare_commit().and_then(|p| {
+      tr("prepared");
+      p.commit()
+    }) {
       let _ = w.rollback();
       let _ = w.wait_merging_threads();
       return Err(e.into());
     }
     crash_point("after-commit");
+    tr("committed");
     w.wait_merging_threads()?;
+    tr("merged");
     Ok(())
   }
 
