@@ -123,7 +123,10 @@ fn hinted_edits_report_the_changed_pages_lint_and_a_walk_reports_the_whole_vault
   // A hinted edit adding a page-level finding (an unknown relation type) reports it.
   write(&p, "concepts/a", "relations:\n  - target: concepts/b\n    type: refutes\n", "Links to [b](b.md).");
   let r = run(&p, Some(vec![hint(&p, "concepts/a")]));
-  assert_eq!(codes(&r.warnings), vec![("relation_unknown_type".to_string(), Some("concepts/a.md".to_string()))]);
+  assert_eq!(
+    codes(&r.warnings),
+    vec![("relation_unknown_type".to_string(), Some("concepts/a.md".to_string()))]
+  );
   // More hinted edits, then the lint a walk reports equals a whole-vault lint of a fresh build.
   write(&p, "concepts/b", "relations:\n  - target: concepts/a\n    type: supports\n", "No link back.");
   run(&p, Some(vec![hint(&p, "concepts/b")]));
@@ -135,5 +138,9 @@ fn hinted_edits_report_the_changed_pages_lint_and_a_walk_reports_the_whole_vault
   let rebuilt = reindex_vault(&p, &opts(None, true));
   assert!(rebuilt.ok);
   assert_eq!(codes(&walk.warnings), codes(&rebuilt.warnings));
-  assert!(codes(&walk.warnings).iter().any(|(c, _)| c == "relation_missing_body_link"), "{:?}", walk.warnings);
+  assert!(
+    codes(&walk.warnings).iter().any(|(c, _)| c == "relation_missing_body_link"),
+    "{:?}",
+    walk.warnings
+  );
 }

@@ -302,12 +302,17 @@ pub fn page_lint_issues<'a>(
   all.sort_by(|a, b| a.0.cmp(b.0));
   let found: Vec<IndexIssue> = all
     .iter()
-    .flat_map(|(_, e)| e.links.issues.iter().map(|i| IndexIssue::new(&i.code, i.message.clone()).at(e.rel_path.clone())))
+    .flat_map(|(_, e)| {
+      e.links.issues.iter().map(|i| IndexIssue::new(&i.code, i.message.clone()).at(e.rel_path.clone()))
+    })
     .collect();
   let extra = found.len().saturating_sub(MAX_LINT_REPORTED);
   let mut out: Vec<IndexIssue> = found.into_iter().take(MAX_LINT_REPORTED).collect();
   if extra > 0 {
-    out.push(IndexIssue::new("relation_lint_truncated", format!("{extra} more relation/link findings not listed")));
+    out.push(IndexIssue::new(
+      "relation_lint_truncated",
+      format!("{extra} more relation/link findings not listed"),
+    ));
   }
   out
 }

@@ -182,34 +182,27 @@ impl<'a> Sink<'a> {
   /// The index and its writer (opened now if needed).
   fn writer(&mut self) -> Result<(&LexicalIndex, &tantivy::IndexWriter)> {
     if self.writer.is_none() {
-      let w =
-        if self.incremental { self.lexical.incremental_writer(self.threads)? } else { self.lexical.writer(self.threads)? };
+      let w = if self.incremental {
+        self.lexical.incremental_writer(self.threads)?
+      } else {
+        self.lexical.writer(self.threads)?
+      };
       self.writer = Some(w);
     }
     Ok((self.lexical, self.writer.as_ref().expect("opened above")))
   }
 
-  /// Commit what the writer holds, then close it once its merges are done.
+  /// Commit what the writer holds, then close it once its merges are done (an incremental
+  /// writer merges only small segments, so the wait is bounded by the change, not the vault).
   fn commit(&mut self) -> Result<()> {
     let mut w = self.writer.take().ok_or_else(|| Error::Index("nothing to commit".into()))?;
-    let t0 = std::time::Instant::now();
-    let tr = |what: &str| {
-      if std::env::var("LLM_WIKI_TRACE_COMMIT").is_ok() {
-        eprintln!("    sink {what} {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
-      }
-    };
-    if let Err(e) = w.prepare_commit().and_then(|p| {
-      tr("prepared");
-      p.commit()
-    }) {
+    if let Err(e) = w.prepare_commit().and_then(|p| p.commit()) {
       let _ = w.rollback();
       let _ = w.wait_merging_threads();
       return Err(e.into());
     }
     crash_point("after-commit");
-    tr("committed");
     w.wait_merging_threads()?;
-    tr("merged");
     Ok(())
   }
 
@@ -396,11 +389,7 @@ fn commit_generation(
     crash_point("after-manifest");
     opts.cancel.check()?;
     crash_point("before-commit");
-    let t = std::time::Instant::now();
     sink.commit()?;
-    if std::env::var("LLM_WIKI_TRACE_COMMIT").is_ok() {
-      eprintln!("  tantivy commit+wait {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
-    }
     Ok(())
   })();
   if result.is_err() {
@@ -730,13 +719,8 @@ fn run_locked(
   // The generation stays open for the vector phase when this run commits nothing.
   let unchanged: Option<Generation> = match current {
     Some(mut gen) => {
-      let tr = std::time::Instant::now();
-      let trace = |what: &str| {
-        if std::env::var("LLM_WIKI_TRACE_COMMIT").is_ok() {
-          eprintln!("  [{:.1} ms] {what}", tr.elapsed().as_secs_f64() * 1e3);
-        }
-      };
-      let mut sink = Sink::new(&gen.lexical, threads, true);
+      // An indexing thread per changed page at most: a one-page commit flushes one writer thread.
+      let mut sink = Sink::new(&gen.lexical, threads.min(files.len().max(1)), true);
       let mut scan = scan_pages(&files, coverage, Some(&gen.manifest), opts, &chunker, &mut sink, res)
         .map_err(classify)?;
       if scan.nothing() {
@@ -768,10 +752,8 @@ fn run_locked(
         // Counts and hash of the new generation, from the previous one's and this record.
         let tally = tally_of(&gen.dir, &manifest).advance(&manifest, &scan.delta);
         manifest.apply(&scan.delta);
-        trace("scanned + applied");
         commit_generation(&mut sink, &gen.dir, &mut manifest, Some((prior_pos, &scan.delta)), &commit, opts)
           .map_err(classify)?;
-        trace("committed");
         drop(sink);
         res.chunks.total = manifest.total_chunks();
         if hinted_run {
@@ -779,14 +761,11 @@ fn run_locked(
         } else {
           res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &manifest));
         }
-        trace("lint");
         write_state(&gen.dir, &manifest, &tally, &commit, &gen.store_id()).map_err(post)?;
         remember_tally(&gen.dir, tally);
-        trace("state");
         crash_point("after-state");
         gc_manifests(&gen.dir, &[gen.commit.manifest_generation, next]);
         super::manifest::remember_committed(&gen.dir, Arc::new(manifest));
-        trace("gc");
         res.generation = next;
         None
       }
