@@ -9,9 +9,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
   parse_modes, run_calibration, run_feedback, run_long_queries, run_memory, run_memory_latency,
-  run_precision, run_prompts, run_scale, run_set_bench, run_vectors_scale, run_watch, stderr_log, BenchCommon,
-  BenchOutput, CalibrationOptions, FeedbackBenchOptions, LongQueryOptions, ScaleOptions, SetBenchOptions,
-  VectorsScaleOptions, WatchBenchOptions,
+  run_precision, run_prompts, run_scale, run_set_bench, run_vectors_scale, run_watch, stderr_log,
+  BenchCommon, BenchOutput, CalibrationOptions, FeedbackBenchOptions, LongQueryOptions, ScaleOptions,
+  SetBenchOptions, VectorsScaleOptions, WatchBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
