@@ -289,6 +289,34 @@ pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<c
   }
 }
 
+/// The page-level lint findings (stored in each entry, no graph needed) of the pages a hinted
+/// reindex changed, in page order and capped like [`lint_issues`]. A hinted commit reports these
+/// instead of the whole-vault lint, which needs the link graph of the whole vault (O(vault) per
+/// commit); graph-level findings (missing targets, missing body links, resolution decisions) are
+/// reported by runs that walk the vault, and by status and the lint tools.
+pub fn page_lint_issues<'a>(
+  changed: impl IntoIterator<Item = (&'a String, &'a crate::store::manifest::ManifestEntry)>,
+) -> Vec<crate::store::IndexIssue> {
+  use crate::store::IndexIssue;
+  let mut all: Vec<(&String, &crate::store::manifest::ManifestEntry)> = changed.into_iter().collect();
+  all.sort_by(|a, b| a.0.cmp(b.0));
+  let found: Vec<IndexIssue> = all
+    .iter()
+    .flat_map(|(_, e)| {
+      e.links.issues.iter().map(|i| IndexIssue::new(&i.code, i.message.clone()).at(e.rel_path.clone()))
+    })
+    .collect();
+  let extra = found.len().saturating_sub(MAX_LINT_REPORTED);
+  let mut out: Vec<IndexIssue> = found.into_iter().take(MAX_LINT_REPORTED).collect();
+  if extra > 0 {
+    out.push(IndexIssue::new(
+      "relation_lint_truncated",
+      format!("{extra} more relation/link findings not listed"),
+    ));
+  }
+  out
+}
+
 fn lint_of(manifest: &Manifest, g: &LinkGraph) -> Vec<crate::store::IndexIssue> {
   use crate::store::IndexIssue;
   let all: Vec<(&str, &RelationIssue)> = g.lint().collect();

@@ -211,6 +211,15 @@ fn zero_score(q: Box<dyn Query>) -> Box<dyn Query> {
   Box::new(ConstScoreQuery::new(q, 0.0))
 }
 
+/// Segments below this many documents form the lowest merge level of an incremental writer (not
+/// fitted: a one-page commit writes a segment of a few to a few dozen documents).
+pub const SMALL_LAYER_DOCS: u32 = 100;
+
+/// Largest segment (documents) an incremental writer merges (not fitted: bounds a merge to eight
+/// segments of at most this size, a few tens of milliseconds; the cold build's segments are far
+/// larger and are never touched by incremental commits).
+pub const MAX_INCREMENTAL_MERGE_DOCS: usize = 5_000;
+
 impl LexicalIndex {
   fn finish(index: Index) -> Result<Self> {
     // Custom analyzers are not persisted by tantivy: register on every open.
@@ -246,6 +255,23 @@ impl LexicalIndex {
     // after a later commit, but that commit replays the same opstamps and would find their names
     // taken. We hold the store's writer lock, so nothing else can be writing them.
     w.garbage_collect_files().wait()?;
+    Ok(w)
+  }
+
+  /// A writer for an incremental commit (a few changed pages over an existing index): the same
+  /// writer with a merge policy that merges only small segments, so a one-page commit never
+  /// re-merges (or waits for a merge of) the large segments of the cold build. Small segments —
+  /// each page commit adds one — all share one level below [`SMALL_LAYER_DOCS`] documents and
+  /// are merged eight at a time; a segment above [`MAX_INCREMENTAL_MERGE_DOCS`] is never
+  /// merged again by incremental writers (deleted documents in it stay as tombstones, invisible
+  /// to search, until a full rebuild compacts the index).
+  pub fn incremental_writer(&self, threads: usize) -> Result<IndexWriter> {
+    let w = self.writer(threads)?;
+    let mut policy = tantivy::merge_policy::LogMergePolicy::default();
+    policy.set_min_layer_size(SMALL_LAYER_DOCS);
+    policy.set_max_docs_before_merge(MAX_INCREMENTAL_MERGE_DOCS);
+    policy.set_min_num_segments(8);
+    w.set_merge_policy(Box::new(policy));
     Ok(w)
   }
 
@@ -548,5 +574,47 @@ mod tests {
     w.wait_merging_threads().unwrap();
     let reader = idx.index.reader().unwrap();
     assert_eq!(idx.commit_of(&reader.searcher()).unwrap().unwrap().generation, 2);
+  }
+
+  /// Incremental writers merge the small segments page commits leave, never a large segment of
+  /// the cold build; documents deleted from it stay invisible.
+  #[test]
+  fn incremental_commits_merge_small_segments_only() {
+    let t = tempfile::tempdir().unwrap();
+    let idx = LexicalIndex::create(t.path()).unwrap();
+    let kind = idx.fields.kind;
+    let page = idx.fields.page_id;
+    let mut w = idx.writer(1).unwrap();
+    for i in 0..(MAX_INCREMENTAL_MERGE_DOCS + 50) {
+      w.add_document(tantivy::doc!(kind => "chunk", page => format!("p{i}"))).unwrap();
+    }
+    commit_doc(&idx, &mut w, 1);
+    w.commit().unwrap();
+    w.wait_merging_threads().unwrap();
+    let big = idx.index.searchable_segment_ids().unwrap();
+    assert_eq!(big.len(), 1);
+    for g in 2..40u64 {
+      let mut w = idx.incremental_writer(1).unwrap();
+      // A page edit: its old documents deleted (from the big segment), new ones added.
+      idx.delete_page(&w, &format!("p{g}"));
+      w.add_document(tantivy::doc!(kind => "chunk", page => format!("n{g}"))).unwrap();
+      commit_doc(&idx, &mut w, g);
+      w.commit().unwrap();
+      w.wait_merging_threads().unwrap();
+    }
+    let now = idx.index.searchable_segment_ids().unwrap();
+    assert!(now.contains(&big[0]), "the large segment was merged by an incremental writer");
+    // 38 one-page commits, merged eight at a time: far fewer segments than commits.
+    assert!(now.len() < 12, "{} segments: small segments were not merged", now.len());
+    let reader = idx.index.reader().unwrap();
+    let searcher = reader.searcher();
+    let count = |id: &str| {
+      let q = TermQuery::new(Term::from_field_text(page, id), tantivy::schema::IndexRecordOption::Basic);
+      searcher.search(&q, &tantivy::collector::Count).unwrap()
+    };
+    assert_eq!(count("p5"), 0, "a deleted document is visible");
+    assert_eq!(count("p45"), 1);
+    assert_eq!(count("n39"), 1);
+    assert_eq!(idx.commit_of(&searcher).unwrap().unwrap().generation, 39);
   }
 }

@@ -142,6 +142,51 @@ pub struct JournalPos {
   pub len: u64,
 }
 
+/// Order-independent accumulator of [`Manifest::hash`]: the wrapping sum of a sha256 per entry
+/// (id, content hash, role), so a commit updates it from the entries it sets and removes
+/// instead of hashing the whole manifest again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HashAcc([u64; 4]);
+
+impl HashAcc {
+  fn digest(id: &str, e: &ManifestEntry) -> [u64; 4] {
+    let mut h = Sha256::new();
+    h.update(id.as_bytes());
+    h.update([0]);
+    h.update(e.content_hash.as_bytes());
+    h.update([0]);
+    h.update(e.role.as_str().as_bytes());
+    let d = h.finalize();
+    std::array::from_fn(|i| u64::from_le_bytes(d[i * 8..i * 8 + 8].try_into().expect("8 bytes")))
+  }
+
+  /// Count entry `id` in.
+  pub fn add(&mut self, id: &str, e: &ManifestEntry) {
+    let d = Self::digest(id, e);
+    for (a, x) in self.0.iter_mut().zip(d) {
+      *a = a.wrapping_add(x);
+    }
+  }
+
+  /// Take entry `id` (as it was counted in) out.
+  pub fn remove(&mut self, id: &str, e: &ManifestEntry) {
+    let d = Self::digest(id, e);
+    for (a, x) in self.0.iter_mut().zip(d) {
+      *a = a.wrapping_sub(x);
+    }
+  }
+
+  /// The manifest hash (hex sha256 of the version, vault id and the sum).
+  pub fn finish(&self, version: u32, vault_id: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(format!("v{version}\0{vault_id}\0"));
+    for x in self.0 {
+      h.update(x.to_le_bytes());
+    }
+    hex(&h.finalize())
+  }
+}
+
 /// One journal record: what a page commit changed relative to the generation before it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -321,20 +366,15 @@ impl Manifest {
     Ok(())
   }
 
-  /// SHA-256 over the identity of what is indexed: vault id and, per page in id order, its id,
-  /// content hash and role. Moving the vault does not change it.
+  /// SHA-256 over the identity of what is indexed: version, vault id and the sum of one sha256
+  /// per page over its id, content hash and role ([`HashAcc`], updatable per commit). Moving the
+  /// vault does not change it.
   pub fn hash(&self) -> String {
-    let mut h = Sha256::new();
-    h.update(format!("v{}\0{}\0", self.version, self.vault_id));
-    for (id, e) in &self.entries {
-      h.update(id.as_bytes());
-      h.update([0]);
-      h.update(e.content_hash.as_bytes());
-      h.update([0]);
-      h.update(e.role.as_str().as_bytes());
-      h.update([0]);
-    }
-    hex(&h.finalize())
+    let acc = self.entries.iter().fold(HashAcc::default(), |mut a, (id, e)| {
+      a.add(id, e);
+      a
+    });
+    acc.finish(self.version, &self.vault_id)
   }
 
   /// `(canonical, evidence)` page counts.

@@ -26,7 +26,7 @@ use super::lock;
 use super::manifest::{
   sha256_hex, ChunkIds, ExcludedEntry, JournalPos, Manifest, ManifestDelta, ManifestEntry,
 };
-use super::state::{StateFile, StateModels, StateVectors};
+use super::state::{remember_tally, tally_of, StateFile, StateModels, StateVectors, Tally};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
 use super::swap::{self, crash_point};
 use super::{Component, IndexIssue, Progress, ProgressSink, Scope};
@@ -169,22 +169,31 @@ struct Sink<'a> {
   lexical: &'a LexicalIndex,
   writer: Option<tantivy::IndexWriter>,
   threads: usize,
+  /// An incremental run over an existing index: merges only small segments
+  /// ([`LexicalIndex::incremental_writer`]).
+  incremental: bool,
 }
 
 impl<'a> Sink<'a> {
-  fn new(lexical: &'a LexicalIndex, threads: usize) -> Self {
-    Sink { lexical, writer: None, threads }
+  fn new(lexical: &'a LexicalIndex, threads: usize, incremental: bool) -> Self {
+    Sink { lexical, writer: None, threads, incremental }
   }
 
   /// The index and its writer (opened now if needed).
   fn writer(&mut self) -> Result<(&LexicalIndex, &tantivy::IndexWriter)> {
     if self.writer.is_none() {
-      self.writer = Some(self.lexical.writer(self.threads)?);
+      let w = if self.incremental {
+        self.lexical.incremental_writer(self.threads)?
+      } else {
+        self.lexical.writer(self.threads)?
+      };
+      self.writer = Some(w);
     }
     Ok((self.lexical, self.writer.as_ref().expect("opened above")))
   }
 
-  /// Commit what the writer holds, then close it once its merges are done.
+  /// Commit what the writer holds, then close it once its merges are done (an incremental
+  /// writer merges only small segments, so the wait is bounded by the change, not the vault).
   fn commit(&mut self) -> Result<()> {
     let mut w = self.writer.take().ok_or_else(|| Error::Index("nothing to commit".into()))?;
     if let Err(e) = w.prepare_commit().and_then(|p| p.commit()) {
@@ -533,27 +542,27 @@ fn resolve_hints(
   Hinted::Pages { files: files.into_values().collect(), gone }
 }
 
-/// Write `state.json` describing `commit` over `manifest` (vector counts from its segments).
+/// Write `state.json` describing `commit` over `manifest`, whose counts and hash `tally` holds
+/// (vector counts from its segments).
 pub(crate) fn write_state(
   dir: &StoreDir,
   manifest: &Manifest,
+  tally: &Tally,
   commit: &CommitInfo,
   store_id: &str,
 ) -> Result<()> {
-  let live = manifest.chunk_keys();
+  let distinct = tally.chunk_refs.len() as u32;
   let (models, counts) = match &commit.vectors {
     Some(vm) => {
+      let live: std::collections::HashSet<u64> = tally.chunk_refs.keys().copied().collect();
       let present = super::vectors::VectorIndex::open(&dir.vectors_dir(), vm, &live)?.present().len() as u32;
-      let counts = StateVectors {
-        embedded: present,
-        missing: live.len() as u32 - present,
-        has_index: !vm.segments.is_empty(),
-      };
+      let counts =
+        StateVectors { embedded: present, missing: distinct - present, has_index: !vm.segments.is_empty() };
       (StateModels { embed: vm.model.clone() }, counts)
     }
-    None => (StateModels::default(), StateVectors { missing: live.len() as u32, ..Default::default() }),
+    None => (StateModels::default(), StateVectors { missing: distinct, ..Default::default() }),
   };
-  StateFile::describe(manifest, commit.generation, store_id, models, counts).write(dir)
+  StateFile::describe_tally(manifest, tally, commit.generation, store_id, models, counts).write(dir)
 }
 
 fn base_result(opts: &ReindexOptions, components: &[Component]) -> ReindexResult {
@@ -704,20 +713,28 @@ fn run_locked(
     }
   };
 
+  // A hinted run reports the page-level lint of the pages it changed; the whole-vault lint
+  // (the link graph of every page, O(vault)) is left to runs that walk the vault.
+  let hinted_run = matches!(coverage, Coverage::Hinted { .. });
   // The generation stays open for the vector phase when this run commits nothing.
   let unchanged: Option<Generation> = match current {
     Some(mut gen) => {
-      let mut sink = Sink::new(&gen.lexical, threads);
+      // An indexing thread per changed page at most: a one-page commit flushes one writer thread.
+      let mut sink = Sink::new(&gen.lexical, threads.min(files.len().max(1)), true);
       let mut scan = scan_pages(&files, coverage, Some(&gen.manifest), opts, &chunker, &mut sink, res)
         .map_err(classify)?;
       if scan.nothing() {
         drop(sink);
         res.generation = gen.generation();
         res.chunks.total = gen.manifest.total_chunks();
-        res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &gen.manifest));
+        if !hinted_run {
+          res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &gen.manifest));
+        }
         // Repair a state file left behind by a crash between commit and state write.
         if gen.state.as_ref().is_none_or(|s| s.generation != gen.generation()) {
-          write_state(&gen.dir, &gen.manifest, &gen.commit, &gen.store_id()).map_err(post)?;
+          let tally = Tally::of(&gen.manifest);
+          write_state(&gen.dir, &gen.manifest, &tally, &gen.commit, &gen.store_id()).map_err(post)?;
+          remember_tally(&gen.dir, tally);
         }
         Some(gen)
       } else {
@@ -732,13 +749,20 @@ fn run_locked(
         let prior_pos = manifest.journal;
         scan.delta.generation = next;
         scan.delta.built_at_ms = now_ms();
+        // Counts and hash of the new generation, from the previous one's and this record.
+        let tally = tally_of(&gen.dir, &manifest).advance(&manifest, &scan.delta);
         manifest.apply(&scan.delta);
         commit_generation(&mut sink, &gen.dir, &mut manifest, Some((prior_pos, &scan.delta)), &commit, opts)
           .map_err(classify)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
-        res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &manifest));
-        write_state(&gen.dir, &manifest, &commit, &gen.store_id()).map_err(post)?;
+        if hinted_run {
+          res.warnings.extend(crate::memory::graph::page_lint_issues(&scan.delta.set));
+        } else {
+          res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &manifest));
+        }
+        write_state(&gen.dir, &manifest, &tally, &commit, &gen.store_id()).map_err(post)?;
+        remember_tally(&gen.dir, tally);
         crash_point("after-state");
         gc_manifests(&gen.dir, &[gen.commit.manifest_generation, next]);
         super::manifest::remember_committed(&gen.dir, Arc::new(manifest));
@@ -766,7 +790,7 @@ fn run_locked(
           previous.as_ref().map_or(0, |p| p.generation().max(p.state.as_ref().map_or(0, |s| s.generation)))
             + 1;
         drop(previous);
-        let mut sink = Sink::new(&lexical, threads);
+        let mut sink = Sink::new(&lexical, threads, false);
         let scan = scan_pages(&files, Coverage::Walk, None, opts, &chunker, &mut sink, res)?;
         let commit = CommitInfo { generation: first, manifest_generation: first, vectors: carried };
         let mut manifest = Manifest {
@@ -784,7 +808,8 @@ fn run_locked(
         res.chunks.total = manifest.total_chunks();
         res.warnings.extend(crate::memory::graph::lint_issues(&manifest));
         let store_id = name.strip_prefix("store-").unwrap_or(&name);
-        write_state(&staging, &manifest, &commit, store_id)?;
+        let tally = Tally::of(&manifest);
+        write_state(&staging, &manifest, &tally, &commit, store_id)?;
         drop(lexical);
         emit(opts, "validate", "validating the new index", None, None);
         generation::validate(&staging)?;
@@ -793,6 +818,7 @@ fn run_locked(
         emit(opts, "swap", "publishing the new index", None, None);
         swap::promote(layout, &name)?;
         super::manifest::remember_committed(&staging, Arc::new(manifest));
+        remember_tally(&staging, tally);
         emit(opts, "swap", "swap: done", None, None);
         Ok(first)
       };

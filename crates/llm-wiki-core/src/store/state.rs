@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::layout::{StoreDir, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
-use super::manifest::Manifest;
+use super::manifest::{HashAcc, Manifest, ManifestDelta};
 use crate::error::Result;
 use crate::fsutil::{now_iso, read_json, write_json, JsonFile};
 
@@ -81,6 +81,108 @@ pub struct StateFile {
   pub status: IndexCounts,
 }
 
+/// The page and chunk counts and the hash of one manifest generation, kept by the writer so a
+/// commit updates them from its journal record (± the entries it sets and removes) instead of
+/// counting the whole manifest again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tally {
+  /// Manifest generation the tally describes.
+  pub generation: u64,
+  /// Indexed pages.
+  pub documents: u32,
+  /// Canonical pages among them.
+  pub canonical: u32,
+  /// Chunks over every page.
+  pub total_chunks: u32,
+  /// Live chunk keys with the number of chunks sharing each (identical chunks share one id).
+  pub chunk_refs: std::collections::HashMap<u64, u32>,
+  /// [`Manifest::hash`] accumulator.
+  pub hash: HashAcc,
+}
+
+impl Tally {
+  /// Count `manifest` whole.
+  pub fn of(manifest: &Manifest) -> Tally {
+    let mut t = Tally {
+      generation: manifest.generation,
+      documents: 0,
+      canonical: 0,
+      total_chunks: 0,
+      chunk_refs: Default::default(),
+      hash: HashAcc::default(),
+    };
+    for (id, e) in &manifest.entries {
+      t.add(id, e);
+    }
+    t
+  }
+
+  fn add(&mut self, id: &str, e: &super::manifest::ManifestEntry) {
+    self.documents += 1;
+    self.canonical += u32::from(e.role == crate::vault::Role::Canonical);
+    self.total_chunks += e.chunks.len() as u32;
+    for k in e.chunks.keys() {
+      *self.chunk_refs.entry(k).or_default() += 1;
+    }
+    self.hash.add(id, e);
+  }
+
+  fn remove(&mut self, id: &str, e: &super::manifest::ManifestEntry) {
+    self.documents -= 1;
+    self.canonical -= u32::from(e.role == crate::vault::Role::Canonical);
+    self.total_chunks -= e.chunks.len() as u32;
+    for k in e.chunks.keys() {
+      if let std::collections::hash_map::Entry::Occupied(mut o) = self.chunk_refs.entry(k) {
+        *o.get_mut() -= 1;
+        if *o.get() == 0 {
+          o.remove();
+        }
+      }
+    }
+    self.hash.remove(id, e);
+  }
+
+  /// The tally after `delta`, given `before` (the manifest this tally describes, before the
+  /// delta is applied to it).
+  pub fn advance(mut self, before: &Manifest, delta: &ManifestDelta) -> Tally {
+    debug_assert_eq!(self.generation, before.generation);
+    for id in &delta.del {
+      if let Some(e) = before.entries.get(id) {
+        self.remove(id, e);
+      }
+    }
+    for (id, e) in &delta.set {
+      if !delta.del.contains(id) {
+        if let Some(old) = before.entries.get(id) {
+          self.remove(id, old);
+        }
+      }
+      self.add(id, e);
+    }
+    self.generation = delta.generation;
+    self
+  }
+}
+
+/// The writer's tally of the last generation it committed (one store per process, like the
+/// manifest cache), keyed by store directory.
+static TALLY: std::sync::Mutex<Option<(std::path::PathBuf, Tally)>> = std::sync::Mutex::new(None);
+
+/// The tally of `manifest` in `dir`: the remembered one when it describes that generation, else
+/// a whole count.
+pub fn tally_of(dir: &StoreDir, manifest: &Manifest) -> Tally {
+  let cached = TALLY.lock().unwrap_or_else(|p| p.into_inner()).take();
+  match cached {
+    Some((d, t)) if d == dir.dir && t.generation == manifest.generation => t,
+    _ => Tally::of(manifest),
+  }
+}
+
+/// Remember the tally of a committed generation of `dir`.
+pub fn remember_tally(dir: &StoreDir, tally: Tally) {
+  *TALLY.lock().unwrap_or_else(|p| p.into_inner()) = Some((dir.dir.clone(), tally));
+}
+
 impl StateFile {
   /// State describing commit `generation` over `manifest`, with its vector counts.
   pub fn describe(
@@ -90,8 +192,21 @@ impl StateFile {
     models: StateModels,
     vectors: StateVectors,
   ) -> Self {
-    let (canonical, evidence) = manifest.count_roles();
-    let total_chunks = manifest.total_chunks();
+    Self::describe_tally(manifest, &Tally::of(manifest), generation, store_id, models, vectors)
+  }
+
+  /// [`StateFile::describe`] with the counts and hash of `tally` (which describes `manifest`).
+  pub fn describe_tally(
+    manifest: &Manifest,
+    tally: &Tally,
+    generation: u64,
+    store_id: &str,
+    models: StateModels,
+    vectors: StateVectors,
+  ) -> Self {
+    let canonical = tally.canonical;
+    let evidence = tally.documents - tally.canonical;
+    let total_chunks = tally.total_chunks;
     StateFile {
       version: STATE_VERSION,
       format_version: INDEX_FORMAT_VERSION,
@@ -101,11 +216,11 @@ impl StateFile {
       generation,
       manifest_generation: manifest.generation,
       store_id: store_id.into(),
-      manifest_hash: manifest.hash(),
+      manifest_hash: tally.hash.finish(manifest.version, &manifest.vault_id),
       indexed_at: now_iso(),
       models,
       status: IndexCounts {
-        total_documents: manifest.entries.len() as u32,
+        total_documents: tally.documents,
         canonical_documents: canonical,
         evidence_documents: evidence,
         total_chunks,
