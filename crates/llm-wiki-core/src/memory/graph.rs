@@ -300,16 +300,25 @@ pub fn page_lint_issues<'a>(
   use crate::store::IndexIssue;
   let mut all: Vec<(&String, &crate::store::manifest::ManifestEntry)> = changed.into_iter().collect();
   all.sort_by(|a, b| a.0.cmp(b.0));
-  let found: Vec<IndexIssue> = all
-    .iter()
-    .flat_map(|(_, e)| {
-      e.links.issues.iter().map(|i| IndexIssue::new(&i.code, i.message.clone()).at(e.rel_path.clone()))
-    })
-    .collect();
-  let extra = found.len().saturating_sub(MAX_LINT_REPORTED);
-  let mut out: Vec<IndexIssue> = found.into_iter().take(MAX_LINT_REPORTED).collect();
+  capped(all.iter().flat_map(|(_, e)| {
+    e.links.issues.iter().map(|i| IndexIssue::new(&i.code, i.message.clone()).at(e.rel_path.clone()))
+  }))
+}
+
+/// The first [`MAX_LINT_REPORTED`] findings plus one `relation_lint_truncated` summary counting
+/// the rest (shared by the whole-vault and the changed-pages lint).
+fn capped(found: impl Iterator<Item = crate::store::IndexIssue>) -> Vec<crate::store::IndexIssue> {
+  let mut out = Vec::new();
+  let mut extra = 0usize;
+  for issue in found {
+    if out.len() < MAX_LINT_REPORTED {
+      out.push(issue);
+    } else {
+      extra += 1;
+    }
+  }
   if extra > 0 {
-    out.push(IndexIssue::new(
+    out.push(crate::store::IndexIssue::new(
       "relation_lint_truncated",
       format!("{extra} more relation/link findings not listed"),
     ));
@@ -319,22 +328,10 @@ pub fn page_lint_issues<'a>(
 
 fn lint_of(manifest: &Manifest, g: &LinkGraph) -> Vec<crate::store::IndexIssue> {
   use crate::store::IndexIssue;
-  let all: Vec<(&str, &RelationIssue)> = g.lint().collect();
-  let mut out: Vec<IndexIssue> = all
-    .iter()
-    .take(MAX_LINT_REPORTED)
-    .map(|(id, i)| {
-      let path = manifest.entries.get(*id).map_or_else(|| format!("{id}.md"), |e| e.rel_path.clone());
-      IndexIssue::new(&i.code, i.message.clone()).at(path)
-    })
-    .collect();
-  if all.len() > MAX_LINT_REPORTED {
-    out.push(IndexIssue::new(
-      "relation_lint_truncated",
-      format!("{} more relation/link findings not listed", all.len() - MAX_LINT_REPORTED),
-    ));
-  }
-  out
+  capped(g.lint().map(|(id, i): (&str, &RelationIssue)| {
+    let path = manifest.entries.get(id).map_or_else(|| format!("{id}.md"), |e| e.rel_path.clone());
+    IndexIssue::new(&i.code, i.message.clone()).at(path)
+  }))
 }
 
 type CacheKey = (PathBuf, String, u64);
