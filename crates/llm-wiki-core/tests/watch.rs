@@ -166,19 +166,22 @@ fn a_checkout_sized_burst_coalesces_into_few_reindexes() {
   }
   write_page(&p, "last", "Last", "the burst's end zqxvecho");
   wait_hits(&p, "zqxvecho", &["last"]);
+  // A commit is searchable a moment before its `indexed` event is emitted: wait for the events
+  // to account for every page (or time out and show what came).
+  let indexed_by_batches = || -> usize {
+    let events = log.events.lock().unwrap();
+    let done = events.iter().filter(|e| e.kind == WatchEventKind::Indexed && !e.full_scan);
+    done.map(|e| e.documents.as_ref().map_or(0, |d| d.indexed as usize)).sum()
+  };
+  let deadline = Instant::now() + WAIT;
+  while indexed_by_batches() < N + 1 && Instant::now() < deadline {
+    std::thread::sleep(Duration::from_millis(20));
+  }
+  assert_eq!(indexed_by_batches(), N + 1);
   let batches = lexical_batches(&log) - before;
   // The writes take well under a second each way; a batch flushes at most every max_wait (1 s),
   // plus one for the tail.
   assert!((1..=10).contains(&batches), "{batches} reindexes for a burst of {N} files");
-  let indexed: u32 = log
-    .events
-    .lock()
-    .unwrap()
-    .iter()
-    .filter(|e| e.kind == WatchEventKind::Indexed && !e.full_scan)
-    .map(|e| e.documents.as_ref().map_or(0, |d| d.indexed))
-    .sum();
-  assert_eq!(indexed as usize, N + 1);
   h.close();
 }
 
