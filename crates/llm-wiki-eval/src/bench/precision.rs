@@ -34,15 +34,25 @@ pub struct InjectionStats {
   pub hits: Option<usize>,
   #[serde(skip_serializing_if = "Option::is_none")]
   pub hit_rate: Option<f64>,
+  /// Positives only: queries with a relevant page among the first `maxResults` of the ranking
+  /// with the floor removed — the hit rate a perfect confidence (any floor) could reach with
+  /// this ranking.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub ceiling: Option<usize>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub ceiling_rate: Option<f64>,
   pub modes_used: BTreeMap<String, usize>,
 }
 
 impl InjectionStats {
-  pub(super) fn add(&mut self, injected: bool, hit: Option<bool>, used: RetrievalMode) {
+  /// One query: `hit` = (an injected page is relevant, a relevant page heads the unfloored
+  /// ranking) for positives, `None` for negatives.
+  pub(super) fn add(&mut self, injected: bool, hit: Option<(bool, bool)>, used: RetrievalMode) {
     self.queries += 1;
     self.injected += usize::from(injected);
-    if let Some(h) = hit {
+    if let Some((h, c)) = hit {
       *self.hits.get_or_insert(0) += usize::from(h);
+      *self.ceiling.get_or_insert(0) += usize::from(c);
     }
     *self.modes_used.entry(used.as_str().to_string()).or_insert(0) += 1;
   }
@@ -50,8 +60,14 @@ impl InjectionStats {
   pub(super) fn finish(mut self) -> Self {
     self.injection_rate = rate(self.injected, self.queries);
     self.hit_rate = self.hits.map(|h| rate(h, self.queries));
+    self.ceiling_rate = self.ceiling.map(|c| rate(c, self.queries));
     self
   }
+}
+
+/// `ceiling/queries (rate)` of a positive group.
+fn fmt_ceiling(s: &InjectionStats) -> String {
+  format!("{}/{} ({})", s.ceiling.unwrap_or(0), s.queries, s.ceiling_rate.unwrap_or(0.0))
 }
 
 pub(super) fn fmt_rate(s: &InjectionStats, hits: bool) -> String {
@@ -164,6 +180,7 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
   let mut per_mode = Map::new();
   let mut md_rows: Vec<Vec<String>> = Vec::new();
   let mut dist_rows: Vec<Vec<String>> = Vec::new();
+  let mut ceiling_rows: Vec<Vec<String>> = Vec::new();
   for &mode in &common.modes {
     let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
     // The automatic policy without its floor and with 10 results: the same per-vault candidates.
@@ -202,10 +219,11 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
         let injected = !auto.ids.is_empty();
         let is_negative = q.relevant.is_empty();
         let hit = auto.ids.iter().any(|id| q.relevant.contains(id));
+        let ceiling = top.top.iter().take(auto_max).any(|h| q.relevant.contains(&h.id));
         let group = match (probe.key, is_negative) {
           ("piOnPi", false) => {
             let g = groups.entry(format!("piOnPi.{}", q.split)).or_default();
-            g.add(injected, Some(hit), auto.used);
+            g.add(injected, Some((hit, ceiling)), auto.used);
             "piOnPi".to_string()
           }
           ("piOnPi", true) => {
@@ -218,7 +236,11 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
           ("beirOnBeir", true) => continue, // unjudged BEIR queries: neither positive nor negative
           (key, _) => key.to_string(),
         };
-        groups.entry(group.clone()).or_default().add(injected, (!is_negative).then_some(hit), auto.used);
+        groups.entry(group.clone()).or_default().add(
+          injected,
+          (!is_negative).then_some((hit, ceiling)),
+          auto.used,
+        );
         let top1_group = match (is_negative, probe.key) {
           (true, _) => "negatives (pooled)",
           (false, "piOnPi") => "pi positives",
@@ -277,6 +299,15 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
       fmt_used(&g("pooledNegatives").modes_used),
       non_prefix.len().to_string(),
     ]);
+    ceiling_rows.push(vec![
+      mode.as_str().to_string(),
+      fmt_rate(&g("piOnPi"), true),
+      fmt_ceiling(&g("piOnPi")),
+      fmt_rate(&g("piOnPi.heldout"), true),
+      fmt_ceiling(&g("piOnPi.heldout")),
+      fmt_rate(&g("beirOnBeir"), true),
+      fmt_ceiling(&g("beirOnBeir")),
+    ]);
     for (group, values) in &top1 {
       let d = score_distribution(values, floor);
       let f = |k: &str| d.get(k).and_then(Value::as_f64).map_or("–".into(), |v| format!("{v:.3}"));
@@ -327,6 +358,7 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
     "definitions": {
       "injectionRate": "share of queries whose automatic list (RecallPolicy::automatic) is non-empty",
       "hitRate": "share of positive queries with an injected page judged relevant (pi: grade > 0; BEIR: qrels)",
+      "ceilingRate": "share of positive queries with a relevant page among the first maxResults of the ranking with the floor removed (what any floor could reach with this ranking)",
       "negatives": format!("{beir_name} queries on the pi vault, pi queries on the {beir_name} vault (no relevant page there), and the pi fixture's autoExpectation:none queries on the pi vault"),
       "positives": format!("pi judged queries on the pi vault; {beir_name} judged queries on the {beir_name} vault"),
     },
@@ -375,6 +407,16 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
      p95 | max | ≥ floor {floor} |\n|---|---|---|---|---|---|---|---|---|---|"
   );
   for row in &dist_rows {
+    let _ = writeln!(md, "| {} |", row.join(" | "));
+  }
+  let _ = writeln!(
+    md,
+    "\n## Hit-rate ceiling\n\nA positive's *ceiling* is a relevant page among the first {auto_max} pages of the \
+     ranking with the floor removed: the hit rate a perfect confidence (any floor) could reach without a better \
+     ranking.\n\n| mode | pi hit | pi ceiling | pi held-out hit | pi held-out ceiling | {b} hit | {b} ceiling |\n\
+     |---|---|---|---|---|---|---|"
+  );
+  for row in &ceiling_rows {
     let _ = writeln!(md, "| {} |", row.join(" | "));
   }
   md.push_str("\n## Index cost\n\n");
