@@ -113,13 +113,14 @@ fn join(dir: &str, rel: &str) -> Option<String> {
   (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-struct Resolver<'a> {
+/// Link resolution over a manifest's page ids.
+pub(crate) struct Resolver<'a> {
   by_lower: HashMap<String, &'a str>,
   by_name: HashMap<String, Vec<&'a str>>,
 }
 
 impl<'a> Resolver<'a> {
-  fn new(manifest: &'a Manifest) -> Self {
+  pub(crate) fn new(manifest: &'a Manifest) -> Self {
     let mut by_lower = HashMap::new();
     let mut by_name: HashMap<String, Vec<&str>> = HashMap::new();
     for id in manifest.entries.keys() {
@@ -129,12 +130,12 @@ impl<'a> Resolver<'a> {
     Resolver { by_lower, by_name }
   }
 
-  fn exact(&self, id: &str) -> Option<&'a str> {
+  pub(crate) fn exact(&self, id: &str) -> Option<&'a str> {
     self.by_lower.get(&id.to_lowercase()).copied()
   }
 
   /// A link's target page id, or `Err(best guess)` for a dangling link.
-  fn resolve(&self, from: &str, link: &RawLink) -> Result<&'a str, String> {
+  pub(crate) fn resolve(&self, from: &str, link: &RawLink) -> Result<&'a str, String> {
     let dir = from.rsplit_once('/').map_or("", |(d, _)| d);
     let relative = join(dir, &link.target);
     let rooted = join("", &link.target);
@@ -341,6 +342,33 @@ type GraphCache = Mutex<Vec<(CacheKey, Arc<LinkGraph>)>>;
 fn graph_cache() -> &'static GraphCache {
   static CACHE: OnceLock<GraphCache> = OnceLock::new();
   CACHE.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// The supersession decisions of a manifest (what recall's result warnings need), derived once
+/// per (store, vault, manifest generation) and shared: taken from the generation's graph when
+/// one is cached, else derived without building the graph ([`super::resolve::Decisions::derive_direct`]),
+/// so that a new generation does not cost recall a whole-vault graph.
+pub fn decisions_for(store: &std::path::Path, manifest: &Manifest) -> Arc<super::resolve::Decisions> {
+  type DecisionsCache = Mutex<Vec<(CacheKey, Arc<super::resolve::Decisions>)>>;
+  static CACHE: OnceLock<DecisionsCache> = OnceLock::new();
+  const KEEP: usize = 4;
+  let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
+  let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+  if let Some((_, d)) = cache.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key) {
+    return d.clone();
+  }
+  let graph = graph_cache().lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key).map(|(_, g)| g.clone());
+  let d = Arc::new(match graph {
+    Some(g) => g.decisions.clone(),
+    None => super::resolve::Decisions::derive_direct(manifest),
+  });
+  let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+  c.retain(|(k, _)| *k != key);
+  c.push((key, d.clone()));
+  if c.len() > KEEP {
+    c.remove(0);
+  }
+  d
 }
 
 /// Graph of a manifest, built once per (store, vault, manifest generation) and shared. A few

@@ -302,6 +302,9 @@ impl Manifest {
             m.generation
           )));
         }
+        for (id, e) in &d.set {
+          validate_entry(id, e)?;
+        }
         m.apply(&d);
         at += nl + 1;
       }
@@ -312,10 +315,53 @@ impl Manifest {
           jpath.display()
         )));
       }
-      m.validate(expected_vault)?;
     }
     m.journal = JournalPos { base, base_len, len };
     Ok(m)
+  }
+
+  /// The journal records that take `self` (a generation of `dir` as loaded or written, at
+  /// [`Manifest::journal`]) to the later generation `generation`, and the position they end at:
+  /// what a reader holding `self` applies instead of loading the whole manifest again. `None`
+  /// when that cannot be done exactly — `generation` is not later, it is read from another base
+  /// (a checkpoint), the base file changed, the journal is shorter than `self`'s position, a
+  /// record does not parse or is out of order, an entry is invalid, or no record of
+  /// `generation` is there — and the caller loads the generation whole
+  /// ([`Manifest::load_generation`], which reports the error when there is one).
+  ///
+  /// Exact because a journal's bytes up to a committed generation never change: a writer cuts
+  /// off only records after the last commit (at or after `self`'s) before it appends.
+  pub fn journal_since(&self, dir: &StoreDir, generation: u64) -> Option<(Vec<ManifestDelta>, JournalPos)> {
+    let pos = self.journal;
+    if generation <= self.generation {
+      return None;
+    }
+    let base = dir.manifest_generations().into_iter().rfind(|g| *g <= generation)?;
+    if base != pos.base || std::fs::metadata(dir.manifest_file(base)).ok()?.len() != pos.base_len {
+      return None;
+    }
+    let mut f = std::fs::File::open(dir.journal_file(base)).ok()?;
+    if f.metadata().ok()?.len() < pos.len {
+      return None;
+    }
+    f.seek(SeekFrom::Start(pos.len)).ok()?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    let (mut records, mut at, mut last) = (Vec::new(), 0usize, self.generation);
+    while last < generation {
+      let nl = bytes[at..].iter().position(|b| *b == b'\n')?;
+      let d = serde_json::from_slice::<ManifestDelta>(&bytes[at..at + nl]).ok()?;
+      if d.generation <= last || d.generation > generation {
+        return None;
+      }
+      if d.set.iter().any(|(id, e)| validate_entry(id, e).is_err()) {
+        return None;
+      }
+      last = d.generation;
+      at += nl + 1;
+      records.push(d);
+    }
+    Some((records, JournalPos { base, base_len: pos.base_len, len: pos.len + at as u64 }))
   }
 
   /// Write this manifest (already at its new generation) as the next generation of `dir`:
@@ -420,22 +466,7 @@ impl Manifest {
       }
     }
     for (id, e) in &self.entries {
-      let safe = !id.is_empty()
-        && !id.starts_with('/')
-        && !id.contains('\\')
-        && !id.split('/').any(|s| s == ".." || s == "." || s.is_empty());
-      if !safe || e.rel_path != format!("{id}.md") && !e.rel_path.eq_ignore_ascii_case(&format!("{id}.md")) {
-        return bad(format!("manifest entry '{id}' has an unsafe id or path"));
-      }
-      if e.content_hash.len() != 64 || !e.content_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return bad(format!("manifest entry '{id}' has a malformed content hash"));
-      }
-      if !e.chunks.valid() {
-        return bad(format!("manifest entry '{id}' has malformed chunk ids"));
-      }
-      if e.meta.page_type.trim().is_empty() {
-        return bad(format!("manifest entry '{id}' has an empty type"));
-      }
+      validate_entry(id, e)?;
     }
     Ok(())
   }
@@ -445,6 +476,28 @@ impl Manifest {
     let bytes = serde_json::to_vec(self).map_err(|e| Error::Index(format!("serialize manifest: {e}")))?;
     crate::fsutil::atomic_write(path, &bytes)
   }
+}
+
+/// Check one manifest entry: a safe id matching its path, a well-formed hash and chunk ids, a type.
+fn validate_entry(id: &str, e: &ManifestEntry) -> Result<()> {
+  let bad = |msg: String| Err(Error::ManifestInvalid(msg));
+  let safe = !id.is_empty()
+    && !id.starts_with('/')
+    && !id.contains('\\')
+    && !id.split('/').any(|s| s == ".." || s == "." || s.is_empty());
+  if !safe || e.rel_path != format!("{id}.md") && !e.rel_path.eq_ignore_ascii_case(&format!("{id}.md")) {
+    return bad(format!("manifest entry '{id}' has an unsafe id or path"));
+  }
+  if e.content_hash.len() != 64 || !e.content_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+    return bad(format!("manifest entry '{id}' has a malformed content hash"));
+  }
+  if !e.chunks.valid() {
+    return bad(format!("manifest entry '{id}' has malformed chunk ids"));
+  }
+  if e.meta.page_type.trim().is_empty() {
+    return bad(format!("manifest entry '{id}' has an empty type"));
+  }
+  Ok(())
 }
 
 /// Remove the bases and journals no generation in `keep` is read from (a reader may still hold
