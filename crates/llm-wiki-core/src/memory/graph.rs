@@ -424,6 +424,60 @@ pub(crate) mod tests {
     g.issues.get(id).map(|v| v.iter().map(|i| i.code.clone()).collect()).unwrap_or_default()
   }
 
+  /// [`super::super::resolve::Decisions::derive_direct`] agrees with the graph's decisions on a
+  /// vault of every link form, with each page removed in turn (a removed or renamed page
+  /// changes what links resolve to).
+  #[test]
+  fn decisions_without_the_graph_equal_the_graphs() {
+    let rid = crate::memory::resolve::resolution_id("v", "concepts/new2", "concepts/old2", "supersedes", None, None);
+    let resolution = format!(
+      "---\ntype: analysis\ntitle: R\ncategory: conflict-resolution\nstatus: stable\nresolution:\n  id: \"{rid}\"\n  selected: \"concepts/new2\"\n  other: \"concepts/old2\"\n  relation: supersedes\n  scope: null\n  decided_by: user\n  decided_at: \"2026-01-01T00:00:00Z\"\n  replaces: null\n---\nSee [[concepts/old2]].\n"
+    );
+    let sup = |target: &str, body: &str| {
+      format!("---\ntype: concept\nrelations:\n  - target: {target}\n    type: supersedes\n---\n{body}\n")
+    };
+    let pages: Vec<(String, String)> = vec![
+      ("concepts/new".into(), sup("concepts/old", "Replaces [old](old.md).")),
+      ("concepts/newer".into(), sup("concepts/old", "Also replaces [[Old]].")),
+      ("concepts/nolink".into(), sup("notes/deep/gone", "No body link.")),
+      ("notes/deep/x".into(), sup("notes/deep/gone", "Replaces [g](../deep/./gone.md).")),
+      ("notes/deep/gone".into(), "---\ntype: concept\n---\nHistorical; links [[concepts/new]].\n".into()),
+      ("concepts/self".into(), sup("concepts/self", "Itself [[self]].")),
+      ("concepts/old".into(), "---\ntype: concept\n---\nOld, links [[old]] (itself).\n".into()),
+      ("concepts/new2".into(), "---\ntype: concept\n---\nNew two.\n".into()),
+      ("concepts/old2".into(), "---\ntype: concept\n---\nOld two.\n".into()),
+      ("resolutions/r1".into(), resolution),
+      ("notes/cite1".into(), "---\ntype: source\n---\nCites [[OLD]] and [x](../concepts/old.md#a).\n".into()),
+      ("notes/cite2".into(), "---\ntype: source\n---\nCites [[concepts/old2]] and [g](deep/gone.md) and [t](deep/x/..).\n".into()),
+      (
+        "notes/cite3".into(),
+        "---\ntype: source\nrelations:\n  - target: concepts/old\n    type: supports\n---\nNo body link, [d](deep/).\n".into(),
+      ),
+      ("notes/old".into(), "---\ntype: source\n---\nSame name elsewhere: [[old]].\n".into()),
+    ];
+    for skip in 0..=pages.len() {
+      let kept: Vec<(&str, &str)> =
+        pages.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, (a, b))| (a.as_str(), b.as_str())).collect();
+      let m = manifest_of(&kept);
+      let (graph, direct) = (LinkGraph::build(&m).decisions, crate::memory::resolve::Decisions::derive_direct(&m));
+      assert_eq!(graph.superseded, direct.superseded, "without page {skip}");
+      assert_eq!(graph.cites_superseded, direct.cites_superseded, "without page {skip}");
+      assert_eq!(format!("{:?}", graph.lint()), format!("{:?}", direct.lint()));
+      if skip == pages.len() {
+        // The vault exercises what it should: declared and resolved supersessions, citations.
+        assert_eq!(
+          graph.superseded.keys().collect::<Vec<_>>(),
+          ["concepts/old", "concepts/old2", "notes/deep/gone"],
+          "{:?}",
+          graph.superseded
+        );
+        assert!(graph.cites_superseded.contains_key("notes/cite1"), "{:?}", graph.cites_superseded);
+        assert!(graph.cites_superseded.contains_key("notes/cite2"));
+        assert!(graph.cites_superseded.contains_key("notes/cite3"));
+      }
+    }
+  }
+
   #[test]
   fn edges_backlinks_and_attached_relations() {
     let m = manifest_of(&[
