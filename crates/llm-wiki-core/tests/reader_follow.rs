@@ -65,7 +65,8 @@ fn a_reader_follows_commits_through_the_journal_and_equals_a_whole_load() {
   for i in 0..20 {
     write(&p, &format!("concepts/p{i:02}"), &format!("Body {i} with word zq{i}x."));
   }
-  let first = reindex_vault(&p, &ReindexOptions { components: vec![Component::Lexical], ..Default::default() });
+  let first =
+    reindex_vault(&p, &ReindexOptions { components: vec![Component::Lexical], ..Default::default() });
   assert!(first.ok, "{:?}", first.errors);
   let loads = check(&p, first.generation).reader.manifest_loads();
 
@@ -126,13 +127,13 @@ fn a_reader_follows_commits_through_the_journal_and_equals_a_whole_load() {
   // Large edits until a commit checkpoints into a new base: the reader loads that one whole and
   // follows the new base's journal afterwards.
   let long = "word ".repeat(2000);
-  let mut g = g;
   for round in 0..40 {
-    let ids: Vec<String> = (0..20).filter(|i| *i != 4 && *i != 5).map(|i| format!("concepts/p{i:02}")).collect();
+    let ids: Vec<String> =
+      (0..20).filter(|i| *i != 4 && *i != 5).map(|i| format!("concepts/p{i:02}")).collect();
     for id in &ids {
       write(&p, id, &format!("{long} round {round}"));
     }
-    g = commit(&p, &ids.iter().map(String::as_str).collect::<Vec<_>>());
+    let g = commit(&p, &ids.iter().map(String::as_str).collect::<Vec<_>>());
     check(&p, g);
     if store.manifest_generations().iter().any(|b| *b > base) {
       break;

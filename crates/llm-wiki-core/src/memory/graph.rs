@@ -357,7 +357,12 @@ pub fn decisions_for(store: &std::path::Path, manifest: &Manifest) -> Arc<super:
   if let Some((_, d)) = cache.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key) {
     return d.clone();
   }
-  let graph = graph_cache().lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key).map(|(_, g)| g.clone());
+  let graph = graph_cache()
+    .lock()
+    .unwrap_or_else(|p| p.into_inner())
+    .iter()
+    .find(|(k, _)| *k == key)
+    .map(|(_, g)| g.clone());
   let d = Arc::new(match graph {
     Some(g) => g.decisions.clone(),
     None => super::resolve::Decisions::derive_direct(manifest),
@@ -429,7 +434,8 @@ pub(crate) mod tests {
   /// changes what links resolve to).
   #[test]
   fn decisions_without_the_graph_equal_the_graphs() {
-    let rid = crate::memory::resolve::resolution_id("v", "concepts/new2", "concepts/old2", "supersedes", None, None);
+    let rid =
+      crate::memory::resolve::resolution_id("v", "concepts/new2", "concepts/old2", "supersedes", None, None);
     let resolution = format!(
       "---\ntype: analysis\ntitle: R\ncategory: conflict-resolution\nstatus: stable\nresolution:\n  id: \"{rid}\"\n  selected: \"concepts/new2\"\n  other: \"concepts/old2\"\n  relation: supersedes\n  scope: null\n  decided_by: user\n  decided_at: \"2026-01-01T00:00:00Z\"\n  replaces: null\n---\nSee [[concepts/old2]].\n"
     );
@@ -456,10 +462,15 @@ pub(crate) mod tests {
       ("notes/old".into(), "---\ntype: source\n---\nSame name elsewhere: [[old]].\n".into()),
     ];
     for skip in 0..=pages.len() {
-      let kept: Vec<(&str, &str)> =
-        pages.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, (a, b))| (a.as_str(), b.as_str())).collect();
+      let kept: Vec<(&str, &str)> = pages
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != skip)
+        .map(|(_, (a, b))| (a.as_str(), b.as_str()))
+        .collect();
       let m = manifest_of(&kept);
-      let (graph, direct) = (LinkGraph::build(&m).decisions, crate::memory::resolve::Decisions::derive_direct(&m));
+      let (graph, direct) =
+        (LinkGraph::build(&m).decisions, crate::memory::resolve::Decisions::derive_direct(&m));
       assert_eq!(graph.superseded, direct.superseded, "without page {skip}");
       assert_eq!(graph.cites_superseded, direct.cites_superseded, "without page {skip}");
       assert_eq!(format!("{:?}", graph.lint()), format!("{:?}", direct.lint()));

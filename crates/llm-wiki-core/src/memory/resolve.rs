@@ -461,12 +461,11 @@ pub struct Decisions {
 impl Decisions {
   /// Derive from a manifest and its resolved graph (called by [`LinkGraph::build`]).
   pub fn derive(manifest: &Manifest, g: &LinkGraph) -> Decisions {
-    let supersedes = g.outbound.values().flatten().filter(|e| e.relations.iter().any(|r| r.relation_type == "supersedes"));
-    Self::assemble(
-      manifest,
-      supersedes.map(|e| (e.from.clone(), e.to.clone())).collect(),
-      |superseded| superseded.keys().flat_map(|s| g.in_edges(s).map(|e| (e.from.clone(), s.clone()))).collect(),
-    )
+    let supersedes =
+      g.outbound.values().flatten().filter(|e| e.relations.iter().any(|r| r.relation_type == "supersedes"));
+    Self::assemble(manifest, supersedes.map(|e| (e.from.clone(), e.to.clone())).collect(), |superseded| {
+      superseded.keys().flat_map(|s| g.in_edges(s).map(|e| (e.from.clone(), s.clone()))).collect()
+    })
   }
 
   /// The same as [`Decisions::derive`] over [`LinkGraph::build`]'s graph, without building it:

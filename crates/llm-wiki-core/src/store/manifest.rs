@@ -725,8 +725,11 @@ mod tests {
     // An invalid entry in a record: no follow.
     let mut invalid = bytes[..committed_len].to_vec();
     invalid.extend_from_slice(
-      format!("{}\n", serde_json::to_string(&ManifestDelta { generation: 3, ..set(&[("../x", "c")]) }).unwrap())
-        .as_bytes(),
+      format!(
+        "{}\n",
+        serde_json::to_string(&ManifestDelta { generation: 3, ..set(&[("../x", "c")]) }).unwrap()
+      )
+      .as_bytes(),
     );
     std::fs::write(&jpath, &invalid).unwrap();
     assert!(held.journal_since(&dir, 3).is_none());
