@@ -113,13 +113,14 @@ fn join(dir: &str, rel: &str) -> Option<String> {
   (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-struct Resolver<'a> {
+/// Link resolution over a manifest's page ids.
+pub(crate) struct Resolver<'a> {
   by_lower: HashMap<String, &'a str>,
   by_name: HashMap<String, Vec<&'a str>>,
 }
 
 impl<'a> Resolver<'a> {
-  fn new(manifest: &'a Manifest) -> Self {
+  pub(crate) fn new(manifest: &'a Manifest) -> Self {
     let mut by_lower = HashMap::new();
     let mut by_name: HashMap<String, Vec<&str>> = HashMap::new();
     for id in manifest.entries.keys() {
@@ -129,12 +130,12 @@ impl<'a> Resolver<'a> {
     Resolver { by_lower, by_name }
   }
 
-  fn exact(&self, id: &str) -> Option<&'a str> {
+  pub(crate) fn exact(&self, id: &str) -> Option<&'a str> {
     self.by_lower.get(&id.to_lowercase()).copied()
   }
 
   /// A link's target page id, or `Err(best guess)` for a dangling link.
-  fn resolve(&self, from: &str, link: &RawLink) -> Result<&'a str, String> {
+  pub(crate) fn resolve(&self, from: &str, link: &RawLink) -> Result<&'a str, String> {
     let dir = from.rsplit_once('/').map_or("", |(d, _)| d);
     let relative = join(dir, &link.target);
     let rooted = join("", &link.target);
@@ -343,6 +344,38 @@ fn graph_cache() -> &'static GraphCache {
   CACHE.get_or_init(|| Mutex::new(Vec::new()))
 }
 
+/// The supersession decisions of a manifest (what recall's result warnings need), derived once
+/// per (store, vault, manifest generation) and shared: taken from the generation's graph when
+/// one is cached, else derived without building the graph ([`super::resolve::Decisions::derive_direct`]),
+/// so that a new generation does not cost recall a whole-vault graph.
+pub fn decisions_for(store: &std::path::Path, manifest: &Manifest) -> Arc<super::resolve::Decisions> {
+  type DecisionsCache = Mutex<Vec<(CacheKey, Arc<super::resolve::Decisions>)>>;
+  static CACHE: OnceLock<DecisionsCache> = OnceLock::new();
+  const KEEP: usize = 4;
+  let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
+  let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+  if let Some((_, d)) = cache.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key) {
+    return d.clone();
+  }
+  let graph = graph_cache()
+    .lock()
+    .unwrap_or_else(|p| p.into_inner())
+    .iter()
+    .find(|(k, _)| *k == key)
+    .map(|(_, g)| g.clone());
+  let d = Arc::new(match graph {
+    Some(g) => g.decisions.clone(),
+    None => super::resolve::Decisions::derive_direct(manifest),
+  });
+  let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+  c.retain(|(k, _)| *k != key);
+  c.push((key, d.clone()));
+  if c.len() > KEEP {
+    c.remove(0);
+  }
+  d
+}
+
 /// Graph of a manifest, built once per (store, vault, manifest generation) and shared. A few
 /// recent generations are kept (a reader may still hold the previous one).
 pub fn graph_for(store: &std::path::Path, manifest: &Manifest) -> Arc<LinkGraph> {
@@ -394,6 +427,66 @@ pub(crate) mod tests {
 
   fn codes(g: &LinkGraph, id: &str) -> Vec<String> {
     g.issues.get(id).map(|v| v.iter().map(|i| i.code.clone()).collect()).unwrap_or_default()
+  }
+
+  /// [`super::super::resolve::Decisions::derive_direct`] agrees with the graph's decisions on a
+  /// vault of every link form, with each page removed in turn (a removed or renamed page
+  /// changes what links resolve to).
+  #[test]
+  fn decisions_without_the_graph_equal_the_graphs() {
+    let rid =
+      crate::memory::resolve::resolution_id("v", "concepts/new2", "concepts/old2", "supersedes", None, None);
+    let resolution = format!(
+      "---\ntype: analysis\ntitle: R\ncategory: conflict-resolution\nstatus: stable\nresolution:\n  id: \"{rid}\"\n  selected: \"concepts/new2\"\n  other: \"concepts/old2\"\n  relation: supersedes\n  scope: null\n  decided_by: user\n  decided_at: \"2026-01-01T00:00:00Z\"\n  replaces: null\n---\nSee [[concepts/old2]].\n"
+    );
+    let sup = |target: &str, body: &str| {
+      format!("---\ntype: concept\nrelations:\n  - target: {target}\n    type: supersedes\n---\n{body}\n")
+    };
+    let pages: Vec<(String, String)> = vec![
+      ("concepts/new".into(), sup("concepts/old", "Replaces [old](old.md).")),
+      ("concepts/newer".into(), sup("concepts/old", "Also replaces [[Old]].")),
+      ("concepts/nolink".into(), sup("notes/deep/gone", "No body link.")),
+      ("notes/deep/x".into(), sup("notes/deep/gone", "Replaces [g](../deep/./gone.md).")),
+      ("notes/deep/gone".into(), "---\ntype: concept\n---\nHistorical; links [[concepts/new]].\n".into()),
+      ("concepts/self".into(), sup("concepts/self", "Itself [[self]].")),
+      ("concepts/old".into(), "---\ntype: concept\n---\nOld, links [[old]] (itself).\n".into()),
+      ("concepts/new2".into(), "---\ntype: concept\n---\nNew two.\n".into()),
+      ("concepts/old2".into(), "---\ntype: concept\n---\nOld two.\n".into()),
+      ("resolutions/r1".into(), resolution),
+      ("notes/cite1".into(), "---\ntype: source\n---\nCites [[OLD]] and [x](../concepts/old.md#a).\n".into()),
+      ("notes/cite2".into(), "---\ntype: source\n---\nCites [[concepts/old2]] and [g](deep/gone.md) and [t](deep/x/..).\n".into()),
+      (
+        "notes/cite3".into(),
+        "---\ntype: source\nrelations:\n  - target: concepts/old\n    type: supports\n---\nNo body link, [d](deep/).\n".into(),
+      ),
+      ("notes/old".into(), "---\ntype: source\n---\nSame name elsewhere: [[old]].\n".into()),
+    ];
+    for skip in 0..=pages.len() {
+      let kept: Vec<(&str, &str)> = pages
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != skip)
+        .map(|(_, (a, b))| (a.as_str(), b.as_str()))
+        .collect();
+      let m = manifest_of(&kept);
+      let (graph, direct) =
+        (LinkGraph::build(&m).decisions, crate::memory::resolve::Decisions::derive_direct(&m));
+      assert_eq!(graph.superseded, direct.superseded, "without page {skip}");
+      assert_eq!(graph.cites_superseded, direct.cites_superseded, "without page {skip}");
+      assert_eq!(format!("{:?}", graph.lint()), format!("{:?}", direct.lint()));
+      if skip == pages.len() {
+        // The vault exercises what it should: declared and resolved supersessions, citations.
+        assert_eq!(
+          graph.superseded.keys().collect::<Vec<_>>(),
+          ["concepts/old", "concepts/old2", "notes/deep/gone"],
+          "{:?}",
+          graph.superseded
+        );
+        assert!(graph.cites_superseded.contains_key("notes/cite1"), "{:?}", graph.cites_superseded);
+        assert!(graph.cites_superseded.contains_key("notes/cite2"));
+        assert!(graph.cites_superseded.contains_key("notes/cite3"));
+      }
+    }
   }
 
   #[test]

@@ -8,10 +8,14 @@
 //! follows it. Within a directory, each recall reloads the tantivy reader (cheap: it re-reads
 //! `meta.json`) and takes a searcher snapshot; the commit recorded in that snapshot selects the
 //! page manifest and the vector segments, so a recall running while a reindex commits sees either
-//! the old or the new generation, never a mix.
+//! the old or the new generation, never a mix. A reader moves to a later generation of the same
+//! base by applying the manifest journal records written since the one it holds (O(change));
+//! anything else (a checkpoint's new base, a gap, a record that does not parse) loads the
+//! generation's manifest whole.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tantivy::Searcher;
@@ -20,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::fsutil::JsonFile;
 use crate::store::layout::{is_real_dir, Pointer, StoreDir, StoreLayout};
 use crate::store::lexical::{page_key, CommitInfo, LexicalIndex};
-use crate::store::manifest::Manifest;
+use crate::store::manifest::{JournalPos, Manifest, ManifestDelta};
 use crate::store::state::StateFile;
 use crate::store::vectors::{chunk_key, VectorIndex};
 use crate::vault::VaultPaths;
@@ -34,6 +38,7 @@ pub struct VaultReader {
   /// Its tantivy index.
   pub lexical: LexicalIndex,
   current: Mutex<Option<Arc<GenData>>>,
+  manifest_loads: AtomicU64,
 }
 
 /// `page_key` fast-field value → page id, for one manifest generation.
@@ -53,12 +58,40 @@ pub struct PageData {
 impl PageData {
   fn new(manifest: Manifest) -> Self {
     let keys: PageKeys = manifest.entries.keys().map(|id| (page_key(id), id.clone())).collect();
+    Self::of(manifest, keys)
+  }
+
+  fn of(manifest: Manifest, keys: PageKeys) -> Self {
     PageData {
       manifest: Arc::new(manifest),
       keys: Arc::new(keys),
       chunk_keys: OnceLock::new(),
       chunk_pages: OnceLock::new(),
     }
+  }
+
+  /// The page data of a later generation: `prev`'s manifest with the journal `records` applied
+  /// (ending at `pos`), and its page keys updated for the pages they touch. `prev`'s manifest
+  /// and keys are taken over when nothing else holds them (no recall in flight), else copied.
+  fn advance(prev: Arc<PageData>, records: &[ManifestDelta], pos: JournalPos) -> Self {
+    let (manifest, keys) = match Arc::try_unwrap(prev) {
+      Ok(p) => (p.manifest, p.keys),
+      Err(shared) => (shared.manifest.clone(), shared.keys.clone()),
+    };
+    let mut manifest = Arc::unwrap_or_clone(manifest);
+    let mut keys = Arc::unwrap_or_clone(keys);
+    for d in records {
+      manifest.apply(d);
+    }
+    manifest.journal = pos;
+    for id in records.iter().flat_map(|d| d.del.iter().chain(d.set.keys())) {
+      if manifest.entries.contains_key(id) {
+        keys.insert(page_key(id), id.clone());
+      } else {
+        keys.remove(&page_key(id));
+      }
+    }
+    Self::of(manifest, keys)
   }
 }
 
@@ -122,7 +155,13 @@ pub struct Snapshot {
 impl VaultReader {
   fn open(layout: StoreLayout, store: StoreDir) -> Result<Self> {
     let lexical = LexicalIndex::open(&store.lexical_dir())?;
-    Ok(VaultReader { layout, store, lexical, current: Mutex::new(None) })
+    Ok(VaultReader { layout, store, lexical, current: Mutex::new(None), manifest_loads: AtomicU64::new(0) })
+  }
+
+  /// Whole page manifests this reader has loaded: its first generation, and each later one it
+  /// could not reach through the journal records (a checkpoint, a gap). Diagnostics and tests.
+  pub fn manifest_loads(&self) -> u64 {
+    self.manifest_loads.load(Ordering::Relaxed)
   }
 
   /// Take a snapshot, reloading to the latest commit when the index changed.
@@ -141,8 +180,8 @@ impl VaultReader {
         Some((true, d)) => d,
         // A vector batch: same pages, new segment list.
         Some((false, d)) => self.remember(&mut cached, commit, d.pages.clone()),
-        _ => match Manifest::load_generation(&self.store, commit.manifest_generation, None) {
-          Ok(m) => self.remember(&mut cached, commit, Arc::new(PageData::new(m))),
+        _ => match self.pages_at(&mut cached, commit.manifest_generation) {
+          Ok(pages) => self.remember(&mut cached, commit, pages),
           // The manifest of a superseded generation may have been collected: reload and retry.
           Err(_) => {
             drop(cached);
@@ -161,6 +200,26 @@ impl VaultReader {
       });
     }
     Err(Error::Index(format!("no manifest for the committed generation in {}", self.store.dir.display())))
+  }
+
+  /// Page data of manifest generation `generation`: the cached generation's advanced by the
+  /// journal records written since (O(change)) when that is exact, else the generation loaded
+  /// whole ([`Manifest::journal_since`] says when).
+  fn pages_at(&self, cached: &mut Option<Arc<GenData>>, generation: u64) -> Result<Arc<PageData>> {
+    if let Some(prev) = cached.as_ref() {
+      if let Some((records, pos)) = prev.pages.manifest.journal_since(&self.store, generation) {
+        // Let go of the cached generation so that its manifest can be taken over.
+        let prev = cached.take().map(|g| match Arc::try_unwrap(g) {
+          Ok(g) => g.pages,
+          Err(shared) => shared.pages.clone(),
+        });
+        if let Some(prev) = prev {
+          return Ok(Arc::new(PageData::advance(prev, &records, pos)));
+        }
+      }
+    }
+    self.manifest_loads.fetch_add(1, Ordering::Relaxed);
+    Manifest::load_generation(&self.store, generation, None).map(|m| Arc::new(PageData::new(m)))
   }
 
   fn remember(

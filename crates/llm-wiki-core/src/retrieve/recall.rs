@@ -492,9 +492,10 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     fused.len().min(opts.policy.max_results)
   ));
   let mut results = Vec::new();
-  // Historical pages and pages citing them (user resolutions, `supersedes` relations): the link
-  // graph of a vault, built once per generation, only where some page can supersede another.
-  let mut graphs: Vec<Option<Option<std::sync::Arc<crate::memory::graph::LinkGraph>>>> =
+  // Historical pages and pages citing them (user resolutions, `supersedes` relations): the
+  // vault's supersession decisions, derived once per generation, only where some page can
+  // supersede another.
+  let mut decisions: Vec<Option<Option<std::sync::Arc<crate::memory::resolve::Decisions>>>> =
     vec![None; outcomes.len()];
   let mut offered = Vec::new();
   let mut budget_left = session_auto.and_then(|s| s.budget_chars.map(|b| ledger::remaining_budget(&s.id, b)));
@@ -503,12 +504,12 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     let o = &outcomes[vi];
     let (h, m, score) = &o.hits[hi];
     let mut r = build_result(o, h, &terms, *m, *score, f.key)?;
-    let g = graphs[vi].get_or_insert_with(|| {
+    let g = decisions[vi].get_or_insert_with(|| {
       crate::memory::resolve::may_supersede(&o.snap.manifest)
-        .then(|| crate::memory::graph::graph_for(&o.snap.reader.store.dir, &o.snap.manifest))
+        .then(|| crate::memory::graph::decisions_for(&o.snap.reader.store.dir, &o.snap.manifest))
     });
     if let Some(g) = g {
-      r.warnings.extend(g.decisions.warning_codes(&r.id).into_iter().map(str::to_string));
+      r.warnings.extend(g.warning_codes(&r.id).into_iter().map(str::to_string));
     }
     if o.feedback[hi] != 0.0 {
       r.match_reasons.push("feedback".to_string());

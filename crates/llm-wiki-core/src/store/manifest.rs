@@ -302,6 +302,9 @@ impl Manifest {
             m.generation
           )));
         }
+        for (id, e) in &d.set {
+          validate_entry(id, e)?;
+        }
         m.apply(&d);
         at += nl + 1;
       }
@@ -312,10 +315,53 @@ impl Manifest {
           jpath.display()
         )));
       }
-      m.validate(expected_vault)?;
     }
     m.journal = JournalPos { base, base_len, len };
     Ok(m)
+  }
+
+  /// The journal records that take `self` (a generation of `dir` as loaded or written, at
+  /// [`Manifest::journal`]) to the later generation `generation`, and the position they end at:
+  /// what a reader holding `self` applies instead of loading the whole manifest again. `None`
+  /// when that cannot be done exactly — `generation` is not later, it is read from another base
+  /// (a checkpoint), the base file changed, the journal is shorter than `self`'s position, a
+  /// record does not parse or is out of order, an entry is invalid, or no record of
+  /// `generation` is there — and the caller loads the generation whole
+  /// ([`Manifest::load_generation`], which reports the error when there is one).
+  ///
+  /// Exact because a journal's bytes up to a committed generation never change: a writer cuts
+  /// off only records after the last commit (at or after `self`'s) before it appends.
+  pub fn journal_since(&self, dir: &StoreDir, generation: u64) -> Option<(Vec<ManifestDelta>, JournalPos)> {
+    let pos = self.journal;
+    if generation <= self.generation {
+      return None;
+    }
+    let base = dir.manifest_generations().into_iter().rfind(|g| *g <= generation)?;
+    if base != pos.base || std::fs::metadata(dir.manifest_file(base)).ok()?.len() != pos.base_len {
+      return None;
+    }
+    let mut f = std::fs::File::open(dir.journal_file(base)).ok()?;
+    if f.metadata().ok()?.len() < pos.len {
+      return None;
+    }
+    f.seek(SeekFrom::Start(pos.len)).ok()?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    let (mut records, mut at, mut last) = (Vec::new(), 0usize, self.generation);
+    while last < generation {
+      let nl = bytes[at..].iter().position(|b| *b == b'\n')?;
+      let d = serde_json::from_slice::<ManifestDelta>(&bytes[at..at + nl]).ok()?;
+      if d.generation <= last || d.generation > generation {
+        return None;
+      }
+      if d.set.iter().any(|(id, e)| validate_entry(id, e).is_err()) {
+        return None;
+      }
+      last = d.generation;
+      at += nl + 1;
+      records.push(d);
+    }
+    Some((records, JournalPos { base, base_len: pos.base_len, len: pos.len + at as u64 }))
   }
 
   /// Write this manifest (already at its new generation) as the next generation of `dir`:
@@ -420,22 +466,7 @@ impl Manifest {
       }
     }
     for (id, e) in &self.entries {
-      let safe = !id.is_empty()
-        && !id.starts_with('/')
-        && !id.contains('\\')
-        && !id.split('/').any(|s| s == ".." || s == "." || s.is_empty());
-      if !safe || e.rel_path != format!("{id}.md") && !e.rel_path.eq_ignore_ascii_case(&format!("{id}.md")) {
-        return bad(format!("manifest entry '{id}' has an unsafe id or path"));
-      }
-      if e.content_hash.len() != 64 || !e.content_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return bad(format!("manifest entry '{id}' has a malformed content hash"));
-      }
-      if !e.chunks.valid() {
-        return bad(format!("manifest entry '{id}' has malformed chunk ids"));
-      }
-      if e.meta.page_type.trim().is_empty() {
-        return bad(format!("manifest entry '{id}' has an empty type"));
-      }
+      validate_entry(id, e)?;
     }
     Ok(())
   }
@@ -445,6 +476,28 @@ impl Manifest {
     let bytes = serde_json::to_vec(self).map_err(|e| Error::Index(format!("serialize manifest: {e}")))?;
     crate::fsutil::atomic_write(path, &bytes)
   }
+}
+
+/// Check one manifest entry: a safe id matching its path, a well-formed hash and chunk ids, a type.
+fn validate_entry(id: &str, e: &ManifestEntry) -> Result<()> {
+  let bad = |msg: String| Err(Error::ManifestInvalid(msg));
+  let safe = !id.is_empty()
+    && !id.starts_with('/')
+    && !id.contains('\\')
+    && !id.split('/').any(|s| s == ".." || s == "." || s.is_empty());
+  if !safe || e.rel_path != format!("{id}.md") && !e.rel_path.eq_ignore_ascii_case(&format!("{id}.md")) {
+    return bad(format!("manifest entry '{id}' has an unsafe id or path"));
+  }
+  if e.content_hash.len() != 64 || !e.content_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+    return bad(format!("manifest entry '{id}' has a malformed content hash"));
+  }
+  if !e.chunks.valid() {
+    return bad(format!("manifest entry '{id}' has malformed chunk ids"));
+  }
+  if e.meta.page_type.trim().is_empty() {
+    return bad(format!("manifest entry '{id}' has an empty type"));
+  }
+  Ok(())
 }
 
 /// Remove the bases and journals no generation in `keep` is read from (a reader may still hold
@@ -545,6 +598,159 @@ mod tests {
     assert_eq!(h1, m.hash());
     m.entries.get_mut("a/b").unwrap().content_hash = "b".repeat(64);
     assert_ne!(h1, m.hash());
+  }
+
+  fn page(hash: &str, id: &str) -> ManifestEntry {
+    ManifestEntry { rel_path: format!("{id}.md"), ..entry(hash) }
+  }
+
+  fn excluded(path: &str) -> ExcludedEntry {
+    ExcludedEntry {
+      rel_path: path.into(),
+      size: 3,
+      mtime_ns: 4,
+      diagnostic: Diagnostic::error("page_too_large", path, "too large"),
+    }
+  }
+
+  /// Commit `delta` as the next generation of `dir` after `m` (the writer's path): a journal
+  /// record, or a new base when `checkpoint`.
+  fn commit(dir: &StoreDir, m: &mut Manifest, mut delta: ManifestDelta, checkpoint: bool) {
+    delta.generation = m.generation + 1;
+    delta.built_at_ms = 1000 + delta.generation as i64;
+    let prior = m.journal;
+    m.apply(&delta);
+    if checkpoint {
+      m.write_generation(dir, Some(prior), None).unwrap();
+    } else {
+      m.write_generation(dir, Some(prior), Some(&delta)).unwrap();
+    }
+  }
+
+  /// What a reader holding `held` ends with at `generation`: the records since, applied, when
+  /// `journal_since` allows it, else a whole load. Asserts it equals a fresh whole load (entries,
+  /// exclusions, generation, build time and journal position) and returns whether the journal
+  /// was followed.
+  fn follow(dir: &StoreDir, held: &Manifest, generation: u64) -> (Manifest, bool) {
+    let fresh = Manifest::load_generation(dir, generation, Some("v")).unwrap();
+    let (m, followed) = match held.journal_since(dir, generation) {
+      Some((records, pos)) => {
+        let mut m = held.clone();
+        for d in &records {
+          m.apply(d);
+        }
+        m.journal = pos;
+        (m, true)
+      }
+      None => (fresh.clone(), false),
+    };
+    assert_eq!(m, fresh, "reader at {} following to {generation}", held.generation);
+    (m, followed)
+  }
+
+  fn set(items: &[(&str, &str)]) -> ManifestDelta {
+    ManifestDelta {
+      set: items.iter().map(|(id, h)| (id.to_string(), page(h, id))).collect(),
+      ..Default::default()
+    }
+  }
+
+  #[test]
+  fn a_reader_following_the_journal_holds_what_a_whole_load_holds() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = StoreDir::new(t.path().to_path_buf());
+    let mut m = Manifest::empty("v");
+    m.generation = 1;
+    for id in ["a", "b", "c/d"] {
+      m.entries.insert(id.into(), page("a", id));
+    }
+    m.write_generation(&dir, None, None).unwrap();
+    let first = Manifest::load_generation(&dir, 1, Some("v")).unwrap();
+    let mut readers = vec![first.clone()];
+    // Add, update, delete, rename (delete + add), an exclusion added, then removed.
+    let steps = vec![
+      set(&[("e", "b")]),
+      set(&[("a", "c")]),
+      ManifestDelta { del: vec!["b".into()], ..Default::default() },
+      ManifestDelta { del: vec!["c/d".into()], ..set(&[("c/renamed", "a")]) },
+      ManifestDelta { xset: [("bad.md".to_string(), excluded("bad.md"))].into(), ..Default::default() },
+      ManifestDelta { xdel: vec!["bad.md".into()], ..set(&[("bad", "d")]) },
+    ];
+    for delta in steps {
+      commit(&dir, &mut m, delta, false);
+      let g = m.generation;
+      assert_eq!(dir.manifest_generations(), vec![1], "no checkpoint expected");
+      // Every reader (one per earlier generation) reaches g through the records since it.
+      for r in &mut readers {
+        let (next, followed) = follow(&dir, r, g);
+        assert!(followed, "generation {} → {g} needed a whole load", r.generation);
+        *r = next;
+      }
+      readers.push(Manifest::load_generation(&dir, g, Some("v")).unwrap());
+    }
+    assert_eq!(m.entries.keys().collect::<Vec<_>>(), ["a", "bad", "c/renamed", "e"]);
+    assert!(m.excluded.is_empty());
+    // A reader from the first generation jumps all the records at once.
+    assert!(follow(&dir, &first, m.generation).1);
+    // Not later: nothing to follow (an old generation is never reached backwards).
+    assert!(m.journal_since(&dir, m.generation).is_none());
+    assert!(readers[3].journal_since(&dir, 2).is_none());
+  }
+
+  #[test]
+  fn torn_records_checkpoints_and_changed_bases_fall_back_to_a_whole_load() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = StoreDir::new(t.path().to_path_buf());
+    let mut m = Manifest::empty("v");
+    m.generation = 1;
+    m.entries.insert("a".into(), page("a", "a"));
+    m.write_generation(&dir, None, None).unwrap();
+    let held = Manifest::load_generation(&dir, 1, Some("v")).unwrap();
+    commit(&dir, &mut m, set(&[("b", "b")]), false);
+    // A crashed writer's torn record after the committed one: ignored up to generation 2, and
+    // generation 3 (never committed) cannot be followed.
+    let jpath = dir.journal_file(1);
+    let mut bytes = std::fs::read(&jpath).unwrap();
+    let committed_len = bytes.len();
+    bytes.extend_from_slice(b"{\"generation\":3,\"set\":{\"c\"");
+    std::fs::write(&jpath, &bytes).unwrap();
+    assert!(follow(&dir, &held, 2).1);
+    assert!(held.journal_since(&dir, 3).is_none());
+    // An unparsable line before the target: no follow (the whole load reports the error).
+    let mut bad = bytes[..committed_len].to_vec();
+    bad.extend_from_slice(b"garbage\n{\"generation\":3}\n");
+    std::fs::write(&jpath, &bad).unwrap();
+    assert!(held.journal_since(&dir, 3).is_none());
+    assert!(Manifest::load_generation(&dir, 3, None).is_err());
+    // An invalid entry in a record: no follow.
+    let mut invalid = bytes[..committed_len].to_vec();
+    invalid.extend_from_slice(
+      format!(
+        "{}\n",
+        serde_json::to_string(&ManifestDelta { generation: 3, ..set(&[("../x", "c")]) }).unwrap()
+      )
+      .as_bytes(),
+    );
+    std::fs::write(&jpath, &invalid).unwrap();
+    assert!(held.journal_since(&dir, 3).is_none());
+    assert!(Manifest::load_generation(&dir, 3, None).is_err());
+    // The next writer cuts the leftovers off and commits generation 3; then a checkpoint writes
+    // generation 4 as a new base: a reader of base 1 loads it whole, a reader of base 4 follows
+    // its journal.
+    commit(&dir, &mut m, set(&[("c", "c")]), false);
+    let at3 = follow(&dir, &held, 3).0;
+    commit(&dir, &mut m, ManifestDelta { del: vec!["a".into()], ..Default::default() }, true);
+    assert_eq!(dir.manifest_generations(), vec![1, 4]);
+    assert!(!follow(&dir, &at3, 4).1, "a new base cannot be followed");
+    let at4 = Manifest::load_generation(&dir, 4, Some("v")).unwrap();
+    commit(&dir, &mut m, set(&[("d", "d")]), false);
+    assert!(follow(&dir, &at4, 5).1);
+    assert!(!follow(&dir, &at3, 5).1);
+    // A base file that changed under the reader: no follow.
+    let mut rewritten = Manifest::load_generation(&dir, 4, None).unwrap();
+    rewritten.entries.insert("zz".into(), page("e", "zz"));
+    rewritten.save(&dir.manifest_file(4)).unwrap();
+    assert!(at4.journal_since(&dir, 5).is_none());
   }
 
   #[test]
