@@ -403,6 +403,10 @@ enum BenchSuite {
     /// Also time the exact scan over N synthetic rows (no vault).
     #[arg(long, value_name = "N")]
     scan_rows: Option<usize>,
+    /// Synthetic vectors around C seeded centres instead of uniformly random (0 = uniform, the
+    /// worst case for an ANN graph).
+    #[arg(long, value_name = "C", default_value_t = 0)]
+    vector_clusters: usize,
     #[command(flatten)]
     common: BenchCommonArgs,
   },
@@ -463,6 +467,7 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
       embed_budget,
       synthetic_vectors,
       scan_rows,
+      vector_clusters,
       common,
     }) => run_vectors_scale(&VectorsScaleOptions {
       pages,
@@ -473,6 +478,7 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
       embed_budget_secs: embed_budget,
       synthetic: synthetic_vectors,
       scan_rows,
+      vector_clusters,
       common: common.common()?,
     })?,
     None => {
