@@ -536,6 +536,58 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
   Ok(out)
 }
 
+/// ANN vs exact dense search over the live store of `vault` (which must list an ANN index: index
+/// it with `LLM_WIKI_ANN=on`), with the queries of the BEIR set `beir` embedded by the configured
+/// model: latency (k = 64) and recall@10 / @64 of the ANN lists against the exact ones.
+pub fn run_ann_recall(vault: &Path, beir: &Path, common: &BenchCommon) -> Result<BenchOutput> {
+  let context = machine_context();
+  let set = load_beir_dir(beir)?;
+  let paths = VaultPaths::new_layout(vault);
+  let gen = Generation::open_live(&StoreLayout::new(paths.retrieval()))?;
+  let vm = gen.commit.vectors.clone().ok_or_else(|| Error::Index("the vault has no vectors".into()))?;
+  let idx = VectorIndex::open_with(&gen.dir.vectors_dir(), &vm, &gen.manifest.chunk_keys(), AnnMode::On)?;
+  if let Some(why) = idx.ann_diagnostic() {
+    return Err(Error::Index(format!("no usable ANN index: {why}")));
+  }
+  let embedder = models::embedder()?;
+  let qvecs: Vec<Vec<f32>> =
+    set.queries.iter().map(|(_, q)| embedder.embed_query(q)).collect::<Result<_>>()?;
+  let a = ann_vs_exact(&idx, &qvecs);
+  let name =
+    format!("ann-recall-{}", beir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+  let doc = json!({
+    "schema": SCHEMA,
+    "kind": "ann-recall",
+    "context": context,
+    "set": report_path(beir),
+    "rows": idx.live_rows(),
+    "annRows": vm.ann.as_ref().map(|r| r.rows),
+    "model": vm.model,
+    "dense": a,
+  });
+  let mut md = format!("# ANN vs exact dense search: {}\n\n", report_path(beir));
+  md.push_str(&context_markdown(&context));
+  let _ = writeln!(
+    md,
+    "- {} live vectors ({}), ANN index of {} rows (usearch HNSW, M 16, ef 128, int8); {} queries \
+     embedded by the model; k = 64 timed (exact scan, then ANN, per query), recall of the ANN \
+     top k against the exact top k\n",
+    idx.live_rows(),
+    vm.model,
+    vm.ann.as_ref().map_or(0, |r| r.rows),
+    qvecs.len()
+  );
+  md.push_str("| dense search alone | queries | exact p50 / p95 ms (k 64) | ANN p50 / p95 ms (k 64) | recall@10 | recall@64 |\n|---|---|---|---|---|---|\n");
+  let _ = writeln!(md, "{}\n", ann_line("set queries", &doc["dense"]));
+  create_dir(&common.out)?;
+  let mut out = BenchOutput::default();
+  let json_path = common.out.join(format!("{name}.json"));
+  write_json_file(&json_path, &doc)?;
+  out.files.push(json_path);
+  finish_report(&mut out, &common.out, &name, md)?;
+  Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
