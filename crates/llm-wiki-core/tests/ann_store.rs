@@ -102,6 +102,22 @@ fn the_vector_writer_builds_keeps_rebuilds_and_drops_the_index() {
   std::env::set_var("LLM_WIKI_ANN", "auto");
   add_pages(&p, 83, 85);
   assert_eq!(state(&p).1.ann, None);
+
+  // A model change: every vector is rewritten for the new model and the index with them.
+  std::env::set_var("LLM_WIKI_ANN", "on");
+  assert_eq!(add_pages(&p, 85, 85), 0);
+  let before = state(&p).1.ann.expect("forced on again");
+  let r = reindex_vault(&p, &ReindexOptions { components: vec![Component::Lexical], ..Default::default() });
+  assert!(r.ok);
+  assert_eq!(install_vectors(&p, ("other-model", DIMS), 1000, &mut vector).unwrap(), 85);
+  let (g, vm, live, files) = state(&p);
+  let after = vm.ann.clone().unwrap();
+  assert_eq!(vm.model, "other-model");
+  assert_ne!(after.file, before.file);
+  assert!(!files.contains(&before.file), "{files:?}");
+  let idx = VectorIndex::open(&g.dir.vectors_dir(), &vm, &live).unwrap();
+  assert_eq!(idx.ann_diagnostic(), None);
+  assert_eq!(idx.ann_staleness(), Some((0, 0, 85)));
   std::env::remove_var("LLM_WIKI_ANN");
 }
 
