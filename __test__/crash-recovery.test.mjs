@@ -302,3 +302,34 @@ test(
     assertClean(v)
   },
 )
+
+test(
+  'vector phase killed after writing the ANN index, before the commit naming it: vectors kept, the next run rebuilds it, no leftovers',
+  { skip: !haveModels && `no models at ${modelRoot}` },
+  async () => {
+    const pages = {}
+    for (let i = 0; i < 40; i++) pages[`notes/a-${i}.md`] = page({ title: `Note ${i}`, body: `Short note ${i} about ${uniqueWord(i, 'a')}.` })
+    const v = makeVault(path.join(base, 'va'), { pages })
+    assert.equal((await reindexOne(v.paths)).ok, true)
+    // Forced on: 40 vectors are far below the automatic threshold.
+    const env = { LLM_WIKI_MODELS_DIR: modelRoot, LLM_WIKI_THREADS: '1', LLM_WIKI_ANN: 'on' }
+    const child = await crashChild(v, 'ann-before-commit', { component: 'vectors', env })
+    assertKilled(child, 'ann-before-commit')
+    const files = () => fs.readdirSync(path.join(v.current, 'vectors')).sort()
+    let s = await readIndexStatus(v.paths)
+    assert.equal(s.state, 'ready', JSON.stringify(s.issues))
+    assert.equal(s.embeddedChunks, s.totalChunks, 'the vector batches were committed before the index was built')
+    assert.equal(files().filter((n) => n.endsWith('.ann')).length, 1, `the index file was written before the kill: ${files()}`)
+    const done = await runCli(['index', v.root, '--component', 'vectors', '--json'], { env: { ...env, WIKI_HOME: wikiHome }, timeoutMs: 300_000 })
+    assert.equal(done.code, 0, done.stderr)
+    s = await readIndexStatus(v.paths)
+    assert.equal(s.state, 'ready', JSON.stringify(s.issues))
+    assert.equal(s.embeddedChunks, s.totalChunks)
+    // One segment and one index file (the orphan collected, a listed one built); no temp files.
+    const names = files()
+    assert.equal(names.filter((n) => n.endsWith('.vec')).length, 1, `${names}`)
+    assert.equal(names.filter((n) => n.endsWith('.ann')).length, 1, `${names}`)
+    assert.equal(names.length, 2, `${names}`)
+    assertClean(v)
+  },
+)

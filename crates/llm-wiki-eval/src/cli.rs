@@ -8,10 +8,10 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_calibration, run_feedback, run_long_queries, run_memory, run_memory_latency,
-  run_precision, run_prompts, run_scale, run_set_bench, run_vectors_scale, run_watch, stderr_log,
-  BenchCommon, BenchOutput, CalibrationOptions, FeedbackBenchOptions, LongQueryOptions, ScaleOptions,
-  SetBenchOptions, VectorsScaleOptions, WatchBenchOptions,
+  parse_modes, run_ann_recall, run_calibration, run_feedback, run_long_queries, run_memory,
+  run_memory_latency, run_precision, run_prompts, run_scale, run_set_bench, run_vectors_scale, run_watch,
+  stderr_log, BenchCommon, BenchOutput, CalibrationOptions, FeedbackBenchOptions, LongQueryOptions,
+  ScaleOptions, SetBenchOptions, VectorsScaleOptions, WatchBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -375,6 +375,18 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
+  /// ANN vs exact dense search over an indexed vault's own vectors (indexed with
+  /// `LLM_WIKI_ANN=on`, or large enough), with a BEIR set's queries: latency and recall@10/@64.
+  AnnRecall {
+    /// The vault (its live store must list an ANN index).
+    #[arg(long)]
+    vault: PathBuf,
+    /// BEIR-style directory whose queries.jsonl is embedded.
+    #[arg(long)]
+    beir: PathBuf,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
   /// Vectors at scale: full embedding of a synthetic vault (time, RSS, disk curve) and/or warm
   /// recall over the real number of (synthetic) vectors, and the exact scan alone.
   VectorsScale {
@@ -403,6 +415,10 @@ enum BenchSuite {
     /// Also time the exact scan over N synthetic rows (no vault).
     #[arg(long, value_name = "N")]
     scan_rows: Option<usize>,
+    /// Synthetic vectors around C seeded centres instead of uniformly random (0 = uniform, the
+    /// worst case for an ANN graph).
+    #[arg(long, value_name = "C", default_value_t = 0)]
+    vector_clusters: usize,
     #[command(flatten)]
     common: BenchCommonArgs,
   },
@@ -454,6 +470,7 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
         common: common.common()?,
       })?
     }
+    Some(BenchSuite::AnnRecall { vault, beir, common }) => run_ann_recall(&vault, &beir, &common.common()?)?,
     Some(BenchSuite::VectorsScale {
       pages,
       max_bytes,
@@ -463,6 +480,7 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
       embed_budget,
       synthetic_vectors,
       scan_rows,
+      vector_clusters,
       common,
     }) => run_vectors_scale(&VectorsScaleOptions {
       pages,
@@ -473,6 +491,7 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
       embed_budget_secs: embed_budget,
       synthetic: synthetic_vectors,
       scan_rows,
+      vector_clusters,
       common: common.common()?,
     })?,
     None => {

@@ -594,6 +594,9 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
     }
   };
   diagnostics.extend(incomplete_vectors(ctx, &dense));
+  if let Some(why) = dense.vectors.ann_diagnostic() {
+    diagnostics.push(("qmd_ann_unavailable", why));
+  }
   match dense.calibration.source {
     CalibrationSource::Uncalibrated => {
       let id = dense.embedder.id();

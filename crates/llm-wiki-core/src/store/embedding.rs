@@ -14,6 +14,7 @@ use std::collections::btree_map;
 use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 
+use super::ann::{self, AnnMode, AnnRef, REBUILD_FRACTION};
 use super::generation::Generation;
 use super::job::{ReindexOptions, ReindexResult};
 use super::layout::{StoreDir, StoreLayout};
@@ -71,8 +72,9 @@ pub fn carry_vectors(from: &Generation, to: &StoreDir, vault_id: &str) -> Option
   }
   let vm = from.commit.vectors.clone()?;
   std::fs::create_dir_all(to.vectors_dir()).ok()?;
-  for s in &vm.segments {
-    let (src, dst) = (from.dir.vectors_dir().join(&s.file), to.vectors_dir().join(&s.file));
+  let files = vm.segments.iter().map(|s| &s.file).chain(vm.ann.iter().map(|a| &a.file));
+  for file in files {
+    let (src, dst) = (from.dir.vectors_dir().join(file), to.vectors_dir().join(file));
     if std::fs::hard_link(&src, &dst).is_err() {
       let copied = std::fs::File::create(&dst).and_then(|mut out| {
         std::io::copy(&mut std::fs::File::open(&src)?, &mut out).and_then(|_| out.sync_all())
@@ -164,6 +166,8 @@ struct VectorWriter<'g> {
   /// Newest segments written by this run (merged into one at the end).
   written: usize,
   live: &'g HashSet<u64>,
+  /// The ANN file the next commit lists (kept across batches: it stays valid, see `store::ann`).
+  ann: Option<AnnRef>,
 }
 
 impl<'g> VectorWriter<'g> {
@@ -172,6 +176,12 @@ impl<'g> VectorWriter<'g> {
     let previous_files = files_of(&gen.commit);
     // Files of interrupted runs (written, never committed) go before new ones are written.
     gc_segments(&gen.dir.vectors_dir(), &previous_files);
+    let ann = gen
+      .commit
+      .vectors
+      .as_ref()
+      .filter(|v| v.model == model.0 && v.dims == model.1)
+      .and_then(|v| v.ann.clone());
     Ok(VectorWriter {
       gen,
       writer,
@@ -183,7 +193,14 @@ impl<'g> VectorWriter<'g> {
       embedded,
       written: 0,
       live,
+      ann,
     })
+  }
+
+  /// Start from no vectors (another model, or a forced rebuild).
+  fn reset(&mut self) {
+    self.commit.vectors = None;
+    self.ann = None;
   }
 
   fn segments(&self) -> Vec<SegmentRef> {
@@ -201,7 +218,8 @@ impl<'g> VectorWriter<'g> {
   /// removal of the segment files neither this commit nor the previous one lists.
   fn publish(&mut self, segments: Vec<SegmentRef>) -> Result<u64> {
     let next = self.commit.generation + 1;
-    let vectors = VectorManifest { model: self.model.clone(), dims: self.dims, segments };
+    let vectors =
+      VectorManifest { model: self.model.clone(), dims: self.dims, segments, ann: self.ann.clone() };
     let has_vectors = !vectors.segments.is_empty();
     let commit = CommitInfo {
       generation: next,
@@ -275,6 +293,32 @@ impl<'g> VectorWriter<'g> {
     self.publish(segments)
   }
 
+  /// Build (or rebuild, or drop) the ANN index as `mode` wants for the current vectors, and
+  /// commit the change. Rebuilt when rows added since its build plus rows no longer live exceed
+  /// [`REBUILD_FRACTION`] of it, or when it is missing or unusable (corrupt, another model).
+  fn maintain_ann(&mut self, mode: AnnMode) -> Result<()> {
+    let segments = self.segments();
+    let vm = VectorManifest {
+      model: self.model.clone(),
+      dims: self.dims,
+      segments: segments.clone(),
+      ann: self.ann.clone(),
+    };
+    let idx = VectorIndex::open_with(&self.dir(), &vm, self.live, AnnMode::On)?;
+    match ann_action(&idx, self.ann.is_some(), mode) {
+      AnnAction::Keep => return Ok(()),
+      AnnAction::Drop => self.ann = None,
+      AnnAction::Build => {
+        let name = format!("ann-{}.ann", self.commit.generation + 1);
+        self.ann = Some(ann::build(&self.dir(), &name, &self.model, self.dims, &idx.live_row_data())?);
+      }
+    }
+    drop(idx);
+    crash_point("ann-before-commit");
+    self.publish(segments)?;
+    Ok(())
+  }
+
   /// Merge what this run wrote into one segment, then close the writer once its merges are done.
   /// Returns the generation of the last commit.
   fn finish(mut self) -> Result<u64> {
@@ -286,6 +330,7 @@ impl<'g> VectorWriter<'g> {
       self.merge_by_size(&mut segments)?;
       self.publish(segments)?;
     }
+    self.maintain_ann(AnnMode::from_env())?;
     if let Some(w) = self.writer.take() {
       w.wait_merging_threads()?;
     }
@@ -306,16 +351,38 @@ impl Drop for VectorWriter<'_> {
   }
 }
 
-fn files_of(commit: &CommitInfo) -> HashSet<String> {
-  commit.vectors.iter().flat_map(|v| v.segments.iter().map(|s| s.file.clone())).collect()
+/// What the vector phase does with the ANN index of `idx` (opened with [`AnnMode::On`]).
+#[derive(Debug, PartialEq, Eq)]
+enum AnnAction {
+  Keep,
+  Build,
+  Drop,
 }
 
-/// Remove segment files (and temp files of interrupted writes) not in `keep`. A file another
+fn ann_action(idx: &VectorIndex, listed: bool, mode: AnnMode) -> AnnAction {
+  if !mode.wanted(idx.live_rows()) {
+    return if listed { AnnAction::Drop } else { AnnAction::Keep };
+  }
+  match idx.ann_staleness() {
+    Some((delta, dead, rows)) if (delta + dead) as f64 <= REBUILD_FRACTION * rows as f64 => AnnAction::Keep,
+    _ => AnnAction::Build,
+  }
+}
+
+fn files_of(commit: &CommitInfo) -> HashSet<String> {
+  let ann = commit.vectors.iter().flat_map(|v| v.ann.iter().map(|a| a.file.clone()));
+  commit.vectors.iter().flat_map(|v| v.segments.iter().map(|s| s.file.clone())).chain(ann).collect()
+}
+
+/// Remove segment and ANN files (and temp files of interrupted writes) not in `keep`. A file another
 /// process still has mapped may resist removal on Windows; a later collection retries it.
 fn gc_segments(dir: &Path, keep: &HashSet<String>) {
   for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
     let name = e.file_name().to_string_lossy().into_owned();
-    let ours = name.ends_with(".vec") || (name.starts_with(".seg-") && name.contains(".vec.tmp-"));
+    let ours = name.ends_with(".vec")
+      || (name.starts_with(".seg-") && name.contains(".vec.tmp-"))
+      || ann::is_ann_name(&name)
+      || (name.starts_with(".ann-") && name.contains(".ann.tmp-"));
     if ours && !keep.contains(&name) {
       let _ = std::fs::remove_file(e.path());
     }
@@ -360,18 +427,24 @@ pub fn vector_phase(
   let force = opts.force && opts.components.contains(&Component::Vectors);
   let compatible: Option<&VectorManifest> =
     gen.commit.vectors.as_ref().filter(|v| v.model == model_id && v.dims == dims && !force);
-  let (present, stored) = match compatible {
+  let (present, stored, ann_due) = match compatible {
     Some(vm) => {
-      let idx = VectorIndex::open(&gen.dir.vectors_dir(), vm, &live)?;
-      (idx.present().clone(), idx.stored_rows())
+      let idx = VectorIndex::open_with(&gen.dir.vectors_dir(), vm, &live, AnnMode::On)?;
+      let due = ann_action(&idx, vm.ann.is_some(), AnnMode::from_env()) != AnnAction::Keep;
+      (idx.present().clone(), idx.stored_rows(), due)
     }
-    None => (HashSet::new(), 0),
+    None => (HashSet::new(), 0, false),
   };
   let missing: HashSet<u64> = live.difference(&present).copied().collect();
   res.vectors.skipped = present.len() as u32;
   let compact = compatible.is_some() && stored > 256 && stored > 2 * present.len();
   let model_changed = compatible.is_none() && gen.commit.vectors.is_some();
   if missing.is_empty() && !compact && !model_changed {
+    if ann_due {
+      // Only the ANN index needs work: no model load.
+      let vw = VectorWriter::new(&gen, &live, (model_id, dims), present.len() as u32)?;
+      res.generation = vw.finish()?;
+    }
     return Ok(());
   }
   let embedder = match models::embedder() {
@@ -383,7 +456,7 @@ pub fn vector_phase(
   // A compatible list is continued; anything else (no vectors, another model, forced) starts empty.
   let mut vw = VectorWriter::new(&gen, &live, model, present.len() as u32)?;
   if model_changed {
-    vw.commit.vectors = None;
+    vw.reset();
   }
   if compact {
     // Most stored rows are dead or superseded: one rewrite before adding new rows.
@@ -453,7 +526,7 @@ pub fn install_vectors(
   missing.sort_unstable();
   let mut vw = VectorWriter::new(&gen, &live, model, present.len() as u32)?;
   if compatible.is_none() {
-    vw.commit.vectors = None;
+    vw.reset();
   }
   for keys in missing.chunks(batch.max(1)) {
     let rows: Vec<(u64, Vec<f32>)> = keys.iter().map(|&k| (k, make(k))).collect();

@@ -2,6 +2,7 @@
 //! lock, manifest, lexical index, vectors, the `CURRENT` swap, status, the reindex that ties them
 //! together, start-up recovery and the migration from the TypeScript release's QMD store.
 
+pub mod ann;
 pub mod embedding;
 pub mod generation;
 pub mod job;

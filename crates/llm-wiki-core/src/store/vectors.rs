@@ -14,9 +14,12 @@ use std::collections::{HashMap, HashSet};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use std::sync::{Arc, OnceLock};
+
 use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
+use super::ann::{AnnFile, AnnMode, AnnRef};
 use crate::error::{Error, Result};
 use crate::fsutil::sync_dir;
 
@@ -44,6 +47,9 @@ pub struct VectorManifest {
   pub dims: usize,
   /// Segments in write order (later rows win for a repeated chunk id).
   pub segments: Vec<SegmentRef>,
+  /// The ANN index over (a past state of) these vectors, when one was built (`store::ann`).
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub ann: Option<AnnRef>,
 }
 
 /// Numeric form of a 16-hex-digit chunk id.
@@ -169,6 +175,15 @@ struct Segment {
   rows: usize,
   /// Rows to search (live and not superseded), ascending.
   live: Vec<u32>,
+}
+
+/// The ANN side of an open [`VectorIndex`]: the file, and the live rows it does not cover.
+struct AnnState {
+  file: Arc<AnnFile>,
+  /// Per segment, the live rows whose chunk the index does not hold (scanned exactly).
+  delta: Vec<Vec<u32>>,
+  /// Live rows the index holds.
+  covered: usize,
 }
 
 /// A file name the vector writer produces: a plain `*.vec` name inside `vectors/`.
@@ -369,11 +384,23 @@ pub struct VectorIndex {
   /// Where each present chunk's live row is (segment index, row): a lookup of a few chunks (the
   /// pages a lexical list found) costs O(chunks asked), not a pass over every row.
   locations: HashMap<u64, (u32, u32)>,
+  /// Directory and list entry of the ANN file, when the commit lists one.
+  ann_ref: Option<(std::path::PathBuf, AnnRef)>,
+  mode: AnnMode,
+  /// Opened on the first search that wants it (lexical paths that open the vectors for counts
+  /// never pay for it); `Err` holds why it is not used.
+  ann: OnceLock<std::result::Result<AnnState, String>>,
 }
 
 impl VectorIndex {
-  /// Map the segments of `vm` under `dir`, keeping only rows of `live` chunks (latest row wins).
+  /// Map the segments of `vm` under `dir`, keeping only rows of `live` chunks (latest row wins);
+  /// searches use the ANN index as `LLM_WIKI_ANN` says ([`AnnMode::from_env`]).
   pub fn open(dir: &Path, vm: &VectorManifest, live: &HashSet<u64>) -> Result<Self> {
+    Self::open_with(dir, vm, live, AnnMode::from_env())
+  }
+
+  /// [`Self::open`] with an explicit ANN mode.
+  pub fn open_with(dir: &Path, vm: &VectorManifest, live: &HashSet<u64>, mode: AnnMode) -> Result<Self> {
     let mut segments =
       vm.segments.iter().map(|s| Segment::open(dir, s, vm.dims)).collect::<Result<Vec<_>>>()?;
     // Latest segment wins for a repeated chunk id.
@@ -390,7 +417,73 @@ impl VectorIndex {
       }
       seg.live = live_rows;
     }
-    Ok(VectorIndex { model: vm.model.clone(), dims: vm.dims, segments, present, locations })
+    Ok(VectorIndex {
+      model: vm.model.clone(),
+      dims: vm.dims,
+      segments,
+      present,
+      locations,
+      ann_ref: vm.ann.clone().map(|a| (dir.to_path_buf(), a)),
+      mode,
+      ann: OnceLock::new(),
+    })
+  }
+
+  /// Whether searches go through the ANN index (the mode wants it for this many rows); it may
+  /// still turn out unusable ([`Self::ann_diagnostic`]), then the exact scan runs.
+  pub fn ann_wanted(&self) -> bool {
+    self.mode.wanted(self.live_rows())
+  }
+
+  /// The ANN state, opened on first use.
+  fn ann_state(&self) -> std::result::Result<&AnnState, &str> {
+    self
+      .ann
+      .get_or_init(|| {
+        let Some((dir, r)) = &self.ann_ref else {
+          return Err(
+            "no ANN index has been built for these vectors yet (the next vector reindex builds it); \
+                      searching exactly"
+              .to_string(),
+          );
+        };
+        let file =
+          AnnFile::open(dir, r, &self.model, self.dims).map_err(|e| format!("{e}; searching exactly"))?;
+        let delta: Vec<Vec<u32>> = self
+          .segments
+          .iter()
+          .map(|seg| seg.live.iter().copied().filter(|&row| !file.contains(seg.id(row as usize))).collect())
+          .collect();
+        let covered = self.live_rows() - delta.iter().map(Vec::len).sum::<usize>();
+        Ok(AnnState { file, delta, covered })
+      })
+      .as_ref()
+      .map_err(String::as_str)
+  }
+
+  /// Why the ANN index wanted for this store is not used, if it is not (a fallback diagnostic).
+  pub fn ann_diagnostic(&self) -> Option<String> {
+    if !self.ann_wanted() {
+      return None;
+    }
+    self.ann_state().err().map(str::to_string)
+  }
+
+  /// `(rows added since the ANN build, rows it holds that are no longer live, rows it holds)`,
+  /// or `None` when there is no usable index (opens it).
+  pub fn ann_staleness(&self) -> Option<(usize, usize, usize)> {
+    let a = self.ann_state().ok()?;
+    let delta = a.delta.iter().map(Vec::len).sum();
+    Some((delta, a.file.len() - a.covered, a.file.len()))
+  }
+
+  /// Every live row as stored: (chunk id, int8 components), for building an ANN index.
+  pub fn live_row_data(&self) -> Vec<(u64, &[i8])> {
+    self
+      .segments
+      .iter()
+      .flat_map(|seg| seg.live.iter().map(move |&r| (seg.id(r as usize), seg.data(r as usize, self.dims))))
+      .collect()
   }
 
   /// Chunks with a vector.
@@ -412,8 +505,50 @@ impl VectorIndex {
   /// id first). Exact: every live row is scored with an integer dot product; above
   /// [`PARALLEL_SCAN_ROWS`] rows, blocks of rows are scored on rayon's threads, each keeping its
   /// own top `k` (memory O(k) per block, never O(rows)).
+  ///
+  /// When the ANN index is wanted ([`Self::ann_wanted`]) and usable, it supplies the candidates
+  /// instead (see [`Self::search_ann`]); otherwise, or if it fails, the exact scan runs.
   pub fn search(&self, query: &[f32], k: usize) -> Vec<(u64, f32)> {
+    if self.ann_wanted() {
+      if let Some(hits) = self.search_ann(query, k) {
+        return hits;
+      }
+    }
+    self.search_exact(query, k)
+  }
+
+  /// The exact scan (parallel above [`PARALLEL_SCAN_ROWS`] rows), whatever the ANN mode.
+  pub fn search_exact(&self, query: &[f32], k: usize) -> Vec<(u64, f32)> {
     self.search_with(query, k, self.live_rows() >= PARALLEL_SCAN_ROWS)
+  }
+
+  /// Top `k` through the ANN index, or `None` when there is no usable one. Candidates: the
+  /// graph's 2`k` (at least `k` + 16) nearest live chunks (rows no longer live are filtered out during the graph
+  /// search) plus every live row added since the build (scanned exactly); all are scored with the
+  /// exact integer dot product, so a returned score equals the exact scan's and only recall is
+  /// approximate.
+  pub fn search_ann(&self, query: &[f32], k: usize) -> Option<Vec<(u64, f32)>> {
+    if query.len() != self.dims || k == 0 {
+      return Some(Vec::new());
+    }
+    let ann = self.ann_state().ok()?;
+    let (_, q8) = quantize(query);
+    // More candidates than hits: the graph ranks by the int8 query's cosine, the rescoring by the
+    // finer int16 one, so near-ties at the k-th place can swap.
+    let keys = ann.file.search(&q8, (2 * k).max(k + 16), &|key| self.present.contains(&key)).ok()?;
+    let (qscale, q) = quantize_query(query);
+    let mut top = TopK::new(k);
+    for key in keys {
+      if let Some(&(si, row)) = self.locations.get(&key) {
+        let (seg, row) = (&self.segments[si as usize], row as usize);
+        top.push(Hit(seg.scale(row) * qscale * dot_i16_i8(&q, seg.data(row, self.dims)) as f32, key));
+      }
+    }
+    let delta: Vec<(&Segment, &[u32])> =
+      self.segments.iter().zip(&ann.delta).map(|(s, d)| (s, d.as_slice())).collect();
+    let rows: usize = ann.delta.iter().map(Vec::len).sum();
+    top = top.merge(self.scan(&q, qscale, k, &delta, rows >= PARALLEL_SCAN_ROWS));
+    Some(top.into_sorted())
   }
 
   /// [`Self::search`] with the parallel scan forced on or off (benches and tests compare both).
@@ -422,24 +557,30 @@ impl VectorIndex {
       return Vec::new();
     }
     let (qscale, q) = quantize_query(query);
+    let parts: Vec<(&Segment, &[u32])> = self.segments.iter().map(|s| (s, s.live.as_slice())).collect();
+    self.scan(&q, qscale, k, &parts, parallel).into_sorted()
+  }
+
+  /// Exact top `k` over the given rows of each segment (blocks of rows on rayon's threads when
+  /// `parallel`, each keeping its own top `k`).
+  fn scan(&self, q: &[i16], qscale: f32, k: usize, parts: &[(&Segment, &[u32])], parallel: bool) -> TopK {
     let scan = |seg: &Segment, rows: &[u32]| -> TopK {
       let mut top = TopK::new(k);
       for &row in rows {
         let row = row as usize;
-        let dot = dot_i16_i8(&q, seg.data(row, self.dims));
+        let dot = dot_i16_i8(q, seg.data(row, self.dims));
         top.push(Hit(seg.scale(row) * qscale * dot as f32, seg.id(row)));
       }
       top
     };
-    let top = if parallel {
+    if parallel {
       use rayon::prelude::*;
       let blocks: Vec<(&Segment, &[u32])> =
-        self.segments.iter().flat_map(|seg| seg.live.chunks(SCAN_BLOCK).map(move |b| (seg, b))).collect();
+        parts.iter().flat_map(|&(seg, rows)| rows.chunks(SCAN_BLOCK).map(move |b| (seg, b))).collect();
       blocks.par_iter().map(|(seg, rows)| scan(seg, rows)).reduce(|| TopK::new(k), TopK::merge)
     } else {
-      self.segments.iter().map(|seg| scan(seg, &seg.live)).fold(TopK::new(k), TopK::merge)
-    };
-    top.into_sorted()
+      parts.iter().map(|&(seg, rows)| scan(seg, rows)).fold(TopK::new(k), TopK::merge)
+    }
   }
 
   /// Dequantized vectors of the given chunks (for rescoring and compaction).
@@ -533,7 +674,7 @@ mod tests {
     let newer: Vec<(u64, Vec<f32>)> =
       random_units(9, 1_000, dims).into_iter().enumerate().map(|(i, v)| (i as u64 * 3, v)).collect();
     let s3 = write_segment(t.path(), "c.vec", dims, &newer).unwrap();
-    let vm = VectorManifest { model: "m".into(), dims, segments: vec![s1, s2, s3] };
+    let vm = VectorManifest { model: "m".into(), dims, segments: vec![s1, s2, s3], ann: None };
     // Every tenth chunk is dead.
     let live: HashSet<u64> = (0..30_000u64).filter(|i| i % 10 != 0).collect();
     let idx = VectorIndex::open(t.path(), &vm, &live).unwrap();
@@ -571,7 +712,7 @@ mod tests {
   fn two_segments(dir: &Path) -> VectorManifest {
     let s1 = write_segment(dir, "a.vec", 4, &[(1, v(1.0, 0.0)), (2, v(0.0, 1.0)), (3, v(1.0, 1.0))]).unwrap();
     let s2 = write_segment(dir, "b.vec", 4, &[(2, v(1.0, 0.1))]).unwrap();
-    VectorManifest { model: "m".into(), dims: 4, segments: vec![s1, s2] }
+    VectorManifest { model: "m".into(), dims: 4, segments: vec![s1, s2], ann: None }
   }
 
   #[test]

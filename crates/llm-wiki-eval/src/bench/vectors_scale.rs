@@ -9,9 +9,18 @@
 //!   recall are timed with real query embeddings (rankings are meaningless, latency is real), and
 //!   the exact scan alone, sequential and parallel.
 //!
+//! With `--synthetic-vectors` the ANN index (`store::ann`) is then built through the vector
+//! writer (`LLM_WIKI_ANN=on` for that pass) and measured against the exact scan back to back:
+//! hybrid recall latency in alternating rounds (exact, ANN, exact, ANN), the dense search alone
+//! (k = 64, as the dense list asks), and recall@10 of the ANN top 10 against the exact top 10,
+//! for the real query embeddings and for queries drawn near stored vectors.
+//! `--vector-clusters C` draws the synthetic vectors around C centres (0: uniform, the worst case
+//! for a graph index; real embeddings are clustered).
+//!
 //! `--scan-rows N` adds a store-less scan measurement: N synthetic rows in segments of 2^18,
 //! exact search sequential vs parallel (what a vault of N chunks costs in the scan stage).
 
+use llm_wiki_core::store::ann::AnnMode;
 use llm_wiki_core::store::embedding::install_vectors;
 use llm_wiki_core::store::vectors::{write_segment, VectorIndex, VectorManifest};
 use llm_wiki_core::store::CancelFlag;
@@ -35,7 +44,75 @@ pub struct VectorsScaleOptions {
   pub synthetic: bool,
   /// Also time the exact scan over this many synthetic rows (no vault).
   pub scan_rows: Option<usize>,
+  /// Synthetic vectors around this many centres (0 = uniformly random).
+  pub vector_clusters: usize,
   pub common: BenchCommon,
+}
+
+/// Synthetic vector of chunk `key`: uniform ([`synthetic_unit`]) or, with `clusters` > 0, the
+/// unit vector of a seeded centre (chosen by the key) plus 0.6 × a uniform perturbation of the
+/// same norm.
+fn synthetic_vector(key: u64, seed: u64, dims: usize, clusters: usize) -> Vec<f32> {
+  if clusters == 0 {
+    return synthetic_unit(key, seed, dims);
+  }
+  let c = key.wrapping_mul(0x2545_F491_4F6C_DD1D) % clusters as u64;
+  let centre = synthetic_unit(u64::MAX / 2 - c, seed, dims);
+  let noise = synthetic_unit(key, seed, dims);
+  let v: Vec<f32> = centre.iter().zip(&noise).map(|(a, b)| a + 0.6 * b).collect();
+  let n = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
+  v.into_iter().map(|a| a / n).collect()
+}
+
+/// Fraction of `exact`'s ids found in `approx`.
+fn overlap(approx: &[(u64, f32)], exact: &[(u64, f32)]) -> f64 {
+  let e: HashSet<u64> = exact.iter().map(|h| h.0).collect();
+  approx.iter().filter(|h| e.contains(&h.0)).count() as f64 / e.len().max(1) as f64
+}
+
+/// Dense search alone, exact vs ANN, on `queries`: latency (k = 64, interleaved per query so load
+/// hits both alike) and mean recall@10 / @64 of the ANN lists against the exact ones.
+fn ann_vs_exact(idx: &VectorIndex, queries: &[Vec<f32>]) -> Value {
+  for q in queries.iter().take(5) {
+    idx.search_exact(q, 64);
+    idx.search_ann(q, 64);
+  }
+  let (mut te, mut ta, mut r10, mut r64) = (Vec::new(), Vec::new(), 0.0, 0.0);
+  for q in queries {
+    let t = Instant::now();
+    let e64 = std::hint::black_box(idx.search_exact(q, 64));
+    te.push(ms_since(t));
+    let t = Instant::now();
+    let a64 = std::hint::black_box(idx.search_ann(q, 64).unwrap_or_default());
+    ta.push(ms_since(t));
+    r64 += overlap(&a64, &e64);
+    let (e10, a10) = (idx.search_exact(q, 10), idx.search_ann(q, 10).unwrap_or_default());
+    r10 += overlap(&a10, &e10);
+  }
+  let n = queries.len().max(1) as f64;
+  let (le, la) = (latency(&te), latency(&ta));
+  json!({
+    "queries": queries.len(),
+    "exact": le,
+    "ann": la,
+    "p50Ratio": r3(la.p50_ms / le.p50_ms.max(1e-9)),
+    "recallAt10": r3(r10 / n),
+    "recallAt64": r3(r64 / n),
+  })
+}
+
+fn ann_line(label: &str, a: &Value) -> String {
+  let f = |m: &str, p: &str| a[m][p].as_f64().unwrap_or(f64::NAN);
+  format!(
+    "| {label} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.3} | {:.3} |",
+    a["queries"],
+    f("exact", "p50Ms"),
+    f("exact", "p95Ms"),
+    f("ann", "p50Ms"),
+    f("ann", "p95Ms"),
+    a["recallAt10"].as_f64().unwrap_or(f64::NAN),
+    a["recallAt64"].as_f64().unwrap_or(f64::NAN),
+  )
 }
 
 /// Seeded pseudo-random unit vector (xorshift on `key ^ seed`; integer-driven, same on every CPU).
@@ -257,7 +334,11 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
     let t = Instant::now();
     reset_peak_rss();
     let seed = opts.seed;
-    let written = install_vectors(&paths, (&model, dims), 1 << 16, &mut |k| synthetic_unit(k, seed, dims))?;
+    let clusters = opts.vector_clusters;
+    // The exact store first (as before this index existed); the ANN pass is timed on its own.
+    std::env::set_var("LLM_WIKI_ANN", "off");
+    let written =
+      install_vectors(&paths, (&model, dims), 1 << 16, &mut |k| synthetic_vector(k, seed, dims, clusters))?;
     let install_ms = ms_since(t);
     let install_peak = peak_rss_bytes();
     let disk = disk_usage(&paths);
@@ -269,13 +350,61 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
     qcommon.modes = vec![RetrievalMode::Lexical, RetrievalMode::Hybrid];
     let lexical = run_queries(&paths, &qpairs, RetrievalMode::Lexical, 10, false, &qcommon)?;
     let hybrid = run_queries(&paths, &qpairs, RetrievalMode::Hybrid, 10, false, &qcommon)?;
+    // ANN: built by the vector writer's own maintenance pass (no vector is missing).
+    release_reader(&paths);
+    std::env::set_var("LLM_WIKI_ANN", "on");
+    reset_peak_rss();
+    let t = Instant::now();
+    install_vectors(&paths, (&model, dims), 1 << 16, &mut |k| synthetic_vector(k, seed, dims, clusters))?;
+    let ann_build_ms = ms_since(t);
+    let ann_build_peak = peak_rss_bytes();
+    let ann_bytes = {
+      let gen = Generation::open_live(&StoreLayout::new(paths.retrieval()))?;
+      let a = gen.commit.vectors.as_ref().and_then(|v| v.ann.clone());
+      a.and_then(|a| std::fs::metadata(gen.dir.vectors_dir().join(a.file)).ok()).map_or(0, |m| m.len())
+    };
+    common.say(format!("{name}: ANN index built in {ann_build_ms:.0} ms ({:.1} MiB)", mib(ann_bytes)));
+    // Hybrid recall, exact and ANN in alternating rounds (the machine's load drifts).
+    let mut rounds = Vec::new();
+    for round in 0..2 {
+      let mut r = Map::new();
+      for (label, mode) in [("exact", "off"), ("ann", "on")] {
+        release_reader(&paths);
+        std::env::set_var("LLM_WIKI_ANN", mode);
+        let run = run_queries(&paths, &qpairs, RetrievalMode::Hybrid, 10, false, &qcommon)?;
+        let l = ModeRun::latency_of(&run.ranked);
+        common
+          .say(format!("{name}: hybrid {label} round {round}: p50 {:.2} p95 {:.2} ms", l.p50_ms, l.p95_ms));
+        r.insert(label.into(), json!({ "latency": l, "stageMediansMs": run.stage_medians().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>() }));
+      }
+      rounds.push(Value::Object(r));
+    }
+    release_reader(&paths);
     // The scan alone over the store's vectors, with the real query embeddings.
     let gen = Generation::open_live(&StoreLayout::new(paths.retrieval()))?;
     let vm = gen.commit.vectors.clone().ok_or_else(|| Error::Index("no vectors after install".into()))?;
-    let idx = VectorIndex::open(&gen.dir.vectors_dir(), &vm, &gen.manifest.chunk_keys())?;
+    let live = gen.manifest.chunk_keys();
+    let idx = VectorIndex::open_with(&gen.dir.vectors_dir(), &vm, &live, AnnMode::On)?;
+    std::env::remove_var("LLM_WIKI_ANN");
     let qvecs: Vec<Vec<f32>> =
       queries.iter().map(|(q, _, _)| embedder.embed_query(q)).collect::<Result<_>>()?;
     let scan = scan_latency(&idx, &qvecs);
+    let ann_diag = idx.ann_diagnostic();
+    let ann_real = ann_vs_exact(&idx, &qvecs);
+    // Queries near stored vectors: a stored chunk's vector plus 0.3 × a fresh uniform vector.
+    let mut keys: Vec<u64> = live.iter().copied().collect();
+    keys.sort_unstable();
+    let near: Vec<Vec<f32>> = (0..qvecs.len().max(20))
+      .map(|i| {
+        let k = keys[(i * 7919) % keys.len().max(1)];
+        let (a, b) =
+          (synthetic_vector(k, seed, dims, clusters), synthetic_unit(u64::MAX - i as u64, seed ^ 1, dims));
+        let v: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + 0.3 * y).collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        v.into_iter().map(|x| x / n).collect()
+      })
+      .collect();
+    let ann_near = ann_vs_exact(&idx, &near);
     drop(idx);
     release_reader(&paths);
     let (ll, hl) = (ModeRun::latency_of(&lexical.ranked), ModeRun::latency_of(&hybrid.ranked));
@@ -290,6 +419,16 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
       "hybrid": hybrid.cost_json(),
       "hybridStageMediansMs": hybrid.stage_medians().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
       "scan": scan,
+      "vectorClusters": clusters,
+      "ann": {
+        "buildMs": r3(ann_build_ms),
+        "buildPeakRssBytes": ann_build_peak,
+        "fileBytes": ann_bytes,
+        "diagnostic": ann_diag,
+        "hybridRounds": rounds,
+        "denseRealQueries": ann_real,
+        "denseNearQueries": ann_near,
+      },
     });
     let _ = writeln!(md, "## Warm recall with the real vector count (`--synthetic-vectors`)\n");
     let _ = writeln!(
@@ -322,6 +461,38 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
        |---|---|---|---|---|---|---|\n",
     );
     let _ = writeln!(md, "{}\n", scan_line("store vectors, real queries", &doc["synthetic"]["scan"]));
+    let a = &doc["synthetic"]["ann"];
+    let _ = writeln!(
+      md,
+      "### ANN index (`store::ann`, usearch HNSW over the int8 rows) vs exact\n\n- vectors: {}; index \
+       built by the vector writer in {ann_build_ms:.0} ms, peak RSS {} MiB, file {:.1} MiB{}\n",
+      if clusters == 0 {
+        "uniformly random (worst case for a graph)".to_string()
+      } else {
+        format!("{clusters} clusters")
+      },
+      fmt_mib(ann_build_peak),
+      mib(ann_bytes),
+      a["diagnostic"].as_str().map(|d| format!("; **not used: {d}**")).unwrap_or_default()
+    );
+    md.push_str("| hybrid recall, 10 results | exact p50 / p95 ms | ANN p50 / p95 ms | p50 ratio | p95 ratio |\n|---|---|---|---|---|\n");
+    for (i, r) in a["hybridRounds"].as_array().into_iter().flatten().enumerate() {
+      let f = |m: &str, p: &str| r[m]["latency"][p].as_f64().unwrap_or(f64::NAN);
+      let _ = writeln!(
+        md,
+        "| round {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {:.2} |",
+        i + 1,
+        f("exact", "p50Ms"),
+        f("exact", "p95Ms"),
+        f("ann", "p50Ms"),
+        f("ann", "p95Ms"),
+        f("ann", "p50Ms") / f("exact", "p50Ms"),
+        f("ann", "p95Ms") / f("exact", "p95Ms")
+      );
+    }
+    md.push_str("\n| dense search alone | queries | exact p50 / p95 ms (k 64) | ANN p50 / p95 ms (k 64) | recall@10 | recall@64 |\n|---|---|---|---|---|---|\n");
+    let _ = writeln!(md, "{}", ann_line("real query embeddings", &a["denseRealQueries"]));
+    let _ = writeln!(md, "{}\n", ann_line("queries near stored vectors", &a["denseNearQueries"]));
   }
 
   if let Some(rows) = opts.scan_rows {
@@ -336,7 +507,7 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
         .collect();
       segments.push(write_segment(&dir, &format!("s{i}.vec"), dims, &batch)?);
     }
-    let vm = VectorManifest { model: model.clone(), dims, segments };
+    let vm = VectorManifest { model: model.clone(), dims, segments, ann: None };
     let live: HashSet<u64> = (0..rows as u64).collect();
     let idx = VectorIndex::open(&dir, &vm, &live)?;
     let qvecs: Vec<Vec<f32>> = (0..opts.queries.clamp(20, 200) as u64)
@@ -362,6 +533,58 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
   finish_report(&mut out, &common.out, &name, md)?;
   drop(ix);
   drop(tmp);
+  Ok(out)
+}
+
+/// ANN vs exact dense search over the live store of `vault` (which must list an ANN index: index
+/// it with `LLM_WIKI_ANN=on`), with the queries of the BEIR set `beir` embedded by the configured
+/// model: latency (k = 64) and recall@10 / @64 of the ANN lists against the exact ones.
+pub fn run_ann_recall(vault: &Path, beir: &Path, common: &BenchCommon) -> Result<BenchOutput> {
+  let context = machine_context();
+  let set = load_beir_dir(beir)?;
+  let paths = VaultPaths::new_layout(vault);
+  let gen = Generation::open_live(&StoreLayout::new(paths.retrieval()))?;
+  let vm = gen.commit.vectors.clone().ok_or_else(|| Error::Index("the vault has no vectors".into()))?;
+  let idx = VectorIndex::open_with(&gen.dir.vectors_dir(), &vm, &gen.manifest.chunk_keys(), AnnMode::On)?;
+  if let Some(why) = idx.ann_diagnostic() {
+    return Err(Error::Index(format!("no usable ANN index: {why}")));
+  }
+  let embedder = models::embedder()?;
+  let qvecs: Vec<Vec<f32>> =
+    set.queries.iter().map(|(_, q)| embedder.embed_query(q)).collect::<Result<_>>()?;
+  let a = ann_vs_exact(&idx, &qvecs);
+  let name =
+    format!("ann-recall-{}", beir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+  let doc = json!({
+    "schema": SCHEMA,
+    "kind": "ann-recall",
+    "context": context,
+    "set": report_path(beir),
+    "rows": idx.live_rows(),
+    "annRows": vm.ann.as_ref().map(|r| r.rows),
+    "model": vm.model,
+    "dense": a,
+  });
+  let mut md = format!("# ANN vs exact dense search: {}\n\n", report_path(beir));
+  md.push_str(&context_markdown(&context));
+  let _ = writeln!(
+    md,
+    "- {} live vectors ({}), ANN index of {} rows (usearch HNSW, M 16, ef 128, int8); {} queries \
+     embedded by the model; k = 64 timed (exact scan, then ANN, per query), recall of the ANN \
+     top k against the exact top k\n",
+    idx.live_rows(),
+    vm.model,
+    vm.ann.as_ref().map_or(0, |r| r.rows),
+    qvecs.len()
+  );
+  md.push_str("| dense search alone | queries | exact p50 / p95 ms (k 64) | ANN p50 / p95 ms (k 64) | recall@10 | recall@64 |\n|---|---|---|---|---|---|\n");
+  let _ = writeln!(md, "{}\n", ann_line("set queries", &doc["dense"]));
+  create_dir(&common.out)?;
+  let mut out = BenchOutput::default();
+  let json_path = common.out.join(format!("{name}.json"));
+  write_json_file(&json_path, &doc)?;
+  out.files.push(json_path);
+  finish_report(&mut out, &common.out, &name, md)?;
   Ok(out)
 }
 
