@@ -34,6 +34,10 @@ fn hostile_bodies() -> Vec<String> {
   let ids: String =
     (0..400).map(|i| format!("v{i}.{}-rc{} 0x{:x}{:x} ", i * 7, i % 9, i * 31, i * 977)).collect();
   let urls: String = (0..120).map(|i| format!("https://ex.org/a/{i}?q=k{i}&x=y_{i}#s{i} ")).collect();
+  // Wiki and Markdown links: words met once whose pieces repeat (the counter's cache sees pieces).
+  let links: String = (0..150)
+    .map(|i| format!("[[concepts/00{}/foo-bar-{i}]]. [Bar {i}](../../b/{i}/x-y_{i}.md), (`z_{i}`) ", i % 7))
+    .collect();
   let code: String = (0..150).map(|i| format!("let v_{i} = f({i}, \"s{i}\")?.g()[{i}];\n")).collect();
   let minified: String = (0..3000).map(|i| format!("a{i}=b[{i}];")).collect();
   let cjk = "卡片盒笔记法是一种个人知识管理方法。".repeat(80);
@@ -43,6 +47,7 @@ fn hostile_bodies() -> Vec<String> {
     format!("# Prose\n\n{}\n", prose.repeat(80)),
     format!("# Ids\n\n{ids}\n"),
     format!("# Links\n\n{urls}\n"),
+    format!("# Wiki links\n\n{links}\n"),
     format!("# Code\n\n```rust\n{code}```\n"),
     format!("# Minified\n\n```js\n{minified}\n```\n\n{minified}\n"),
     format!("# CJK\n\n{cjk}\n"),
