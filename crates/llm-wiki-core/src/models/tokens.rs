@@ -5,7 +5,9 @@
 //! Counting is per whitespace-separated word, with a cache (word → tokens) shared by every
 //! thread of the process: vault text repeats its words, so a cold index tokenizes each distinct
 //! word once (the words a text misses in one tokenizer call) instead of every piece the chunker
-//! measures. A text's count is the sum of its words' counts. That is exact
+//! measures. With BERT's pre-tokenizer the cache holds the pieces of a word between ASCII
+//! punctuation (link targets, paths and identifiers are words met once, their pieces repeat).
+//! A text's count is the sum of its words' counts. That is exact
 //! for tokenizers that split at whitespace before their model runs — BERT's WordPiece (the
 //! default all-MiniLM-L6-v2 models), and any `Whitespace`/`WhitespaceSplit` pre-tokenizer — since
 //! their model never sees two words at once. For other tokenizers (SentencePiece `Metaspace`,
