@@ -12,13 +12,21 @@ use crate::error::{Error, Result};
 /// Write `bytes` to `path` atomically: temp file in the same directory, fsync, rename, fsync dir.
 /// A reader sees either the old or the new content, never a torn file.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+  atomic_write_with(path, |w| w.write_all(bytes).map_err(|e| Error::io("write", path, e)))
+}
+
+/// [`atomic_write`] of what `fill` writes into a buffered writer, so a large file (a 100k-page
+/// manifest is hundreds of MB) is streamed to disk instead of first built in memory.
+pub fn atomic_write_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
   let dir = path.parent().ok_or_else(|| Error::invalid(format!("{} has no parent", path.display())))?;
   fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
   let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
   let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
   let res = (|| {
-    let mut f = File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
-    f.write_all(bytes).map_err(|e| Error::io("write", &tmp, e))?;
+    let f = File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+    fill(&mut w)?;
+    let f = w.into_inner().map_err(|e| Error::io("write", &tmp, e.into_error()))?;
     f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
     fs::rename(&tmp, path).map_err(|e| Error::io("rename", path, e))?;
     sync_dir(dir);
@@ -141,5 +149,29 @@ mod tests {
     atomic_write(&p, b"2").unwrap();
     assert_eq!(std::fs::read(&p).unwrap(), b"2");
     assert_eq!(std::fs::read_dir(p.parent().unwrap()).unwrap().count(), 1);
+  }
+
+  /// A streamed write larger than its buffer lands whole; one whose filler fails leaves the old
+  /// file and no temporary file behind.
+  #[test]
+  fn streamed_atomic_write_is_all_or_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("m.json");
+    let big: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    atomic_write_with(&p, |w| {
+      for part in big.chunks(7_000) {
+        w.write_all(part).map_err(|e| Error::io("write", &p, e))?;
+      }
+      Ok(())
+    })
+    .unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), big);
+    let failed = atomic_write_with(&p, |w| {
+      w.write_all(b"partial").map_err(|e| Error::io("write", &p, e))?;
+      Err(Error::Index("serializer failed".into()))
+    });
+    assert!(failed.is_err());
+    assert_eq!(std::fs::read(&p).unwrap(), big, "a failed write replaced the file");
+    assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1, "a temporary file was left behind");
   }
 }

@@ -162,6 +162,25 @@ impl<'a> Resolver<'a> {
 impl LinkGraph {
   /// Resolve every page's links and relations of `manifest`.
   pub fn build(manifest: &Manifest) -> LinkGraph {
+    Self::build_keeping(manifest, &|_| true)
+  }
+
+  /// The graph the lint needs, without the edges that cannot change a finding: its lint (page-
+  /// level and relation findings, resolutions, `cites_superseded`) is exactly [`LinkGraph::build`]'s.
+  /// Findings of a page come from its own links; the decisions read only edges carrying relations
+  /// and the edges into superseded pages. On a 100k-page vault the whole graph (two strings per
+  /// edge, millions of edges) took more memory than the rest of a cold build.
+  pub fn build_for_lint(manifest: &Manifest) -> LinkGraph {
+    let g = Self::build_keeping(manifest, &|e| !e.relations.is_empty());
+    if g.decisions.superseded.is_empty() {
+      return g;
+    }
+    let superseded = g.decisions.superseded.keys().cloned().collect::<std::collections::HashSet<String>>();
+    Self::build_keeping(manifest, &|e| !e.relations.is_empty() || superseded.contains(&e.to))
+  }
+
+  /// [`LinkGraph::build`] keeping only the edges `keep` accepts (page findings use every link).
+  fn build_keeping(manifest: &Manifest, keep: &dyn Fn(&Edge) -> bool) -> LinkGraph {
     let r = Resolver::new(manifest);
     let mut g = LinkGraph::default();
     for (id, entry) in &manifest.entries {
@@ -226,6 +245,7 @@ impl LinkGraph {
       if !issues.is_empty() {
         g.issues.insert(id.clone(), issues);
       }
+      edges.retain(|e| keep(e));
       for (i, e) in edges.iter().enumerate() {
         g.inbound.entry(e.to.clone()).or_default().push((id.clone(), i));
       }
@@ -267,7 +287,7 @@ pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
   if manifest.entries.values().all(|e| e.links.is_empty()) {
     return Vec::new();
   }
-  lint_of(manifest, &LinkGraph::build(manifest))
+  lint_of(manifest, &LinkGraph::build_for_lint(manifest))
 }
 
 /// [`lint_issues`] with the graph a reader already built for this generation ([`graph_for`]'s
@@ -286,7 +306,7 @@ pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<c
     .map(|(_, g)| g.clone());
   match cached {
     Some(g) => lint_of(manifest, &g),
-    None => lint_of(manifest, &LinkGraph::build(manifest)),
+    None => lint_of(manifest, &LinkGraph::build_for_lint(manifest)),
   }
 }
 
@@ -515,6 +535,12 @@ pub(crate) mod tests {
     let mut c = codes(&g, "concepts/a");
     c.sort();
     assert_eq!(c, vec!["relation_missing_body_link", "relation_missing_target", "relation_unknown_type"],);
+    // The lint-only graph keeps the one edge carrying a relation and finds the same.
+    let lean = LinkGraph::build_for_lint(&m);
+    assert_eq!(lean.outbound.values().map(Vec::len).sum::<usize>(), 1);
+    assert_eq!(lean.out_edges("concepts/a")[0].to, "concepts/b");
+    let findings = |g: &LinkGraph| g.lint().map(|(p, i)| (p.to_string(), i.code.clone())).collect::<Vec<_>>();
+    assert_eq!(findings(&lean), findings(&g));
   }
 
   #[test]

@@ -446,6 +446,8 @@ impl Manifest {
 
   /// Load and validate a manifest file.
   pub fn load(path: &Path, expected_vault: Option<&str>) -> Result<Manifest> {
+    #[cfg(test)]
+    LOADS.with(|n| n.set(n.get() + 1));
     let m: Manifest = match read_json(path) {
       JsonFile::Valid(m) => m,
       JsonFile::Missing => return Err(Error::ManifestInvalid(format!("{} is missing", path.display()))),
@@ -473,8 +475,10 @@ impl Manifest {
 
   /// Compact JSON: manifests of large vaults are read on every reindex and recall reload.
   pub fn save(&self, path: &Path) -> Result<()> {
-    let bytes = serde_json::to_vec(self).map_err(|e| Error::Index(format!("serialize manifest: {e}")))?;
-    crate::fsutil::atomic_write(path, &bytes)
+    // Streamed: a 100k-page manifest is hundreds of MB of JSON.
+    crate::fsutil::atomic_write_with(path, |w| {
+      serde_json::to_writer(w, self).map_err(|e| Error::Index(format!("serialize manifest: {e}")))
+    })
   }
 }
 
@@ -511,6 +515,12 @@ pub fn gc_generations(dir: &StoreDir, keep: &[u64]) {
       let _ = std::fs::remove_file(dir.journal_file(b));
     }
   }
+}
+
+#[cfg(test)]
+thread_local! {
+  /// Whole manifests this thread parsed from disk (tests check that a path reads none back).
+  pub(crate) static LOADS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The writer's copy of the manifest it last committed, so that the next reindex in the same

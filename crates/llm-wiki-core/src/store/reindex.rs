@@ -811,13 +811,15 @@ fn run_locked(
         let tally = Tally::of(&manifest);
         write_state(&staging, &manifest, &tally, &commit, store_id)?;
         drop(lexical);
+        // Validation opens the manifest through the writer's cache: one copy of a whole vault's
+        // manifest in memory, not a second one parsed back from disk.
+        super::manifest::remember_committed(&staging, Arc::new(manifest));
         emit(opts, "validate", "validating the new index", None, None);
         generation::validate(&staging)?;
         opts.cancel.check()?;
         crash_point("before-swap");
         emit(opts, "swap", "publishing the new index", None, None);
         swap::promote(layout, &name)?;
-        super::manifest::remember_committed(&staging, Arc::new(manifest));
         remember_tally(&staging, tally);
         emit(opts, "swap", "swap: done", None, None);
         Ok(first)
@@ -825,6 +827,7 @@ fn run_locked(
       match built() {
         Ok(first) => res.generation = first,
         Err(e) => {
+          super::manifest::forget_committed();
           let _ = remove_dir_all_if_exists(&staging.dir);
           return Err(classify(e));
         }
@@ -959,6 +962,33 @@ mod tests {
     if id == PANIC_PAGE {
       panic!("test hook: indexing {id} panics");
     }
+  }
+
+  /// A cold build holds one copy of the vault's manifest: it validates the new store against the
+  /// manifest it just wrote (the writer's cache) instead of parsing that file back, and the
+  /// incremental run after it starts from the same copy.
+  #[test]
+  fn a_cold_build_never_parses_its_manifest_back_from_disk() {
+    let t = tempfile::tempdir().unwrap();
+    let p = crate::testkit::init_vault(t.path(), "T");
+    std::fs::create_dir_all(p.wiki.join("concepts")).unwrap();
+    for i in 0..30 {
+      let text =
+        format!("---\ntype: concept\ntitle: T{i}\n---\nBody {i} links [[concepts/p{}]].\n", (i + 1) % 30);
+      std::fs::write(p.wiki.join(format!("concepts/p{i:02}.md")), text).unwrap();
+    }
+    let opts = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
+    let loads = || super::super::manifest::LOADS.with(|n| n.get());
+    let before = loads();
+    let r = reindex_vault(&p, &opts);
+    assert!(r.ok && r.full_rebuild, "{:?}", r.errors);
+    assert_eq!(r.documents.indexed, 30);
+    assert_eq!(loads(), before, "the cold build parsed a manifest from disk");
+    // The next run (a no-op) starts from the cached copy too.
+    let again = reindex_vault(&p, &opts);
+    assert!(again.ok && !again.full_rebuild, "{:?}", again.errors);
+    assert_eq!(again.documents.unchanged, 30);
+    assert_eq!(loads(), before, "the run after a cold build re-read the manifest");
   }
 
   #[test]

@@ -439,6 +439,16 @@ fn decisions_mark_historical_pages_and_their_citers() {
   assert_eq!(lint.len(), 3);
   let issues = crate::memory::graph::lint_issues(&m);
   assert!(issues.iter().any(|i| i.code == "cites_superseded" && i.path.as_deref() == Some("c/user.md")));
+  // The lint-only graph (what a reindex builds) finds the same, holding fewer edges.
+  let lean = LinkGraph::build_for_lint(&m);
+  let findings = |g: &LinkGraph| {
+    g.lint().map(|(p, i)| (p.to_string(), i.code.clone(), i.message.clone())).collect::<Vec<_>>()
+  };
+  assert_eq!(findings(&lean), findings(&g));
+  assert_eq!(lean.decisions.superseded, g.decisions.superseded);
+  assert_eq!(lean.decisions.cites_superseded, g.decisions.cites_superseded);
+  let edges = |g: &LinkGraph| g.outbound.values().map(Vec::len).sum::<usize>();
+  assert!(edges(&lean) < edges(&g), "{} of {} edges kept", edges(&lean), edges(&g));
 }
 
 #[test]
