@@ -42,3 +42,19 @@ pub fn write_page(p: &VaultPaths, id: &str, title: &str, body: &str) -> PathBuf 
   write_file(&path, page_text(title, body));
   path
 }
+
+/// Seeded pseudo-random unit vector of `dims` dimensions (xorshift on `key ^ seed`): integer-driven,
+/// so the same on every CPU. Synthetic embeddings for vector-store tests and the scale benches.
+pub fn synthetic_unit(key: u64, seed: u64, dims: usize) -> Vec<f32> {
+  let mut x = (key ^ seed.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+  let v: Vec<f32> = (0..dims)
+    .map(|_| {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+    })
+    .collect();
+  let n = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
+  v.into_iter().map(|a| a / n).collect()
+}

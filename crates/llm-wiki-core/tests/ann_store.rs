@@ -15,17 +15,7 @@ use llm_wiki_core::vault::VaultPaths;
 const DIMS: usize = 32;
 
 fn vector(key: u64) -> Vec<f32> {
-  let mut x = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-  let v: Vec<f32> = (0..DIMS)
-    .map(|_| {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-    })
-    .collect();
-  let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-  v.into_iter().map(|a| a / n).collect()
+  llm_wiki_core::testkit::synthetic_unit(key, 0, DIMS)
 }
 
 fn add_pages(p: &VaultPaths, from: usize, to: usize) -> u64 {

@@ -294,9 +294,6 @@ pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
 /// cache) when there is one. A writer never adds to that cache: each commit is a new generation,
 /// and a long-lived writer (a watcher) would fill it with graphs of whole vaults no reader asked for.
 pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
-  if manifest.entries.values().all(|e| e.links.is_empty()) {
-    return Vec::new();
-  }
   let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
   let cached = graph_cache()
     .lock()
@@ -306,7 +303,7 @@ pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<c
     .map(|(_, g)| g.clone());
   match cached {
     Some(g) => lint_of(manifest, &g),
-    None => lint_of(manifest, &LinkGraph::build_for_lint(manifest)),
+    None => lint_issues(manifest),
   }
 }
 

@@ -24,6 +24,7 @@ use llm_wiki_core::store::ann::AnnMode;
 use llm_wiki_core::store::embedding::install_vectors;
 use llm_wiki_core::store::vectors::{write_segment, VectorIndex, VectorManifest};
 use llm_wiki_core::store::CancelFlag;
+use llm_wiki_core::testkit::synthetic_unit;
 
 use super::*;
 
@@ -113,21 +114,6 @@ fn ann_line(label: &str, a: &Value) -> String {
     a["recallAt10"].as_f64().unwrap_or(f64::NAN),
     a["recallAt64"].as_f64().unwrap_or(f64::NAN),
   )
-}
-
-/// Seeded pseudo-random unit vector (xorshift on `key ^ seed`; integer-driven, same on every CPU).
-fn synthetic_unit(key: u64, seed: u64, dims: usize) -> Vec<f32> {
-  let mut x = (key ^ seed.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-  let v: Vec<f32> = (0..dims)
-    .map(|_| {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-    })
-    .collect();
-  let n = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
-  v.into_iter().map(|a| a / n).collect()
 }
 
 /// One sample of the vector phase.
