@@ -806,7 +806,7 @@ fn run_locked(
         commit_generation(&mut sink, &staging, &mut manifest, None, &commit, opts)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
-        res.warnings.extend(crate::memory::graph::lint_issues(&manifest));
+        res.warnings.extend(crate::memory::graph::lint_issues_cached(&staging.dir, &manifest));
         let store_id = name.strip_prefix("store-").unwrap_or(&name);
         let tally = Tally::of(&manifest);
         write_state(&staging, &manifest, &tally, &commit, store_id)?;
