@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -298,31 +298,13 @@ pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
 /// generations; a writer never adds to the *graph* cache: each commit is a new generation, and a
 /// long-lived writer (a watcher) would fill it with graphs of whole vaults no reader asked for.
 pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
-  type LintCache = Mutex<Vec<(CacheKey, Arc<Vec<crate::store::IndexIssue>>)>>;
-  static LINTS: OnceLock<LintCache> = OnceLock::new();
-  const KEEP: usize = 4;
-  let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
-  let lints = LINTS.get_or_init(|| Mutex::new(Vec::new()));
-  if let Some((_, found)) = lints.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key) {
-    return found.as_ref().clone();
-  }
-  let cached = graph_cache()
-    .lock()
-    .unwrap_or_else(|p| p.into_inner())
-    .iter()
-    .find(|(k, _)| *k == key)
-    .map(|(_, g)| g.clone());
-  let issues = match cached {
+  static LINTS: GenerationCache<Vec<crate::store::IndexIssue>> = GenerationCache::new(4);
+  let key = cache_key(store, manifest);
+  let issues = LINTS.get_or_insert_with(&key, || match graph_cache().get(&key) {
     Some(g) => lint_of(manifest, &g),
     None => lint_issues(manifest),
-  };
-  let mut c = lints.lock().unwrap_or_else(|p| p.into_inner());
-  c.retain(|(k, _)| *k != key);
-  c.push((key, Arc::new(issues.clone())));
-  if c.len() > KEEP {
-    c.remove(0);
-  }
-  issues
+  });
+  issues.as_ref().clone()
 }
 
 /// The page-level lint findings (stored in each entry, no graph needed) of the pages a hinted
@@ -371,12 +353,49 @@ fn lint_of(manifest: &Manifest, g: &LinkGraph) -> Vec<crate::store::IndexIssue> 
 }
 
 type CacheKey = (PathBuf, String, u64);
-type GraphCache = Mutex<Vec<(CacheKey, Arc<LinkGraph>)>>;
+
+/// The key of a store's manifest generation in the per-process caches below.
+fn cache_key(store: &std::path::Path, manifest: &Manifest) -> CacheKey {
+  (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation)
+}
+
+/// Values derived once per (store, vault, manifest generation) and shared by the process; the
+/// most recent `keep` generations are kept (a reader may still hold the previous one).
+struct GenerationCache<T> {
+  keep: usize,
+  entries: Mutex<Vec<(CacheKey, Arc<T>)>>,
+}
+
+impl<T> GenerationCache<T> {
+  const fn new(keep: usize) -> Self {
+    GenerationCache { keep, entries: Mutex::new(Vec::new()) }
+  }
+
+  fn get(&self, key: &CacheKey) -> Option<Arc<T>> {
+    let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+    entries.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+  }
+
+  /// The cached value of `key`, or `make`'s (computed without holding the lock), kept.
+  fn get_or_insert_with(&self, key: &CacheKey, make: impl FnOnce() -> T) -> Arc<T> {
+    if let Some(v) = self.get(key) {
+      return v;
+    }
+    let v = Arc::new(make());
+    let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+    entries.retain(|(k, _)| k != key);
+    entries.push((key.clone(), v.clone()));
+    if entries.len() > self.keep {
+      entries.remove(0);
+    }
+    v
+  }
+}
 
 /// The graphs [`graph_for`] built, most recent last.
-fn graph_cache() -> &'static GraphCache {
-  static CACHE: OnceLock<GraphCache> = OnceLock::new();
-  CACHE.get_or_init(|| Mutex::new(Vec::new()))
+fn graph_cache() -> &'static GenerationCache<LinkGraph> {
+  static CACHE: GenerationCache<LinkGraph> = GenerationCache::new(8);
+  &CACHE
 }
 
 /// The supersession decisions of a manifest (what recall's result warnings need), derived once
@@ -384,50 +403,18 @@ fn graph_cache() -> &'static GraphCache {
 /// one is cached, else derived without building the graph ([`super::resolve::Decisions::derive_direct`]),
 /// so that a new generation does not cost recall a whole-vault graph.
 pub fn decisions_for(store: &std::path::Path, manifest: &Manifest) -> Arc<super::resolve::Decisions> {
-  type DecisionsCache = Mutex<Vec<(CacheKey, Arc<super::resolve::Decisions>)>>;
-  static CACHE: OnceLock<DecisionsCache> = OnceLock::new();
-  const KEEP: usize = 4;
-  let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
-  let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
-  if let Some((_, d)) = cache.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key) {
-    return d.clone();
-  }
-  let graph = graph_cache()
-    .lock()
-    .unwrap_or_else(|p| p.into_inner())
-    .iter()
-    .find(|(k, _)| *k == key)
-    .map(|(_, g)| g.clone());
-  let d = Arc::new(match graph {
+  static CACHE: GenerationCache<super::resolve::Decisions> = GenerationCache::new(4);
+  let key = cache_key(store, manifest);
+  CACHE.get_or_insert_with(&key, || match graph_cache().get(&key) {
     Some(g) => g.decisions.clone(),
     None => super::resolve::Decisions::derive_direct(manifest),
-  });
-  let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
-  c.retain(|(k, _)| *k != key);
-  c.push((key, d.clone()));
-  if c.len() > KEEP {
-    c.remove(0);
-  }
-  d
+  })
 }
 
 /// Graph of a manifest, built once per (store, vault, manifest generation) and shared. A few
 /// recent generations are kept (a reader may still hold the previous one).
 pub fn graph_for(store: &std::path::Path, manifest: &Manifest) -> Arc<LinkGraph> {
-  const KEEP: usize = 8;
-  let key = (store.to_path_buf(), manifest.vault_id.clone(), manifest.generation);
-  let cache = graph_cache();
-  if let Some((_, g)) = cache.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key) {
-    return g.clone();
-  }
-  let g = Arc::new(LinkGraph::build(manifest));
-  let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
-  c.retain(|(k, _)| *k != key);
-  c.push((key, g.clone()));
-  if c.len() > KEEP {
-    c.remove(0);
-  }
-  g
+  graph_cache().get_or_insert_with(&cache_key(store, manifest), || LinkGraph::build(manifest))
 }
 
 #[cfg(test)]
