@@ -8,6 +8,7 @@ pub mod chunk;
 pub mod error;
 pub mod events_lock;
 pub mod feedback;
+pub(crate) mod fnv;
 pub mod fsutil;
 pub mod memory;
 pub mod models;

@@ -187,3 +187,57 @@ fn a_counter_change_rebuilds_once_and_an_unloadable_tokenizer_falls_back() {
   assert_eq!(chunks_by_label.len(), 2);
   assert_ne!(chunks_by_label["estimate"], chunks_by_label[&tokenizer_label], "{chunks_by_label:?}");
 }
+
+/// A page of every block kind the chunker cuts: nested headings, lists, a table, fenced and
+/// indented code, a long paragraph, front-loaded links.
+fn mixed_body() -> String {
+  let para = "Notes link [[concepts/alpha-beta]] and [a page](../b/c.md) while `inline_code()` stays. ";
+  let list: String = (0..60).map(|i| format!("- item {i}: {}\n", "word ".repeat(i % 13))).collect();
+  let indented: String = (0..40).map(|i| format!("    line_{i} = value_{i}\n")).collect();
+  format!(
+    "Intro {}\n\n# One\n\n{}\n\n## One.A\n\n{list}\n### Deep\n\n| k | v |\n|---|---|\n| a | 1 |\n\n\
+     # Two\n\n{indented}\n```py\n# not a heading\nprint('x')\n```\n\n---\n\n{}\n",
+    para,
+    para.repeat(50),
+    para.repeat(7)
+  )
+}
+
+/// Everything a page's chunking decides, hashed: sections (ordinal, headings, plain text, lines)
+/// and chunks (id, ordinal, section, prefix, text, plain text, lines).
+fn chunking_digest(chunker: &Chunker) -> String {
+  use sha2::Digest;
+  let mut h = sha2::Sha256::new();
+  let mut bodies = hostile_bodies();
+  bodies.push(mixed_body());
+  for body in bodies {
+    let page = chunker.chunk("A title", &body, 3);
+    for s in &page.sections {
+      h.update(format!("S{}|{:?}|{}|{}-{}\n", s.ordinal, s.headings, s.plain, s.line_start, s.line_end));
+    }
+    for c in &page.chunks {
+      h.update(format!(
+        "C{}|{}|{}|{}|{}|{}|{}-{}\n",
+        c.id, c.ordinal, c.section, c.prefix, c.text, c.plain, c.line_start, c.line_end
+      ));
+    }
+  }
+  h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Chunk ids key the vectors users have embedded: the chunker's output for the same inputs and
+/// the same counter must not change unless the store format says so. Digests recorded with the
+/// chunker of commit 1721eca (before the cold-build CPU work).
+#[test]
+fn chunking_is_unchanged_for_the_same_inputs_and_counter() {
+  let estimate = Chunker::estimate(ChunkConfig::default());
+  assert_eq!(chunking_digest(&estimate), ESTIMATE_DIGEST, "chunks by the estimate changed");
+  let Some(root) = model_root() else { return };
+  let dir = ModelDir::open(&root.join(DEFAULT_EMBED_DIR)).unwrap();
+  let counter = std::sync::Arc::new(TokenizerCounter::load(&dir).unwrap());
+  let chunker = Chunker { config: counter.chunking(&ChunkConfig::default()), counter };
+  assert_eq!(chunking_digest(&chunker), TOKENIZER_DIGEST, "chunks by the model's tokenizer changed");
+}
+
+const ESTIMATE_DIGEST: &str = "48b378d5fbd293a33452300220c6138c3cda87f6b4b23e619c25578ac968899f";
+const TOKENIZER_DIGEST: &str = "7504cb5991038f739cec25dfd156e20bf0093de2b35faca1a25004faa99229ab";

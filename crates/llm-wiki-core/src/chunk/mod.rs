@@ -225,21 +225,22 @@ pub fn split_by_count<C: TokenCounter + ?Sized>(
   out
 }
 
-/// Plain text of Markdown: the text and code content of every event, space separated.
+/// Plain text of Markdown: the words of every text and code event, joined by single spaces.
+/// Events are never joined into one word (each starts a new word), and whitespace inside an
+/// event's text is collapsed.
 pub fn plain_text(markdown: &str) -> String {
   let mut out = String::with_capacity(markdown.len());
-  // Separators are added freely: whitespace is collapsed at the end.
   for ev in Parser::new_ext(markdown, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH) {
-    match ev {
-      Event::Text(t) | Event::Code(t) => {
-        out.push(' ');
-        out.push_str(&t);
+    if let Event::Text(t) | Event::Code(t) = ev {
+      for w in t.split_whitespace() {
+        if !out.is_empty() {
+          out.push(' ');
+        }
+        out.push_str(w);
       }
-      Event::SoftBreak | Event::HardBreak | Event::End(_) | Event::Rule => out.push(' '),
-      _ => {}
     }
   }
-  out.split_whitespace().collect::<Vec<_>>().join(" ")
+  out
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -531,7 +532,13 @@ pub fn chunk_id(prefix: &str, text: &str) -> String {
   h.update(prefix.as_bytes());
   h.update(b"\n");
   h.update(text.as_bytes());
-  h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect()
+  const HEX: &[u8; 16] = b"0123456789abcdef";
+  let mut id = String::with_capacity(16);
+  for b in &h.finalize()[..8] {
+    id.push(HEX[(b >> 4) as usize] as char);
+    id.push(HEX[(b & 15) as usize] as char);
+  }
+  id
 }
 
 /// A heading section (or a part of a very long one): the unit of lexical (BM25) scoring.
@@ -563,22 +570,23 @@ pub struct ChunkedPage {
 pub const SECTION_MAX_TOKENS: usize = 1024;
 
 /// Greedy packing of pieces into groups of at most `max` tokens; each new group starts with the
-/// trailing pieces of the previous one that fit in `overlap` tokens.
-fn pack(pieces: &[Piece], max: usize, overlap: usize) -> Vec<Vec<Piece>> {
-  let mut groups: Vec<Vec<Piece>> = Vec::new();
-  let mut cur: Vec<Piece> = Vec::new();
+/// trailing pieces of the previous one that fit in `overlap` tokens. Groups borrow the pieces
+/// (a piece's text is copied only into the chunk texts built from them).
+fn pack<'a>(pieces: &[&'a Piece], max: usize, overlap: usize) -> Vec<Vec<&'a Piece>> {
+  let mut groups: Vec<Vec<&Piece>> = Vec::new();
+  let mut cur: Vec<&Piece> = Vec::new();
   let mut cur_tokens = 0;
   let mut fresh = 0; // pieces in `cur` that are not overlap
-  for p in pieces {
+  for &p in pieces {
     if cur_tokens + p.tokens > max && fresh > 0 {
-      let mut carried: Vec<Piece> = Vec::new();
+      let mut carried: Vec<&Piece> = Vec::new();
       let mut ot = 0;
-      for q in cur.iter().rev() {
+      for &q in cur.iter().rev() {
         if ot + q.tokens > overlap || ot + q.tokens + p.tokens > max {
           break;
         }
         ot += q.tokens;
-        carried.insert(0, q.clone());
+        carried.insert(0, q);
       }
       groups.push(std::mem::replace(&mut cur, carried));
       cur_tokens = ot;
@@ -586,7 +594,7 @@ fn pack(pieces: &[Piece], max: usize, overlap: usize) -> Vec<Vec<Piece>> {
     }
     cur_tokens += p.tokens;
     fresh += 1;
-    cur.push(p.clone());
+    cur.push(p);
   }
   if fresh > 0 {
     groups.push(cur);
@@ -596,8 +604,8 @@ fn pack(pieces: &[Piece], max: usize, overlap: usize) -> Vec<Vec<Piece>> {
 
 /// Source text of a group: pieces joined with the original separator (blank line between
 /// blocks, newline within one).
-fn join_pieces(body: &str, group: &[Piece]) -> String {
-  let mut text = String::new();
+fn join_pieces(body: &str, group: &[&Piece]) -> String {
+  let mut text = String::with_capacity(group.iter().map(|p| p.text.len() + 2).sum());
   for (k, p) in group.iter().enumerate() {
     if k > 0 {
       let prev = &group[k - 1];
@@ -671,7 +679,8 @@ pub fn chunk_page_with(
       }
       let heads: Vec<String> = headings.iter().map(|(_, t)| t.clone()).collect();
       let prefix = make_prefix(title, &heads);
-      for (pi, part) in pack(pieces, SECTION_MAX_TOKENS, 0).into_iter().enumerate() {
+      let refs: Vec<&Piece> = pieces.iter().collect();
+      for (pi, part) in pack(&refs, SECTION_MAX_TOKENS, 0).into_iter().enumerate() {
         let s = if pi == 0 { start.unwrap_or(part[0].start).min(part[0].start) } else { part[0].start };
         let e = part.iter().map(|p| p.end).max().unwrap_or(s).max(s + 1);
         let section = out.sections.len() as u32;

@@ -212,3 +212,37 @@ fn chunks_are_sized_by_the_given_counter() {
 fn plain_text_strips_markup() {
   assert_eq!(plain_text("**Bold** [link](http://x) `code`\n\n- item"), "Bold link code item");
 }
+
+/// The plain text as it was first written (every event's text after a space, separators added
+/// freely, whitespace collapsed at the end): `plain_text` streams the words instead, and must
+/// give the same string (chunk plain text is what is indexed and embedded).
+fn plain_text_reference(markdown: &str) -> String {
+  let mut out = String::new();
+  for ev in Parser::new_ext(markdown, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH) {
+    match ev {
+      Event::Text(t) | Event::Code(t) => {
+        out.push(' ');
+        out.push_str(&t);
+      }
+      Event::SoftBreak | Event::HardBreak | Event::End(_) | Event::Rule => out.push(' '),
+      _ => {}
+    }
+  }
+  out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn plain_text_streams_the_same_words_as_the_collapsing_reference() {
+  let samples = [
+    "",
+    "   \n\n  ",
+    "# Title\n\nSome *emph* and **strong** text_with_underscores and foo_bar_.\n",
+    "A [link](http://x.y/z) and [[wiki/link|Label]], `code  span`, ~~struck~~.\n\n---\n\nNext\u{a0}word\ttab",
+    "| a | b |\n|---|---|\n| 1 | two words |\n\n> quoted\n> lines\n\n- item one\n- item  two\n",
+    "```rust\nfn main() {\n    println!(\"hi\");\n}\n```\n\n    indented code\n\nhard  \nbreak",
+    "1. first\n2) second\n\n<div>html</div>\n\n&amp; &copy; \\*escaped\\* 卡片盒 text",
+  ];
+  for s in samples {
+    assert_eq!(plain_text(s), plain_text_reference(s), "{s:?}");
+  }
+}

@@ -3,7 +3,7 @@
 //! than by an estimate.
 //!
 //! Counting is per whitespace-separated word, with a cache (word → tokens) shared by every
-//! thread of the process: vault text repeats its words, so a cold index tokenizes each distinct
+//! thread of the process (and a copy of what each thread met in its own lock-free cache): vault text repeats its words, so a cold index tokenizes each distinct
 //! word once (the words a text misses in one tokenizer call) instead of every piece the chunker
 //! measures. With BERT's pre-tokenizer the cache holds the pieces of a word between ASCII
 //! punctuation (link targets, paths and identifiers are words met once, their pieces repeat).
@@ -14,7 +14,6 @@
 //! byte-level BPE) a word's tokens can depend on the space before it, and the sum is an
 //! approximation (typically within a token per word); [`TokenizerCounter::is_exact`] says which.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
@@ -25,6 +24,7 @@ use tokenizers::Tokenizer;
 use super::manifest::ModelDir;
 use crate::chunk::{ChunkConfig, TokenCounter};
 use crate::error::{Error, Result};
+use crate::fnv::FnvMap;
 
 /// Cache shards (one lock each): indexing threads rarely wait on each other.
 const SHARDS: usize = 16;
@@ -48,6 +48,8 @@ pub struct TokenizerCounter {
   /// counted as its pieces between ASCII punctuation (see [`bert_pieces`]).
   bert: bool,
   cache: Vec<Mutex<WordMap>>,
+  /// This counter's identity (from [`NEXT_COUNTER_ID`]) for the threads' own caches.
+  id: u64,
 }
 
 impl TokenizerCounter {
@@ -71,6 +73,7 @@ impl TokenizerCounter {
       exact,
       bert,
       cache: (0..SHARDS).map(|_| Mutex::new(WordMap::default())).collect(),
+      id: NEXT_COUNTER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     })
   }
 
@@ -102,12 +105,53 @@ impl TokenizerCounter {
       .unwrap_or_else(|_| crate::chunk::estimate_tokens(text))
   }
 
-  /// Add the cached count of `word` to `total`, or queue it in `missing`.
-  fn look<'a>(&self, word: &'a str, total: &mut usize, missing: &mut Vec<&'a str>) {
-    let hit =
-      (word.len() <= MAX_CACHED_WORD).then(|| self.cache[shard_of(word)].lock().get(word).copied()).flatten();
-    match hit {
-      Some(n) => *total += n as usize,
+  /// [`TokenCounter::count`] with the calling thread's cache `local`.
+  fn count_with(&self, local: &mut WordMap, text: &str) -> usize {
+    let mut total = 0;
+    let mut missing: Vec<&str> = Vec::new();
+    for w in text.split_whitespace() {
+      if self.bert {
+        bert_pieces(w, &mut |p| self.look(local, p, &mut total, &mut missing));
+      } else {
+        self.look(local, w, &mut total, &mut missing);
+      }
+    }
+    if missing.is_empty() {
+      return total;
+    }
+    for (w, n) in missing.iter().zip(self.count_words(&missing)) {
+      total += n;
+      if w.len() <= MAX_CACHED_WORD {
+        let mut map = self.cache[shard_of(w)].lock();
+        if map.len() < SHARD_CAPACITY {
+          map.insert((*w).into(), n as u32);
+        }
+        if local.len() < LOCAL_CAPACITY {
+          local.insert((*w).into(), n as u32);
+        }
+      }
+    }
+    total
+  }
+
+  /// Add the cached count of `word` to `total`, or queue it in `missing`: the thread's own
+  /// cache first (no lock), then the shared one (a hit there is copied into the thread's).
+  fn look<'a>(&self, local: &mut WordMap, word: &'a str, total: &mut usize, missing: &mut Vec<&'a str>) {
+    if word.len() > MAX_CACHED_WORD {
+      missing.push(word);
+      return;
+    }
+    if let Some(n) = local.get(word) {
+      *total += *n as usize;
+      return;
+    }
+    match self.cache[shard_of(word)].lock().get(word).copied() {
+      Some(n) => {
+        if local.len() < LOCAL_CAPACITY {
+          local.insert(word.into(), n);
+        }
+        *total += n as usize;
+      }
       None => missing.push(word),
     }
   }
@@ -140,57 +184,42 @@ impl TokenizerCounter {
   }
 }
 
-/// FNV-1a, for the word cache: words are short, and the cache needs no DoS resistance (its keys
-/// come from the vault being indexed and its size is capped).
-#[derive(Default, Clone, Copy)]
-struct Fnv(u64);
+type WordMap = FnvMap<Box<str>, u32>;
 
-impl std::hash::Hasher for Fnv {
-  fn finish(&self) -> u64 {
-    self.0
-  }
-  fn write(&mut self, bytes: &[u8]) {
-    let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
-    for &b in bytes {
-      h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    self.0 = h;
-  }
+/// Most words in a thread's own cache (see [`TokenizerCounter::count`]); the same bound as a
+/// shard of the shared cache (not fitted).
+const LOCAL_CAPACITY: usize = SHARD_CAPACITY;
+
+/// Identity of each loaded counter: a thread's cache belongs to one counter at a time.
+static NEXT_COUNTER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+thread_local! {
+  /// The calling thread's word counts, for the counter whose id it carries: a counted word is
+  /// looked up without taking a shard's lock (the indexing threads count every word of a vault).
+  static LOCAL: std::cell::RefCell<(u64, WordMap)> = std::cell::RefCell::new((0, WordMap::default()));
 }
-
-type WordMap = HashMap<Box<str>, u32, std::hash::BuildHasherDefault<Fnv>>;
 
 fn shard_of(word: &str) -> usize {
   use std::hash::Hasher;
-  let mut h = Fnv::default();
+  let mut h = crate::fnv::Fnv::default();
   h.write(word.as_bytes());
   (h.finish() >> 32) as usize % SHARDS
 }
 
 impl TokenCounter for TokenizerCounter {
   fn count(&self, text: &str) -> usize {
-    let mut total = 0;
-    let mut missing: Vec<&str> = Vec::new();
-    for w in text.split_whitespace() {
-      if self.bert {
-        bert_pieces(w, &mut |p| self.look(p, &mut total, &mut missing));
-      } else {
-        self.look(w, &mut total, &mut missing);
-      }
-    }
-    if missing.is_empty() {
-      return total;
-    }
-    for (w, n) in missing.iter().zip(self.count_words(&missing)) {
-      total += n;
-      if w.len() <= MAX_CACHED_WORD {
-        let mut map = self.cache[shard_of(w)].lock();
-        if map.len() < SHARD_CAPACITY {
-          map.insert((*w).into(), n as u32);
+    LOCAL.with(|local| match local.try_borrow_mut() {
+      Ok(mut local) => {
+        if local.0 != self.id {
+          // Another counter (another tokenizer) used this thread last: its counts do not apply.
+          *local = (self.id, WordMap::default());
         }
+        self.count_with(&mut local.1, text)
       }
-    }
-    total
+      // A count nested in another on this thread (the tokenizer running a job of the caller's
+      // pool): the shared cache alone.
+      Err(_) => self.count_with(&mut WordMap::default(), text),
+    })
   }
   fn label(&self) -> String {
     self.label.clone()

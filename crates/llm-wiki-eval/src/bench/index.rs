@@ -10,6 +10,10 @@ pub struct PhaseCost {
   pub peak_rss_bytes: Option<u64>,
   /// RSS right after the high-water mark was reset (what was already resident).
   pub start_rss_bytes: Option<u64>,
+  /// User CPU time of the whole process during the phase (every thread), ms.
+  pub user_cpu_ms: Option<f64>,
+  /// System CPU time of the whole process during the phase, ms.
+  pub sys_cpu_ms: Option<f64>,
 }
 
 /// The vectors phase.
@@ -98,11 +102,13 @@ pub(super) fn reindex_phase(
 ) -> Result<Phase> {
   reset_peak_rss();
   let start_rss = current_rss_bytes();
+  let cpu_before = cpu_times_ms();
   let started = Instant::now();
   let opts =
     ReindexOptions { scope: Scope::Changed, components: components.to_vec(), progress, ..Default::default() };
   let result = reindex_vault(paths, &opts);
   let ms = ms_since(started);
+  let cpu = cpu_before.zip(cpu_times_ms()).map(|((u0, s0), (u1, s1))| (r3(u1 - u0), r3(s1 - s0)));
   let peak = peak_rss_bytes();
   if !result.ok {
     let msg: Vec<String> = result.errors.iter().map(|e| format!("{}: {}", e.code, e.message)).collect();
@@ -113,7 +119,16 @@ pub(super) fn reindex_phase(
       if msg.is_empty() { "cancelled".to_string() } else { msg.join("; ") }
     )));
   }
-  Ok(Phase { result, cost: PhaseCost { ms: r3(ms), peak_rss_bytes: peak, start_rss_bytes: start_rss } })
+  Ok(Phase {
+    result,
+    cost: PhaseCost {
+      ms: r3(ms),
+      peak_rss_bytes: peak,
+      start_rss_bytes: start_rss,
+      user_cpu_ms: cpu.map(|c| c.0),
+      sys_cpu_ms: cpu.map(|c| c.1),
+    },
+  })
 }
 
 pub(super) fn note_warnings(report: &mut IndexReport, r: &ReindexResult) {
@@ -168,6 +183,14 @@ pub(super) fn build_index(
   Ok(ix)
 }
 
+/// A phase's CPU time: `user U s + system S s`, or `n/a`.
+pub(super) fn fmt_cpu(cost: &PhaseCost) -> String {
+  match cost.user_cpu_ms.zip(cost.sys_cpu_ms) {
+    Some((u, s)) => format!("user {:.1} s + system {:.1} s", u / 1000.0, s / 1000.0),
+    None => "n/a".to_string(),
+  }
+}
+
 /// Cold build of the lexical component.
 pub(super) fn build_lexical(paths: &VaultPaths, label: &str, common: &BenchCommon) -> Result<Indexed> {
   let mut report = IndexReport::default();
@@ -182,11 +205,12 @@ pub(super) fn build_lexical(paths: &VaultPaths, label: &str, common: &BenchCommo
   report.chunks = lex.result.chunks.total;
   report.lexical = lex.cost;
   common.say(format!(
-    "{label}: lexical {:.0} ms, {} pages, {} chunks, peak RSS {} MiB",
+    "{label}: lexical {:.0} ms, {} pages, {} chunks, peak RSS {} MiB, CPU {}",
     report.lexical.ms,
     report.pages,
     report.chunks,
-    fmt_mib(report.lexical.peak_rss_bytes)
+    fmt_mib(report.lexical.peak_rss_bytes),
+    fmt_cpu(&report.lexical)
   ));
   report.disk = disk_usage(paths);
   Ok(Indexed { paths: paths.clone(), report, embedder: None })

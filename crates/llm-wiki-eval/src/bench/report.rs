@@ -29,6 +29,18 @@ pub fn current_rss_bytes() -> Option<u64> {
   proc_status_kb("VmRSS")
 }
 
+/// User and system CPU time of this process so far, in ms (Linux, `/proc/self/stat`; `None`
+/// elsewhere). Every thread counts: on a shared machine this is the load-independent cost of a
+/// phase, where wall time depends on what else runs.
+pub fn cpu_times_ms() -> Option<(f64, f64)> {
+  let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+  let rest = &stat[stat.rfind(')')? + 2..];
+  let f: Vec<&str> = rest.split_whitespace().collect();
+  // USER_HZ is 100 on every Linux configuration this runs on.
+  let ms = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).map(|t| t * 10.0);
+  Some((ms(11)?, ms(12)?))
+}
+
 /// `p` as written into a report: relative to the working directory (`../shared/bench/...`) when
 /// both share more than the filesystem root, so committed reports name no path of this machine;
 /// otherwise as given.

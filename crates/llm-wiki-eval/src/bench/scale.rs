@@ -252,6 +252,12 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
     rows.push((sample_label.as_str(), &six.report));
   }
   index_markdown(&mut md, &rows);
+  let _ = writeln!(
+    md,
+    "\n{label}: cold lexical phase CPU (whole process, every thread): {} over {:.1} s wall",
+    fmt_cpu(&ix.report.lexical),
+    ix.report.lexical.ms / 1000.0
+  );
   let _ = writeln!(md, "\n{}", edit_line(&label, "1%-of-pages edit", &edit_pct));
   let _ = writeln!(
     md,

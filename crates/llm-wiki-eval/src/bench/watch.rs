@@ -65,12 +65,7 @@ fn until_found(paths: &VaultPaths, query: &str, id: &str, t0: Instant) -> Option
 
 /// User + system CPU time of this process in ms (Linux), `None` elsewhere.
 fn cpu_ms() -> Option<f64> {
-  let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-  let rest = &stat[stat.rfind(')')? + 2..];
-  let f: Vec<&str> = rest.split_whitespace().collect();
-  let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-  // USER_HZ is 100 on every Linux configuration this runs on.
-  Some(ticks * 10.0)
+  cpu_times_ms().map(|(user, sys)| user + sys)
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
