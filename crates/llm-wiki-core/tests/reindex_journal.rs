@@ -391,3 +391,59 @@ fn hinted_edits_report_the_changed_pages_lint_and_a_walk_reports_the_whole_vault
     walk.warnings
   );
 }
+
+/// The lint findings among a run's warnings, in order.
+fn lint_only(issues: &[llm_wiki_core::store::IndexIssue]) -> Vec<llm_wiki_core::store::IndexIssue> {
+  let lint = |c: &str| {
+    c.starts_with("relation_")
+      || c.starts_with("page_links")
+      || c.starts_with("resolution_")
+      || c == "cites_superseded"
+  };
+  issues.iter().filter(|i| lint(&i.code)).cloned().collect()
+}
+
+#[test]
+fn walked_edits_advance_the_whole_vault_lint_page_by_page() {
+  use llm_wiki_core::memory::lint::kept_state;
+  let (_t, p) = vault();
+  write(&p, "concepts/old", "", "The old claim.");
+  write(
+    &p,
+    "concepts/new",
+    "relations:\n  - target: concepts/old\n    type: supersedes\n",
+    "Replaces [[old]].",
+  );
+  write(&p, "notes/cite", "", "Cites [the old claim](../concepts/old.md).");
+  write(&p, "notes/typed", "relations:\n  - target: concepts/gone\n    type: supports\n", "No body link.");
+  let first = run(&p, None);
+  let built = on_disk(&p).generation;
+  let vault_id = on_disk(&p).vault_id;
+  assert!(lint_only(&first.warnings).iter().any(|i| i.code == "cites_superseded"), "{:?}", first.warnings);
+  // Edits, a page sharing a superseded page's name, a rename, the missing target created, a
+  // new supersession, a deletion, a hinted edit in between: after each walk the findings equal
+  // a whole-vault lint of the manifest on disk, and the kept state was advanced, not rebuilt.
+  for i in 0..7 {
+    match i {
+      0 => write(&p, "notes/cite", "", "Cites [[old]] and [[new]]."),
+      1 => write(&p, "notes/old", "", "Another page named old."),
+      2 => fs::rename(p.wiki.join("concepts/new.md"), p.wiki.join("concepts/newer.md")).unwrap(),
+      3 => write(&p, "concepts/gone", "", "Now it exists."),
+      4 => write(
+        &p,
+        "notes/typed",
+        "relations:\n  - target: concepts/gone\n    type: supersedes\n",
+        "See [[gone]].",
+      ),
+      5 => {
+        write(&p, "notes/x", "relations:\n  - target: notes/typed\n    type: supports\n", "Links [[typed]].");
+        run(&p, Some(vec![hint(&p, "notes/x")]));
+      }
+      _ => fs::remove_file(p.wiki.join("concepts/old.md")).unwrap(),
+    }
+    let r = run(&p, None);
+    let m = on_disk(&p);
+    assert_eq!(lint_only(&r.warnings), lint_issues(&m), "after edit {i}");
+    assert_eq!(kept_state(&store(&p).dir, &vault_id), Some((m.generation, built)), "after edit {i}");
+  }
+}

@@ -113,29 +113,81 @@ fn join(dir: &str, rel: &str) -> Option<String> {
   (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-/// Link resolution over a manifest's page ids.
-pub(crate) struct Resolver<'a> {
-  by_lower: HashMap<String, &'a str>,
-  by_name: HashMap<String, Vec<&'a str>>,
+/// Link resolution over a set of page ids (a manifest's, or one kept up to date page by page).
+#[derive(Debug, Default)]
+pub(crate) struct Resolver {
+  /// Ids by lowercase id (several only when ids differ by case: the greatest is the one reached).
+  by_lower: HashMap<String, Vec<String>>,
+  /// Ids by lowercase last segment.
+  by_name: HashMap<String, Vec<String>>,
 }
 
-impl<'a> Resolver<'a> {
-  pub(crate) fn new(manifest: &'a Manifest) -> Self {
-    let mut by_lower = HashMap::new();
-    let mut by_name: HashMap<String, Vec<&str>> = HashMap::new();
-    for id in manifest.entries.keys() {
-      by_lower.insert(id.to_lowercase(), id.as_str());
-      by_name.entry(id.rsplit('/').next().unwrap_or(id).to_lowercase()).or_default().push(id.as_str());
+/// The lowercase last segment of a page id: the key under which [`Resolver`] files it. A link
+/// can resolve only to ids with one of its [`link_keys`].
+pub(crate) fn name_key(id: &str) -> String {
+  id.rsplit('/').next().unwrap_or(id).to_lowercase()
+}
+
+/// The [`name_key`]s of the ids `link` from page `from` may resolve to, whatever the other ids
+/// are: the last segment of the path it names (relative and rooted forms end alike whenever both
+/// stay inside the vault) and, for a bare wiki name, the name. Adding or removing a page whose
+/// key is not among them never changes where the link resolves.
+pub(crate) fn link_keys(from: &str, link: &RawLink) -> Vec<String> {
+  let dir = from.rsplit_once('/').map_or("", |(d, _)| d);
+  let mut keys: Vec<String> = join(dir, &link.target).iter().map(|p| name_key(p)).collect();
+  if link.kind == LinkKind::Wiki && !link.target.contains('/') {
+    let name = link.target.to_lowercase();
+    if !keys.contains(&name) {
+      keys.push(name);
     }
-    Resolver { by_lower, by_name }
+  }
+  keys
+}
+
+impl Resolver {
+  pub(crate) fn new(manifest: &Manifest) -> Self {
+    let mut r = Resolver::default();
+    for id in manifest.entries.keys() {
+      r.insert(id);
+    }
+    r
   }
 
-  pub(crate) fn exact(&self, id: &str) -> Option<&'a str> {
-    self.by_lower.get(&id.to_lowercase()).copied()
+  /// Add page `id` (no effect when present).
+  pub(crate) fn insert(&mut self, id: &str) {
+    let ids = self.by_lower.entry(id.to_lowercase()).or_default();
+    if ids.iter().any(|i| i == id) {
+      return;
+    }
+    ids.push(id.to_string());
+    self.by_name.entry(name_key(id)).or_default().push(id.to_string());
+  }
+
+  /// Remove page `id` (no effect when absent).
+  pub(crate) fn remove(&mut self, id: &str) {
+    fn drop_from(map: &mut HashMap<String, Vec<String>>, key: String, id: &str) {
+      if let Some(v) = map.get_mut(&key) {
+        v.retain(|i| i != id);
+        if v.is_empty() {
+          map.remove(&key);
+        }
+      }
+    }
+    drop_from(&mut self.by_lower, id.to_lowercase(), id);
+    drop_from(&mut self.by_name, name_key(id), id);
+  }
+
+  /// True when `id` is a page (exactly as written).
+  pub(crate) fn contains(&self, id: &str) -> bool {
+    self.by_lower.get(&id.to_lowercase()).is_some_and(|v| v.iter().any(|i| i == id))
+  }
+
+  pub(crate) fn exact(&self, id: &str) -> Option<&str> {
+    self.by_lower.get(&id.to_lowercase()).and_then(|v| v.iter().max()).map(String::as_str)
   }
 
   /// A link's target page id, or `Err(best guess)` for a dangling link.
-  pub(crate) fn resolve(&self, from: &str, link: &RawLink) -> Result<&'a str, String> {
+  pub(crate) fn resolve(&self, from: &str, link: &RawLink) -> Result<&str, String> {
     let dir = from.rsplit_once('/').map_or("", |(d, _)| d);
     let relative = join(dir, &link.target);
     let rooted = join("", &link.target);
@@ -152,11 +204,80 @@ impl<'a> Resolver<'a> {
     if link.kind == LinkKind::Wiki && !link.target.contains('/') {
       // Obsidian's shortest-path form: a bare name resolves to the unique (or shortest) page.
       if let Some(c) = self.by_name.get(&link.target.to_lowercase()) {
-        return Ok(c.iter().min_by_key(|id| (id.len(), **id)).copied().expect("non-empty"));
+        return Ok(c.iter().min_by_key(|id| (id.len(), id.as_str())).map(String::as_str).expect("non-empty"));
       }
     }
     Err(relative.unwrap_or_else(|| link.target.clone()))
   }
+}
+
+/// The edges of page `id` (one per linked page, in link order, relations attached) and its
+/// findings: the stored page-level ones, then its relations' (missing target, missing body
+/// link). Dangling links go to `dangling` as (target as resolved, line).
+pub(crate) fn page_edges(
+  r: &Resolver,
+  id: &str,
+  pl: &PageLinks,
+  mut dangling: impl FnMut(String, u32),
+) -> (Vec<Edge>, Vec<RelationIssue>) {
+  let mut edges: Vec<Edge> = Vec::new();
+  let mut index: HashMap<&str, usize> = HashMap::new();
+  for link in &pl.links {
+    match r.resolve(id, link) {
+      Ok(to) if to == id => {} // a link within the page is navigation, not an edge
+      Ok(to) => {
+        let i = *index.entry(to).or_insert_with(|| {
+          edges.push(Edge {
+            from: id.to_string(),
+            to: to.to_string(),
+            anchors: vec![],
+            kind: link.kind,
+            line: link.line,
+            relations: vec![],
+          });
+          edges.len() - 1
+        });
+        if let Some(a) = &link.anchor {
+          if !edges[i].anchors.contains(a) {
+            edges[i].anchors.push(a.clone());
+          }
+        }
+      }
+      Err(target) => dangling(target, link.line),
+    }
+  }
+  let mut issues = pl.issues.clone();
+  for rel in &pl.relations {
+    let Some(target) = r.exact(&rel.target) else {
+      issues.push(RelationIssue::new(
+        "relation_missing_target",
+        format!(
+          "{} → {}: no such page in this vault (relations never cross vaults); the relation is ignored",
+          rel.relation_type, rel.target
+        ),
+      ));
+      continue;
+    };
+    if !rel.is_known() {
+      continue; // preserved in the manifest, inert
+    }
+    match index.get(target) {
+      Some(&i) => {
+        let attached = TypedRelation { target: target.to_string(), ..rel.clone() };
+        if !edges[i].relations.contains(&attached) {
+          edges[i].relations.push(attached);
+        }
+      }
+      None => issues.push(RelationIssue::new(
+        "relation_missing_body_link",
+        format!(
+          "{} → {target} has no Markdown or wiki link to that page in the body; the relation does not take part in expansion",
+          rel.relation_type
+        ),
+      )),
+    }
+  }
+  (edges, issues)
 }
 
 impl LinkGraph {
@@ -184,64 +305,8 @@ impl LinkGraph {
     let r = Resolver::new(manifest);
     let mut g = LinkGraph::default();
     for (id, entry) in &manifest.entries {
-      let pl = &entry.links;
-      let mut edges: Vec<Edge> = Vec::new();
-      let mut index: HashMap<&str, usize> = HashMap::new();
-      for link in &pl.links {
-        match r.resolve(id, link) {
-          Ok(to) if to == id => {} // a link within the page is navigation, not an edge
-          Ok(to) => {
-            let i = *index.entry(to).or_insert_with(|| {
-              edges.push(Edge {
-                from: id.clone(),
-                to: to.to_string(),
-                anchors: vec![],
-                kind: link.kind,
-                line: link.line,
-                relations: vec![],
-              });
-              edges.len() - 1
-            });
-            if let Some(a) = &link.anchor {
-              if !edges[i].anchors.contains(a) {
-                edges[i].anchors.push(a.clone());
-              }
-            }
-          }
-          Err(target) => g.dangling.push((id.clone(), target, link.line)),
-        }
-      }
-      let mut issues = pl.issues.clone();
-      for rel in &pl.relations {
-        let Some(target) = r.exact(&rel.target) else {
-          issues.push(RelationIssue::new(
-            "relation_missing_target",
-            format!(
-              "{} → {}: no such page in this vault (relations never cross vaults); the relation is ignored",
-              rel.relation_type, rel.target
-            ),
-          ));
-          continue;
-        };
-        if !rel.is_known() {
-          continue; // preserved in the manifest, inert
-        }
-        match index.get(target) {
-          Some(&i) => {
-            let attached = TypedRelation { target: target.to_string(), ..rel.clone() };
-            if !edges[i].relations.contains(&attached) {
-              edges[i].relations.push(attached);
-            }
-          }
-          None => issues.push(RelationIssue::new(
-            "relation_missing_body_link",
-            format!(
-              "{} → {target} has no Markdown or wiki link to that page in the body; the relation does not take part in expansion",
-              rel.relation_type
-            ),
-          )),
-        }
-      }
+      let (mut edges, issues) =
+        page_edges(&r, id, &entry.links, |t, line| g.dangling.push((id.clone(), t, line)));
       if !issues.is_empty() {
         g.issues.insert(id.clone(), issues);
       }
@@ -292,19 +357,62 @@ pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
 
 /// [`lint_issues`] of a store's generation, computed once per process: the findings are a
 /// function of the generation's manifest, so a reindex that changes nothing (the generation it
-/// keeps) reports them again without rebuilding the whole-vault graph (seconds at 20k–100k pages).
-/// Computed with the graph a reader already built for the generation ([`graph_for`]'s cache) when
-/// there is one. Findings are small (at most [`MAX_LINT_REPORTED`] + 1) and kept for a few
-/// generations; a writer never adds to the *graph* cache: each commit is a new generation, and a
-/// long-lived writer (a watcher) would fill it with graphs of whole vaults no reader asked for.
+/// keeps) reports them again without recomputing them. Taken from the graph a reader already
+/// built for the generation ([`graph_for`]'s cache) when there is one; else computed by a
+/// [`super::lint::LintState`] (no graph), which the process keeps so that the next commit's
+/// findings ([`lint_issues_after`]) cost what it changed. Findings are small (at most
+/// [`MAX_LINT_REPORTED`] + 1) and kept for a few generations; a writer never adds to the
+/// *graph* cache: each commit is a new generation, and a long-lived writer (a watcher) would
+/// fill it with graphs of whole vaults no reader asked for.
 pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
-  static LINTS: GenerationCache<Vec<crate::store::IndexIssue>> = GenerationCache::new(4);
   let key = cache_key(store, manifest);
-  let issues = LINTS.get_or_insert_with(&key, || match graph_cache().get(&key) {
+  let issues = lint_cache().get_or_insert_with(&key, || match graph_cache().get(&key) {
     Some(g) => lint_of(manifest, &g),
-    None => lint_issues(manifest),
+    None if manifest.entries.values().all(|e| e.links.is_empty()) => Vec::new(),
+    None => {
+      let state = super::lint::LintState::build(manifest);
+      let found = state.findings();
+      super::lint::keep_state(store, state);
+      found.as_ref().clone()
+    }
   });
   issues.as_ref().clone()
+}
+
+/// [`lint_issues`] of `manifest`, which a commit made by applying `delta` to generation `base`
+/// of `store`: derived from `base`'s lint state when the process keeps it (the pages the delta
+/// changed and the pages depending on them recomputed, not the whole vault), else computed
+/// whole by [`lint_issues_cached`].
+pub fn lint_issues_after(
+  store: &std::path::Path,
+  base: u64,
+  delta: &crate::store::manifest::ManifestDelta,
+  manifest: &Manifest,
+) -> Vec<crate::store::IndexIssue> {
+  match advance_lint(store, base, delta, manifest, true) {
+    Some(found) => found.as_ref().clone(),
+    None => lint_issues_cached(store, manifest),
+  }
+}
+
+/// Advance the process's lint state of `store` from generation `base` to `manifest` (`delta`
+/// applied to `base`) when there is one: its findings, or `None` (no state, or the superseded
+/// pages changed and `rescan` is false: then the state is dropped). A hinted commit calls this with
+/// `rescan` false, so that a later walk of the vault still finds a current state and the hinted
+/// commit never pays a whole-vault pass.
+pub fn advance_lint(
+  store: &std::path::Path,
+  base: u64,
+  delta: &crate::store::manifest::ManifestDelta,
+  manifest: &Manifest,
+  rescan: bool,
+) -> Option<Arc<Vec<crate::store::IndexIssue>>> {
+  let mut state = super::lint::take_state(store, &manifest.vault_id, base)?;
+  state.advance(delta, manifest, rescan)?;
+  let found = state.findings();
+  lint_cache().insert(&cache_key(store, manifest), found.clone());
+  super::lint::keep_state(store, state);
+  Some(found)
 }
 
 /// The page-level lint findings (stored in each entry, no graph needed) of the pages a hinted
@@ -318,23 +426,20 @@ pub fn page_lint_issues<'a>(
   use crate::store::IndexIssue;
   let mut all: Vec<(&String, &crate::store::manifest::ManifestEntry)> = changed.into_iter().collect();
   all.sort_by(|a, b| a.0.cmp(b.0));
-  capped(all.iter().flat_map(|(_, e)| {
-    e.links.issues.iter().map(|i| IndexIssue::new(&i.code, i.message.clone()).at(e.rel_path.clone()))
-  }))
+  capped(
+    all.iter().flat_map(|(_, e)| e.links.issues.iter().map(move |i| (e.rel_path.as_str(), i))),
+    |(path, i)| IndexIssue::new(&i.code, i.message.clone()).at(path.to_string()),
+  )
 }
 
 /// The first [`MAX_LINT_REPORTED`] findings plus one `relation_lint_truncated` summary counting
 /// the rest (shared by the whole-vault and the changed-pages lint).
-fn capped(found: impl Iterator<Item = crate::store::IndexIssue>) -> Vec<crate::store::IndexIssue> {
-  let mut out = Vec::new();
-  let mut extra = 0usize;
-  for issue in found {
-    if out.len() < MAX_LINT_REPORTED {
-      out.push(issue);
-    } else {
-      extra += 1;
-    }
-  }
+fn capped<T>(
+  mut found: impl Iterator<Item = T>,
+  issue: impl Fn(T) -> crate::store::IndexIssue,
+) -> Vec<crate::store::IndexIssue> {
+  let mut out: Vec<crate::store::IndexIssue> = found.by_ref().take(MAX_LINT_REPORTED).map(issue).collect();
+  let extra = found.count();
   if extra > 0 {
     out.push(crate::store::IndexIssue::new(
       "relation_lint_truncated",
@@ -345,11 +450,18 @@ fn capped(found: impl Iterator<Item = crate::store::IndexIssue>) -> Vec<crate::s
 }
 
 fn lint_of(manifest: &Manifest, g: &LinkGraph) -> Vec<crate::store::IndexIssue> {
-  use crate::store::IndexIssue;
-  capped(g.lint().map(|(id, i): (&str, &RelationIssue)| {
+  lint_list(manifest, g.lint())
+}
+
+/// `(page id, finding)` pairs as index issues (path = the page's file), capped.
+pub(crate) fn lint_list<'a>(
+  manifest: &Manifest,
+  found: impl Iterator<Item = (&'a str, &'a RelationIssue)>,
+) -> Vec<crate::store::IndexIssue> {
+  capped(found, |(id, i)| {
     let path = manifest.entries.get(id).map_or_else(|| format!("{id}.md"), |e| e.rel_path.clone());
-    IndexIssue::new(&i.code, i.message.clone()).at(path)
-  }))
+    crate::store::IndexIssue::new(&i.code, i.message.clone()).at(path)
+  })
 }
 
 type CacheKey = (PathBuf, String, u64);
@@ -376,20 +488,31 @@ impl<T> GenerationCache<T> {
     entries.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
   }
 
+  /// Keep `value` as `key`'s.
+  fn insert(&self, key: &CacheKey, value: Arc<T>) {
+    let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+    entries.retain(|(k, _)| k != key);
+    entries.push((key.clone(), value));
+    if entries.len() > self.keep {
+      entries.remove(0);
+    }
+  }
+
   /// The cached value of `key`, or `make`'s (computed without holding the lock), kept.
   fn get_or_insert_with(&self, key: &CacheKey, make: impl FnOnce() -> T) -> Arc<T> {
     if let Some(v) = self.get(key) {
       return v;
     }
     let v = Arc::new(make());
-    let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-    entries.retain(|(k, _)| k != key);
-    entries.push((key.clone(), v.clone()));
-    if entries.len() > self.keep {
-      entries.remove(0);
-    }
+    self.insert(key, v.clone());
     v
   }
+}
+
+/// The lint findings of recent generations (see [`lint_issues_cached`]).
+fn lint_cache() -> &'static GenerationCache<Vec<crate::store::IndexIssue>> {
+  static CACHE: GenerationCache<Vec<crate::store::IndexIssue>> = GenerationCache::new(4);
+  &CACHE
 }
 
 /// The graphs [`graph_for`] built, most recent last.

@@ -5,6 +5,7 @@ pub mod bundle;
 pub mod explore;
 pub mod graph;
 pub mod links;
+pub mod lint;
 pub mod recall;
 pub mod relations;
 pub mod resolve;

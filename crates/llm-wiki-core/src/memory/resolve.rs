@@ -519,11 +519,34 @@ impl Decisions {
   ) -> Decisions {
     let records =
       manifest.entries.iter().filter_map(|(id, e)| e.links.resolution.clone().map(|r| (id.clone(), r)));
-    let resolutions = ResolutionSet::build(&manifest.vault_id, records);
+    let (resolutions, superseded) =
+      Self::supersession(&manifest.vault_id, records, |id| manifest.entries.contains_key(id), supersedes);
+    let mut cited = citing(&superseded);
+    // Typed relations without a body link cite too (lint reports the missing link separately).
+    for (id, e) in &manifest.entries {
+      for rel in &e.links.relations {
+        if superseded.contains_key(&rel.target) {
+          cited.push((id.clone(), rel.target.clone()));
+        }
+      }
+    }
+    Self::with_citations(resolutions, superseded, cited)
+  }
+
+  /// The resolution records of a vault (`(page id, record)` in page order; their findings
+  /// included) and its historical pages, from the records, which pages exist, and the `(from,
+  /// to)` edges carrying a `supersedes` relation (any order).
+  pub(crate) fn supersession(
+    vault_id: &str,
+    records: impl IntoIterator<Item = (String, ResolutionRecord)>,
+    exists: impl Fn(&str) -> bool,
+    supersedes: impl IntoIterator<Item = (String, String)>,
+  ) -> (ResolutionSet, BTreeMap<String, Vec<Supersession>>) {
+    let mut resolutions = ResolutionSet::build(vault_id, records);
     let mut issues = resolutions.issues.clone();
     for (page, r) in resolutions.records.values() {
       for claim in [&r.selected, &r.other] {
-        if !manifest.entries.contains_key(claim) {
+        if !exists(claim) {
           issues.push((
             page.clone(),
             RelationIssue::new(
@@ -537,7 +560,7 @@ impl Decisions {
     let mut superseded: BTreeMap<String, Vec<Supersession>> = BTreeMap::new();
     for id in resolutions.active.values() {
       let r = &resolutions.records[id].1;
-      if r.relation == "supersedes" && manifest.entries.contains_key(&r.other) {
+      if r.relation == "supersedes" && exists(&r.other) {
         superseded
           .entry(r.other.clone())
           .or_default()
@@ -553,33 +576,33 @@ impl Decisions {
       v.sort_by(|a, b| (&a.by, &a.resolution).cmp(&(&b.by, &b.resolution)));
       v.dedup_by(|a, b| a.by == b.by);
     }
+    resolutions.issues = issues;
+    (resolutions, superseded)
+  }
+
+  /// The decisions, given the `(citing page, superseded page)` pairs of every body edge into a
+  /// superseded page and every relation naming one (any order, repeats allowed): a page does
+  /// not cite itself, its own superseder, or anything from a resolution record.
+  pub(crate) fn with_citations(
+    resolutions: ResolutionSet,
+    superseded: BTreeMap<String, Vec<Supersession>>,
+    citing: impl IntoIterator<Item = (String, String)>,
+  ) -> Decisions {
     let mut cites: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    let mut add = |citing: &str, cited: &str, sup: &[Supersession]| {
-      if citing == cited || sup.iter().any(|s| s.by == citing) || resolutions.is_record_page(citing) {
-        return;
+    for (from, cited) in citing {
+      let Some(sup) = superseded.get(&cited) else { continue };
+      if from == cited || sup.iter().any(|s| s.by == from) || resolutions.is_record_page(&from) {
+        continue;
       }
-      let v = cites.entry(citing.to_string()).or_default();
-      if !v.iter().any(|(c, _)| c == cited) {
-        v.push((cited.to_string(), sup[0].by.clone()));
-      }
-    };
-    for (from, s) in citing(&superseded) {
-      add(&from, &s, &superseded[&s]);
-    }
-    // Typed relations without a body link cite too (lint reports the missing link separately).
-    for (id, e) in &manifest.entries {
-      for rel in &e.links.relations {
-        if let Some(sup) = superseded.get(&rel.target) {
-          add(id, &rel.target, sup);
-        }
+      let v = cites.entry(from).or_default();
+      if !v.iter().any(|(c, _)| *c == cited) {
+        v.push((cited, sup[0].by.clone()));
       }
     }
     for v in cites.values_mut() {
       v.sort();
     }
-    let mut d = Decisions { resolutions, superseded, cites_superseded: cites };
-    d.resolutions.issues = issues;
-    d
+    Decisions { resolutions, superseded, cites_superseded: cites }
   }
 
   /// Lint findings: invalid / forked / dangling resolution records and `cites_superseded`.

@@ -747,6 +747,7 @@ fn run_locked(
         let prior = std::mem::replace(&mut gen.manifest, Arc::new(Manifest::empty(&vault_id)));
         let mut manifest = Arc::try_unwrap(prior).unwrap_or_else(|shared| (*shared).clone());
         let prior_pos = manifest.journal;
+        let base = manifest.generation;
         scan.delta.generation = next;
         scan.delta.built_at_ms = now_ms();
         // Counts and hash of the new generation, from the previous one's and this record.
@@ -756,10 +757,18 @@ fn run_locked(
           .map_err(classify)?;
         drop(sink);
         res.chunks.total = manifest.total_chunks();
+        // The whole-vault lint follows the commit page by page when this process holds the
+        // previous generation's (a hinted run only keeps it current, never builds it).
         if hinted_run {
           res.warnings.extend(crate::memory::graph::page_lint_issues(&scan.delta.set));
+          crate::memory::graph::advance_lint(&gen.dir.dir, base, &scan.delta, &manifest, false);
         } else {
-          res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &manifest));
+          res.warnings.extend(crate::memory::graph::lint_issues_after(
+            &gen.dir.dir,
+            base,
+            &scan.delta,
+            &manifest,
+          ));
         }
         write_state(&gen.dir, &manifest, &tally, &commit, &gen.store_id()).map_err(post)?;
         remember_tally(&gen.dir, tally);

@@ -387,7 +387,11 @@ fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
     other_reason = true;
   }
   // Relation / link lint is reported but never changes the state (a reindex cannot fix it).
-  let lint = manifest.as_ref().map(crate::memory::graph::lint_issues).unwrap_or_default();
+  // Computed once per generation and process (a reindex of this process may have computed it).
+  let lint = match (&manifest, &current) {
+    (Some(m), Some(c)) => crate::memory::graph::lint_issues_cached(&c.dir, m),
+    _ => Vec::new(),
+  };
   if !issues.is_empty() {
     st.state = IndexState::Stale;
     let needs_vectors = embed_changed || (state.status.has_vector_index && other_reason);
