@@ -494,7 +494,7 @@ impl Decisions {
         return citing;
       }
       for (id, e) in &manifest.entries {
-        for l in &e.links.links {
+        for l in e.links.links.iter() {
           let last = l.target.rsplit('/').next().unwrap_or("");
           if !matches!(last, "" | "." | "..") && !names.contains(&last.to_lowercase()) {
             continue;
@@ -517,8 +517,10 @@ impl Decisions {
     supersedes: Vec<(String, String)>,
     citing: impl FnOnce(&BTreeMap<String, Vec<Supersession>>) -> Vec<(String, String)>,
   ) -> Decisions {
-    let records =
-      manifest.entries.iter().filter_map(|(id, e)| e.links.resolution.clone().map(|r| (id.clone(), r)));
+    let records = manifest
+      .entries
+      .iter()
+      .filter_map(|(id, e)| e.links.resolution.as_deref().map(|r| (id.clone(), r.clone())));
     let resolutions = ResolutionSet::build(&manifest.vault_id, records);
     let mut issues = resolutions.issues.clone();
     for (page, r) in resolutions.records.values() {
