@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::links::{extract_links, LinkKind, RawLink, MAX_LINKS_PER_PAGE};
+use super::links::{extract_links, Link, LinkKind, LinkList, MAX_LINKS_PER_PAGE};
 use super::relations::{parse_relations, RelationIssue, TypedRelation};
 use crate::store::manifest::Manifest;
 use crate::vault::Page;
@@ -17,18 +17,19 @@ use crate::vault::Page;
 /// Links and relations of one page, as stored in its manifest entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageLinks {
-  /// Outbound body links (deduplicated, at most [`MAX_LINKS_PER_PAGE`]).
-  #[serde(skip_serializing_if = "Vec::is_empty", default)]
-  pub links: Vec<RawLink>,
+  /// Outbound body links (deduplicated, at most [`MAX_LINKS_PER_PAGE`]), packed.
+  #[serde(skip_serializing_if = "LinkList::is_empty", default)]
+  pub links: LinkList,
   /// Relations that passed the page-level rules (unknown types included, inert).
   #[serde(skip_serializing_if = "Vec::is_empty", default)]
   pub relations: Vec<TypedRelation>,
   /// Page-level lint findings.
   #[serde(skip_serializing_if = "Vec::is_empty", default)]
   pub issues: Vec<RelationIssue>,
-  /// The user decision recorded by a conflict-resolution page ([`super::resolve`]).
+  /// The user decision recorded by a conflict-resolution page ([`super::resolve`]). Boxed: few
+  /// pages carry one, and every manifest entry (100k in memory at once) would hold its 192 bytes.
   #[serde(skip_serializing_if = "Option::is_none", default)]
-  pub resolution: Option<super::resolve::ResolutionRecord>,
+  pub resolution: Option<Box<super::resolve::ResolutionRecord>>,
 }
 
 impl PageLinks {
@@ -53,7 +54,12 @@ impl PageLinks {
         ),
       ));
     }
-    PageLinks { links: extracted.links, relations, issues, resolution }
+    PageLinks {
+      links: LinkList::from_raw(&extracted.links),
+      relations,
+      issues,
+      resolution: resolution.map(Box::new),
+    }
   }
 }
 
@@ -132,9 +138,9 @@ pub(crate) fn name_key(id: &str) -> String {
 /// are: the last segment of the path it names (relative and rooted forms end alike whenever both
 /// stay inside the vault) and, for a bare wiki name, the name. Adding or removing a page whose
 /// key is not among them never changes where the link resolves.
-pub(crate) fn link_keys(from: &str, link: &RawLink) -> Vec<String> {
+pub(crate) fn link_keys(from: &str, link: Link<'_>) -> Vec<String> {
   let dir = from.rsplit_once('/').map_or("", |(d, _)| d);
-  let mut keys: Vec<String> = join(dir, &link.target).iter().map(|p| name_key(p)).collect();
+  let mut keys: Vec<String> = join(dir, link.target).iter().map(|p| name_key(p)).collect();
   if link.kind == LinkKind::Wiki && !link.target.contains('/') {
     let name = link.target.to_lowercase();
     if !keys.contains(&name) {
@@ -187,10 +193,10 @@ impl Resolver {
   }
 
   /// A link's target page id, or `Err(best guess)` for a dangling link.
-  pub(crate) fn resolve(&self, from: &str, link: &RawLink) -> Result<&str, String> {
+  pub(crate) fn resolve(&self, from: &str, link: Link<'_>) -> Result<&str, String> {
     let dir = from.rsplit_once('/').map_or("", |(d, _)| d);
-    let relative = join(dir, &link.target);
-    let rooted = join("", &link.target);
+    let relative = join(dir, link.target);
+    let rooted = join("", link.target);
     let mut tries: Vec<&Option<String>> = match link.kind {
       LinkKind::Markdown => vec![&relative, &rooted],
       LinkKind::Wiki => vec![&rooted, &relative],
@@ -207,7 +213,7 @@ impl Resolver {
         return Ok(c.iter().min_by_key(|id| (id.len(), id.as_str())).map(String::as_str).expect("non-empty"));
       }
     }
-    Err(relative.unwrap_or_else(|| link.target.clone()))
+    Err(relative.unwrap_or_else(|| link.target.to_string()))
   }
 }
 
@@ -222,7 +228,7 @@ pub(crate) fn page_edges(
 ) -> (Vec<Edge>, Vec<RelationIssue>) {
   let mut edges: Vec<Edge> = Vec::new();
   let mut index: HashMap<&str, usize> = HashMap::new();
-  for link in &pl.links {
+  for link in pl.links.iter() {
     match r.resolve(id, link) {
       Ok(to) if to == id => {} // a link within the page is navigation, not an edge
       Ok(to) => {
@@ -237,9 +243,9 @@ pub(crate) fn page_edges(
           });
           edges.len() - 1
         });
-        if let Some(a) = &link.anchor {
-          if !edges[i].anchors.contains(a) {
-            edges[i].anchors.push(a.clone());
+        if let Some(a) = link.anchor {
+          if !edges[i].anchors.iter().any(|x| x == a) {
+            edges[i].anchors.push(a.to_string());
           }
         }
       }
@@ -544,7 +550,7 @@ pub fn graph_for(store: &std::path::Path, manifest: &Manifest) -> Arc<LinkGraph>
 pub(crate) mod tests {
   use super::*;
   use crate::store::manifest::{ChunkIds, ManifestEntry};
-  use crate::vault::{PageMeta, Role};
+  use crate::vault::Role;
 
   /// A manifest of `(id, type, page text)` pages (links and relations parsed from the text).
   pub(crate) fn manifest_of(pages: &[(&str, &str)]) -> Manifest {
@@ -559,7 +565,7 @@ pub(crate) mod tests {
           mtime_ns: 0,
           content_hash: "0".repeat(64),
           role: page.role,
-          meta: PageMeta { ..page.meta.clone() },
+          meta: Box::new(page.meta.clone()),
           sections: 1,
           chunks: ChunkIds::default(),
           links: PageLinks::of_page(&page),

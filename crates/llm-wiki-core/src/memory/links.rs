@@ -39,6 +39,194 @@ pub struct RawLink {
   pub line: u32,
 }
 
+/// One outbound link as held by a [`LinkList`]: the fields of a [`RawLink`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link<'a> {
+  /// See [`RawLink::target`].
+  pub target: &'a str,
+  /// See [`RawLink::anchor`].
+  pub anchor: Option<&'a str>,
+  /// See [`RawLink::kind`].
+  pub kind: LinkKind,
+  /// See [`RawLink::line`].
+  pub line: u32,
+}
+
+impl Link<'_> {
+  /// An owned copy.
+  pub fn to_raw(&self) -> RawLink {
+    RawLink {
+      target: self.target.to_string(),
+      anchor: self.anchor.map(str::to_string),
+      kind: self.kind,
+      line: self.line,
+    }
+  }
+}
+
+/// Where one link's strings sit in [`LinkList::text`], and its line and kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LinkSpan {
+  /// End of the target (it starts where the previous link's anchor ends).
+  target_end: u32,
+  /// End of the anchor (equal to `target_end` when there is none or it is empty).
+  anchor_end: u32,
+  /// The line in the low 30 bits; bit 30: a wiki link; bit 31: an anchor is present.
+  line_flags: u32,
+}
+
+const LINE_MASK: u32 = (1 << 30) - 1;
+const WIKI_BIT: u32 = 1 << 30;
+const ANCHOR_BIT: u32 = 1 << 31;
+
+/// The outbound links of one page, packed: every target and anchor in one string and 12 bytes
+/// per link, where a `Vec<RawLink>` spends 56 bytes per link plus one or two heap strings (with
+/// the allocator's overhead each). A 100k-page vault holds millions of links in its manifest for
+/// the whole of a build; this is its largest part. Serialized exactly as a `Vec<RawLink>` (the
+/// manifest's `links` array, docs/STORE-FORMAT.md), so the format does not change.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct LinkList {
+  text: Box<str>,
+  spans: Box<[LinkSpan]>,
+}
+
+impl std::fmt::Debug for LinkList {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.debug_list().entries(self.iter()).finish()
+  }
+}
+
+impl LinkList {
+  /// Number of links.
+  pub fn len(&self) -> usize {
+    self.spans.len()
+  }
+
+  /// True when there is no link.
+  pub fn is_empty(&self) -> bool {
+    self.spans.is_empty()
+  }
+
+  /// The links in order.
+  pub fn iter(&self) -> impl Iterator<Item = Link<'_>> + '_ {
+    let mut start = 0usize;
+    self.spans.iter().map(move |s| {
+      let (t, a) = (s.target_end as usize, s.anchor_end as usize);
+      let link = Link {
+        target: &self.text[start..t],
+        anchor: (s.line_flags & ANCHOR_BIT != 0).then(|| &self.text[t..a]),
+        kind: if s.line_flags & WIKI_BIT != 0 { LinkKind::Wiki } else { LinkKind::Markdown },
+        line: s.line_flags & LINE_MASK,
+      };
+      start = a;
+      link
+    })
+  }
+
+  /// Pack links (in order). Fails when a line does not fit in 30 bits or the strings of one page
+  /// exceed 4 GiB (neither can come from a page within [`crate::store::reindex::MAX_PAGE_BYTES`]).
+  pub fn try_from_links<'a>(links: impl IntoIterator<Item = Link<'a>>) -> Result<LinkList, String> {
+    let mut p = Packer::default();
+    for l in links {
+      p.push(l)?;
+    }
+    Ok(p.finish())
+  }
+
+  /// Pack extracted links (lines of a page within the size limit always fit).
+  pub fn from_raw(links: &[RawLink]) -> LinkList {
+    let view = links.iter().map(|l| Link {
+      target: &l.target,
+      anchor: l.anchor.as_deref(),
+      kind: l.kind,
+      line: l.line.min(LINE_MASK),
+    });
+    Self::try_from_links(view).expect("lines clamped; a page's links are far below 4 GiB")
+  }
+
+  /// Owned copies of the links.
+  pub fn to_raw(&self) -> Vec<RawLink> {
+    self.iter().map(|l| l.to_raw()).collect()
+  }
+}
+
+/// The JSON form of one link, borrowed (serialization without copying into [`RawLink`]s).
+#[derive(Serialize)]
+struct LinkOut<'a> {
+  #[serde(rename = "t")]
+  target: &'a str,
+  #[serde(rename = "a", skip_serializing_if = "Option::is_none")]
+  anchor: Option<&'a str>,
+  #[serde(rename = "k")]
+  kind: LinkKind,
+  #[serde(rename = "l")]
+  line: u32,
+}
+
+impl Serialize for LinkList {
+  fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(self.iter().map(|l| LinkOut {
+      target: l.target,
+      anchor: l.anchor,
+      kind: l.kind,
+      line: l.line,
+    }))
+  }
+}
+
+impl<'de> Deserialize<'de> for LinkList {
+  fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+      type Value = LinkList;
+      fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of links")
+      }
+      fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<LinkList, A::Error> {
+        // One link at a time: never a whole page's `Vec<RawLink>`.
+        let mut p = Packer::default();
+        while let Some(l) = seq.next_element::<RawLink>()? {
+          let view = Link { target: &l.target, anchor: l.anchor.as_deref(), kind: l.kind, line: l.line };
+          p.push(view).map_err(serde::de::Error::custom)?;
+        }
+        Ok(p.finish())
+      }
+    }
+    d.deserialize_seq(Visit)
+  }
+}
+
+/// Builds a [`LinkList`] one link at a time.
+#[derive(Default)]
+struct Packer {
+  text: String,
+  spans: Vec<LinkSpan>,
+}
+
+impl Packer {
+  fn push(&mut self, l: Link<'_>) -> Result<(), String> {
+    if l.line > LINE_MASK {
+      return Err(format!("link line {} out of range", l.line));
+    }
+    self.text.push_str(l.target);
+    let target_end = self.text.len();
+    self.text.push_str(l.anchor.unwrap_or(""));
+    let anchor_end = self.text.len();
+    let (Ok(target_end), Ok(anchor_end)) = (u32::try_from(target_end), u32::try_from(anchor_end)) else {
+      return Err("links of one page exceed 4 GiB".into());
+    };
+    let flags =
+      if l.kind == LinkKind::Wiki { WIKI_BIT } else { 0 } | if l.anchor.is_some() { ANCHOR_BIT } else { 0 };
+    self.spans.push(LinkSpan { target_end, anchor_end, line_flags: l.line | flags });
+    Ok(())
+  }
+
+  /// The list, without spare capacity.
+  fn finish(self) -> LinkList {
+    LinkList { text: self.text.into_boxed_str(), spans: self.spans.into_boxed_slice() }
+  }
+}
+
 /// Links of one body, deduplicated by (target, anchor, kind) in first-seen order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExtractedLinks {
@@ -182,6 +370,42 @@ mod tests {
     let e = extract_links(&body, 1);
     assert_eq!(e.links.len(), MAX_LINKS_PER_PAGE);
     assert_eq!(e.dropped, 10_000 - MAX_LINKS_PER_PAGE);
+  }
+
+  /// The packed list holds exactly what a `Vec<RawLink>` holds, and its JSON is the same bytes
+  /// (the manifest format does not change): both directions, including an empty anchor, which
+  /// extraction never produces but a manifest on disk may hold.
+  #[test]
+  fn packed_links_round_trip_as_raw_links() {
+    let mut raw = extract_links(
+      "See [RAG](../concepts/rag.md#claim), [[concepts/bm25#Scope|BM25]], [[note^blk]], [[ü/é]], [x](a%20b.md).\n\n[[z]]",
+      3,
+    )
+    .links;
+    raw.push(RawLink {
+      target: "t".into(),
+      anchor: Some(String::new()),
+      kind: LinkKind::Wiki,
+      line: (1 << 30) - 1,
+    });
+    raw.push(RawLink { target: String::new(), anchor: None, kind: LinkKind::Markdown, line: 0 });
+    let packed = LinkList::from_raw(&raw);
+    assert_eq!(packed.len(), raw.len());
+    assert_eq!(packed.to_raw(), raw);
+    let json = serde_json::to_string(&raw).unwrap();
+    assert_eq!(serde_json::to_string(&packed).unwrap(), json);
+    let back: LinkList = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, packed);
+    assert_eq!(
+      back.iter().nth(1).map(|l| (l.target, l.anchor, l.kind)),
+      Some(("concepts/bm25", Some("Scope"), LinkKind::Wiki))
+    );
+    let empty: LinkList = serde_json::from_str("[]").unwrap();
+    assert!(empty.is_empty() && empty == LinkList::default());
+    // A line that does not fit is refused on read (a corrupt manifest), clamped on extraction.
+    assert!(serde_json::from_str::<LinkList>(r#"[{"t":"a","k":"wiki","l":1073741824}]"#).is_err());
+    let big = RawLink { target: "a".into(), anchor: None, kind: LinkKind::Wiki, line: u32::MAX };
+    assert_eq!(LinkList::from_raw(&[big]).iter().next().unwrap().line, (1 << 30) - 1);
   }
 
   #[test]

@@ -181,7 +181,7 @@ impl LintState {
       return;
     };
     let pl = &e.links;
-    if let Some(r) = &pl.resolution {
+    if let Some(r) = pl.resolution.as_deref() {
       self.records.insert(id.to_string(), r.clone());
     }
     if pl.relations.is_empty() {
@@ -209,7 +209,7 @@ impl LintState {
     keys.sort();
     keys.dedup();
     let mut link_deps: Vec<String> = Vec::new();
-    for l in &pl.links {
+    for l in pl.links.iter() {
       let lk = link_keys(id, l);
       if lk.iter().any(|k| keys.binary_search(k).is_ok()) {
         link_deps.extend(lk);
@@ -231,7 +231,7 @@ impl LintState {
     let mut cited: Vec<String> = Vec::new();
     let mut keys: Vec<String> = Vec::new();
     if !self.superseded.is_empty() {
-      for l in &e.links.links {
+      for l in e.links.links.iter() {
         let lk = link_keys(id, l);
         if !lk.iter().any(|k| self.superseded_names.contains(k)) {
           continue;

@@ -494,7 +494,7 @@ impl Decisions {
         return citing;
       }
       for (id, e) in &manifest.entries {
-        for l in &e.links.links {
+        for l in e.links.links.iter() {
           let last = l.target.rsplit('/').next().unwrap_or("");
           if !matches!(last, "" | "." | "..") && !names.contains(&last.to_lowercase()) {
             continue;
@@ -518,7 +518,7 @@ impl Decisions {
     citing: impl FnOnce(&BTreeMap<String, Vec<Supersession>>) -> Vec<(String, String)>,
   ) -> Decisions {
     let records =
-      manifest.entries.iter().filter_map(|(id, e)| e.links.resolution.clone().map(|r| (id.clone(), r)));
+      manifest.entries.iter().filter_map(|(id, e)| e.links.resolution.as_deref().map(|r| (id.clone(), r.clone())));
     let (resolutions, superseded) =
       Self::supersession(&manifest.vault_id, records, |id| manifest.entries.contains_key(id), supersedes);
     let mut cited = citing(&superseded);

@@ -565,7 +565,11 @@ mod tests {
           mtime_ns: 0,
           content_hash: sha256_hex(text.as_bytes()),
           role: Role::Canonical,
-          meta: PageMeta { title: format!("P{i}"), page_type: "concept".into(), ..Default::default() },
+          meta: Box::new(PageMeta {
+            title: format!("P{i}"),
+            page_type: "concept".into(),
+            ..Default::default()
+          }),
           sections: chunks.sections.len() as u32,
           chunks: ChunkIds::from_ids(chunks.chunks.iter().map(|c| c.id.as_str())),
           links: Default::default(),

@@ -75,8 +75,10 @@ pub struct ManifestEntry {
   pub content_hash: String,
   /// Canonical or evidence page.
   pub role: Role,
-  /// Frontmatter fields used by retrieval.
-  pub meta: PageMeta,
+  /// Frontmatter fields used by retrieval. Boxed: 400 bytes of mostly empty optional fields,
+  /// which a `BTreeMap` node would otherwise hold inline at about half occupancy (entries are
+  /// inserted in id order) for every page of a vault.
+  pub meta: Box<PageMeta>,
   /// Number of section documents in the lexical index.
   pub sections: u32,
   /// Ids of the page's chunks, in order.
@@ -592,7 +594,7 @@ mod tests {
       mtime_ns: 2,
       content_hash: hash.repeat(64 / hash.len()),
       role: Role::Canonical,
-      meta: PageMeta { title: "B".into(), page_type: "concept".into(), ..Default::default() },
+      meta: Box::new(PageMeta { title: "B".into(), page_type: "concept".into(), ..Default::default() }),
       sections: 0,
       chunks: ChunkIds::default(),
       links: PageLinks::default(),
@@ -610,8 +612,14 @@ mod tests {
     assert_ne!(h1, m.hash());
   }
 
+  /// A page whose links (packed in memory, an array on disk) depend on its hash, so records that
+  /// change a page change its links too.
   fn page(hash: &str, id: &str) -> ManifestEntry {
-    ManifestEntry { rel_path: format!("{id}.md"), ..entry(hash) }
+    let body = format!("[[{id}-{hash}#h]] [x](../{hash}/y.md) [[b^blk|B]] [e](e.md#)\n\n[[{hash}]]");
+    let links = crate::memory::links::extract_links(&body, 4).links;
+    assert_eq!(links.len(), 5);
+    let links = PageLinks { links: crate::memory::links::LinkList::from_raw(&links), ..Default::default() };
+    ManifestEntry { rel_path: format!("{id}.md"), links, ..entry(hash) }
   }
 
   fn excluded(path: &str) -> ExcludedEntry {
@@ -707,14 +715,20 @@ mod tests {
     assert!(readers[3].journal_since(&dir, 2).is_none());
   }
 
-  #[test]
-  fn torn_records_checkpoints_and_changed_bases_fall_back_to_a_whole_load() {
+  /// A store directory holding generation 1 (page `a`) as a base, and that manifest.
+  fn one_page_base() -> (tempfile::TempDir, StoreDir, Manifest) {
     let t = tempfile::tempdir().unwrap();
     let dir = StoreDir::new(t.path().to_path_buf());
     let mut m = Manifest::empty("v");
     m.generation = 1;
     m.entries.insert("a".into(), page("a", "a"));
     m.write_generation(&dir, None, None).unwrap();
+    (t, dir, m)
+  }
+
+  #[test]
+  fn torn_records_checkpoints_and_changed_bases_fall_back_to_a_whole_load() {
+    let (_t, dir, mut m) = one_page_base();
     let held = Manifest::load_generation(&dir, 1, Some("v")).unwrap();
     commit(&dir, &mut m, set(&[("b", "b")]), false);
     // A crashed writer's torn record after the committed one: ignored up to generation 2, and
@@ -761,6 +775,26 @@ mod tests {
     rewritten.entries.insert("zz".into(), page("e", "zz"));
     rewritten.save(&dir.manifest_file(4)).unwrap();
     assert!(at4.journal_since(&dir, 5).is_none());
+  }
+
+  /// Packed links are written as the format's `links` array of `{t, a, k, l}` objects, in the
+  /// base and in journal records, and read back equal.
+  #[test]
+  fn links_on_disk_keep_the_raw_link_array_form() {
+    let (_t, dir, mut m) = one_page_base();
+    commit(&dir, &mut m, set(&[("b", "b")]), false);
+    let raw = |e: &ManifestEntry| serde_json::to_value(e.links.links.to_raw()).unwrap();
+    let base: serde_json::Value =
+      serde_json::from_slice(&std::fs::read(dir.manifest_file(1)).unwrap()).unwrap();
+    assert_eq!(base["entries"]["a"]["links"]["links"], raw(&m.entries["a"]));
+    assert_eq!(
+      base["entries"]["a"]["links"]["links"][0],
+      serde_json::json!({"t": "a-a", "a": "h", "k": "wiki", "l": 4})
+    );
+    let journal = std::fs::read_to_string(dir.journal_file(1)).unwrap();
+    let record: serde_json::Value = serde_json::from_str(journal.lines().next().unwrap()).unwrap();
+    assert_eq!(record["set"]["b"]["links"]["links"], raw(&m.entries["b"]));
+    assert_eq!(Manifest::load_generation(&dir, 2, Some("v")).unwrap().entries, m.entries);
   }
 
   #[test]

@@ -152,7 +152,7 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, chunker
         mtime_ns: file.mtime_ns,
         content_hash: hash,
         role: page.role,
-        meta: page.meta.clone(),
+        meta: Box::new(page.meta.clone()),
         sections: chunks.sections.len() as u32,
         chunks: ChunkIds::from_ids(chunks.chunks.iter().map(|c| c.id.as_str())),
         links: crate::memory::graph::PageLinks::of_page(&page),
