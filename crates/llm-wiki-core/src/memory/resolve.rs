@@ -517,8 +517,10 @@ impl Decisions {
     supersedes: Vec<(String, String)>,
     citing: impl FnOnce(&BTreeMap<String, Vec<Supersession>>) -> Vec<(String, String)>,
   ) -> Decisions {
-    let records =
-      manifest.entries.iter().filter_map(|(id, e)| e.links.resolution.as_deref().map(|r| (id.clone(), r.clone())));
+    let records = manifest
+      .entries
+      .iter()
+      .filter_map(|(id, e)| e.links.resolution.as_deref().map(|r| (id.clone(), r.clone())));
     let (resolutions, superseded) =
       Self::supersession(&manifest.vault_id, records, |id| manifest.entries.contains_key(id), supersedes);
     let mut cited = citing(&superseded);
