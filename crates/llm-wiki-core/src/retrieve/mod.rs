@@ -15,6 +15,4 @@ pub mod salience;
 pub mod trust;
 
 pub use modes::{RetrievalMode, SubQuery};
-pub use recall::{
-  recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult, Scoring, VaultMode,
-};
+pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult, VaultMode};

@@ -52,9 +52,6 @@ pub struct SalientTerms {
   pub weights: Vec<f64>,
   /// The idf of a term absent from the vault (the unit of [`SALIENT_WEIGHT_CAP`]).
   pub unit: f64,
-  /// The idf of a term found in one section: the most a matched term can weigh (the unit of
-  /// [`SalientTerms::matched_units`]).
-  pub single: f64,
   /// `Σ qtf × idf` of every distinct query term, kept or not (absent ones weigh the most).
   pub total: f64,
 }
@@ -76,7 +73,6 @@ impl SalientTerms {
       qtf: order.iter().map(|i| counted[*i].1).collect(),
       weights: order.iter().map(|i| full[*i]).collect(),
       unit: idf(0, n),
-      single: idf(1, n),
       total: full.iter().sum(),
     }
   }
@@ -95,16 +91,6 @@ impl SalientTerms {
     }
     let m: f64 = self.weights.iter().zip(matched).filter(|(_, m)| **m).map(|(w, _)| w).sum();
     (m / reference).clamp(0.0, 1.0)
-  }
-
-  /// Weight of the `matched` kept terms (`qtf × idf` each) in units of a term found in one
-  /// section ([`SalientTerms::single`]): a word unique to one section of the vault weighs 1
-  /// whatever the vault's size (see [`super::confidence::specificity`]).
-  pub fn matched_units(&self, matched: &[bool]) -> f64 {
-    if self.single <= 0.0 {
-      return 0.0;
-    }
-    self.weights.iter().zip(matched).filter(|(_, m)| **m).map(|(w, _)| w).sum::<f64>() / self.single
   }
 
   /// Weight of a set of terms (each counted once, with its query weight; absent terms weigh 0),
@@ -180,9 +166,6 @@ mod tests {
     assert_eq!(st.coverage(&m), 1.0);
     assert!((st.units_of(&s(&["t0", "t1", "zz", "t0"])) - 2.0 * u).abs() < 1e-9);
     assert_eq!(SalientTerms::default().coverage(&[]), 0.0);
-    // Four words found in one section each: four units.
-    assert!((st.matched_units(&m) - 4.0).abs() < 1e-9);
-    assert_eq!(SalientTerms::default().matched_units(&[]), 0.0);
     // Absent terms take no slot but weigh in the total: one shared word of four stays low.
     let counted: Vec<(String, u32)> =
       ["hotel", "trial", "balance", "audit"].iter().map(|t| (t.to_string(), 1)).collect();
