@@ -354,11 +354,16 @@ pub const MAX_LINT_REPORTED: usize = 200;
 /// The relation and link lint of a manifest as index issues (path = the page's file under
 /// `wiki/`), capped at [`MAX_LINT_REPORTED`] plus a `relation_lint_truncated` summary.
 pub fn lint_issues(manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
-  // Only pages with stored links or relations can have findings: skip the build otherwise.
-  if manifest.entries.values().all(|e| e.links.is_empty()) {
+  if no_page_has_links(manifest) {
     return Vec::new();
   }
   lint_of(manifest, &LinkGraph::build_for_lint(manifest))
+}
+
+/// Only pages with stored links or relations can have findings: without any, lint has nothing
+/// to build.
+fn no_page_has_links(manifest: &Manifest) -> bool {
+  manifest.entries.values().all(|e| e.links.is_empty())
 }
 
 /// [`lint_issues`] of a store's generation, computed once per process: the findings are a
@@ -374,7 +379,7 @@ pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<c
   let key = cache_key(store, manifest);
   let issues = lint_cache().get_or_insert_with(&key, || match graph_cache().get(&key) {
     Some(g) => lint_of(manifest, &g),
-    None if manifest.entries.values().all(|e| e.links.is_empty()) => Vec::new(),
+    None if no_page_has_links(manifest) => Vec::new(),
     None => {
       let state = super::lint::LintState::build(manifest);
       let found = state.findings();
