@@ -63,6 +63,42 @@ pub fn lexical_confidence(coverage: f64, strength: f64, exact: bool) -> f64 {
   }
 }
 
+/// Salient weight a page must match for its lexical evidence to count in full **where the
+/// automatic floor decides**, in units of a word found in two sections of the vault
+/// ([`super::salience::SalientTerms::matched_units`], [`super::salience::TOPIC_SECTIONS`]); below
+/// it the automatic confidence scales by `matched / MIN_MATCHED_UNITS` ([`specificity`]). A
+/// prompt of words common in the vault ("the local document search tool" on 5,000 biomedical
+/// abstracts: four words of a few hundred abstracts each, about 1.7 units) is covered by some page
+/// by chance; a prompt about the page matches a few of its rare words (about three words of the
+/// page's topic are enough). Explicit recall never sees the factor, nor do exact, named and
+/// one-word matches, nor vaults too small to measure it.
+/// Fitted as the smallest value on a 0.25 grid at which at most 1% of the calibration set's
+/// unrelated queries reach the automatic floor in lexical mode (`bench calibration`, lexical:
+/// 45 → 14 of 1,458; related titles 586 → 573 of 612); the pi **train** queries (lexical hits
+/// 25 → 25 of 40) and the dev prompts (bench-data/prompts-pi.json: 23 → 22 of 24, unrelated 0 of
+/// 24 both) were checked, never the pi held-out split or the precision suite (docs/CONFIDENCE.md).
+pub const MIN_MATCHED_UNITS: f64 = 3.0;
+
+/// Specificity of a page's lexical match: the salient weight it matched, in units, against
+/// [`MIN_MATCHED_UNITS`], in [0, 1]. Multiplies lexical confidence where the automatic floor
+/// decides (see [`automatic_lexical_confidence`]).
+pub fn specificity(matched_units: f64) -> f64 {
+  (matched_units / MIN_MATCHED_UNITS).clamp(0.0, 1.0)
+}
+
+/// Lexical confidence for automatic recall: the explicit `confidence` scaled by the match's
+/// [`specificity`], unless `exempt`: the match is an exact identity or names the page (both are
+/// specific by themselves: `confidence` already holds their minimum), or the query is a single
+/// word (it has no filler to be generic about: how rare the word is in the vault is all there is,
+/// and coverage and strength already weigh it). `matched_units` is `None` on a vault too small to
+/// measure specificity ([`super::salience::SalientTerms::matched_units`]): no factor either.
+pub fn automatic_lexical_confidence(confidence: f64, matched_units: Option<f64>, exempt: bool) -> f64 {
+  match matched_units {
+    Some(units) if !exempt => confidence * specificity(units),
+    _ => confidence,
+  }
+}
+
 /// Cosine below which a page is considered unrelated (confidence 0), all-MiniLM-L6-v2.
 /// Fitted by `llm-wiki-retrieval calibrate` ([`super::calibrate::fit_dense`]) on the calibration
 /// split written by `bench calibration` (docs/CONFIDENCE.md): SciFact abstracts judged for no test
@@ -287,6 +323,22 @@ mod tests {
       DenseCalibration::of_model(&manifest("x/y", Some(bad))).source,
       CalibrationSource::Uncalibrated
     );
+  }
+
+  #[test]
+  fn specificity_scales_only_unspecific_matches() {
+    assert_eq!(specificity(0.0), 0.0);
+    assert!((specificity(MIN_MATCHED_UNITS / 2.0) - 0.5).abs() < 1e-12);
+    assert_eq!(specificity(MIN_MATCHED_UNITS), 1.0);
+    assert_eq!(specificity(9.0), 1.0);
+    // Full coverage of a query of words common in the vault: scaled down for automatic recall.
+    let half = MIN_MATCHED_UNITS / 2.0;
+    assert!((automatic_lexical_confidence(0.9, Some(half), false) - 0.45).abs() < 1e-12);
+    assert_eq!(automatic_lexical_confidence(0.9, Some(MIN_MATCHED_UNITS + 0.1), false), 0.9);
+    // Exempt matches (exact, named, one-word query) keep their confidence.
+    assert_eq!(automatic_lexical_confidence(0.95, Some(0.1), true), 0.95);
+    // A vault too small to measure specificity: no factor.
+    assert_eq!(automatic_lexical_confidence(0.7, None, false), 0.7);
   }
 
   #[test]

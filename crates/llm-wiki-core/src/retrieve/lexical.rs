@@ -6,7 +6,10 @@ use std::collections::HashMap;
 
 use tantivy::DocAddress;
 
-use super::confidence::{bm25_strength, lexical_confidence, NAMED_PAGE_CONFIDENCE, NAMED_PAGE_MIN_UNITS};
+use super::confidence::{
+  automatic_lexical_confidence, bm25_strength, lexical_confidence, NAMED_PAGE_CONFIDENCE,
+  NAMED_PAGE_MIN_UNITS,
+};
 use super::engine::Snapshot;
 use super::query::identity_key;
 use super::salience::{count_terms, SalientTerms};
@@ -111,6 +114,9 @@ pub struct LexicalCandidate {
   pub coverage: f64,
   /// Absolute confidence (see `confidence`).
   pub confidence: f64,
+  /// Confidence where the automatic floor decides: `confidence` scaled by the match's specificity
+  /// ([`super::confidence::automatic_lexical_confidence`]).
+  pub automatic_confidence: f64,
   /// Exact title / alias / id / file-name match, if any.
   pub exact: Option<ExactMatch>,
   /// The longer query names the page (title or alias phrase inside it).
@@ -139,6 +145,8 @@ pub fn lexical_candidates(
   let counted = count_terms(terms);
   let df: Vec<u64> = counted.iter().map(|(t, _)| lex.doc_freq(searcher, t)).collect::<Result<_>>()?;
   let salient = SalientTerms::select(&counted, &df, n);
+  // A one-word query is exempt from the automatic specificity factor.
+  let one_word = counted.len() == 1;
   let terms = &salient.terms;
   let mut ranking = salient.ranking();
   ranking.extend(expansion.iter().filter(|(t, _)| !terms.contains(t)).cloned());
@@ -191,21 +199,28 @@ pub fn lexical_candidates(
     let all = mask.iter().fold(0u8, |a, m| a | m);
     let matched_fields =
       MATCH_FIELDS.iter().enumerate().filter(|(i, _)| all & (1 << i) != 0).map(|(_, n)| *n).collect();
+    let confidence = {
+      let c =
+        lexical_confidence(cov, bm25_strength(bm25 as f64, salient.reference_weight()), exact.is_some());
+      if named {
+        c.max(NAMED_PAGE_CONFIDENCE)
+      } else {
+        c
+      }
+    };
+    let units = if word_matched { salient.matched_units(&matched) } else { Some(0.0) };
     out.push(LexicalCandidate {
       rank: out.len(),
       page_id: page_id.clone(),
       bm25,
       best_section: best,
       coverage: cov,
-      confidence: {
-        let c =
-          lexical_confidence(cov, bm25_strength(bm25 as f64, salient.reference_weight()), exact.is_some());
-        if named {
-          c.max(NAMED_PAGE_CONFIDENCE)
-        } else {
-          c
-        }
-      },
+      confidence,
+      automatic_confidence: automatic_lexical_confidence(
+        confidence,
+        units,
+        exact.is_some() || named || one_word,
+      ),
       exact,
       named,
       matched_fields,

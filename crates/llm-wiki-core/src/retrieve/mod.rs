@@ -15,4 +15,6 @@ pub mod salience;
 pub mod trust;
 
 pub use modes::{RetrievalMode, SubQuery};
-pub use recall::{recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult, VaultMode};
+pub use recall::{
+  recall_wiki, RecallOptions, RecallPolicy, RecallResponse, RecallResult, Scoring, VaultMode,
+};

@@ -167,6 +167,7 @@ fn lexical_hits(cands: Vec<LexicalCandidate>) -> Vec<VaultHit> {
         page_id: c.page_id,
         rank: c.rank,
         confidence: c.confidence,
+        automatic_confidence: c.automatic_confidence,
         exact: c.exact,
         reasons,
         chunk: None,
@@ -241,16 +242,20 @@ fn fuse_hits(
       let exact = lx.and_then(|c| c.exact).or_else(|| {
         ctx.snap.manifest.entries.get(&page_id).and_then(|e| exact_match(ctx.query, &page_id, e))
       });
-      let lex_conf = lx.map(|c| c.confidence).unwrap_or(0.0);
       let named = lx.is_some_and(|c| c.named);
       // An uncalibrated model's cosine is no evidence for the floors: the page keeps its lexical
       // confidence (as in lexical mode; an exact match stays certain).
-      let confidence = if dense.calibration.source == CalibrationSource::Uncalibrated {
-        let c = if exact.is_some() { lex_conf.max(EXACT_MATCH_CONFIDENCE) } else { lex_conf };
-        c.max(dense.calibration.evidence(cos as f64))
-      } else {
-        hybrid_confidence(lex_conf, dense.calibration.evidence(cos as f64), exact.is_some(), named)
+      let combine = |lex_conf: f64| {
+        if dense.calibration.source == CalibrationSource::Uncalibrated {
+          let c = if exact.is_some() { lex_conf.max(EXACT_MATCH_CONFIDENCE) } else { lex_conf };
+          c.max(dense.calibration.evidence(cos as f64))
+        } else {
+          hybrid_confidence(lex_conf, dense.calibration.evidence(cos as f64), exact.is_some(), named)
+        }
       };
+      let confidence = combine(lx.map_or(0.0, |c| c.confidence));
+      // Automatic recall: the lexical lift counts by the lexical match's specificity.
+      let automatic_confidence = combine(lx.map_or(0.0, |c| c.automatic_confidence));
       let mut reasons = Vec::new();
       if let Some(e) = exact {
         reasons.push(e.reason().to_string());
@@ -277,7 +282,7 @@ fn fuse_hits(
       let chunk = chunk_id
         .filter(|_| lx.is_none() || cos as f64 >= dense.calibration.floor)
         .and_then(|cid| lexidx.chunk_by_id(&ctx.snap.searcher, &page_id, &cid).ok().flatten());
-      VaultHit { page_id, rank, confidence, exact, reasons, chunk, engine_score: score }
+      VaultHit { page_id, rank, confidence, automatic_confidence, exact, reasons, chunk, engine_score: score }
     })
     .collect()
 }

@@ -26,8 +26,11 @@ pub struct VaultHit {
   pub page_id: String,
   /// 0-based rank in the vault's list.
   pub rank: usize,
-  /// Absolute confidence in [0, 1].
+  /// Absolute confidence in [0, 1] (what explicit recall's floor and scores use).
   pub confidence: f64,
+  /// Confidence where the automatic floor decides: lexical evidence counts by its specificity
+  /// ([`super::confidence::automatic_lexical_confidence`]); ≤ `confidence`.
+  pub automatic_confidence: f64,
   /// Exact title / alias / id / file-name match, if any.
   pub exact: Option<ExactMatch>,
   /// Match reasons shown with the result.

@@ -69,11 +69,38 @@ impl RecallPolicy {
   }
 }
 
+/// Which confidence a recall's floor and scores act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scoring {
+  /// The pages' confidence ([`VaultHit::confidence`]): explicit recall, rankings.
+  Explicit,
+  /// Automatic recall: lexical evidence counts by the salient weight the page matched
+  /// ([`VaultHit::automatic_confidence`], [`super::confidence::specificity`]), so a prompt of
+  /// words common in the vault does not inject a page that happens to contain them. Never above
+  /// the explicit confidence.
+  Automatic,
+}
+
+impl Scoring {
+  /// The scoring a policy implies: automatic for the active vault alone with a floor at or
+  /// above the automatic floor (what the extension's `before_agent_start` asks for), explicit
+  /// otherwise — a caller that lowers the floor (or searches the personal vault) asked on purpose.
+  pub fn of_policy(policy: &RecallPolicy) -> Self {
+    if !policy.include_personal && policy.min_score >= AUTOMATIC_FLOOR {
+      Scoring::Automatic
+    } else {
+      Scoring::Explicit
+    }
+  }
+}
+
 /// Options of a recall.
 #[derive(Debug, Clone)]
 pub struct RecallOptions {
   /// How many results, from which vaults, above which score.
   pub policy: RecallPolicy,
+  /// Which confidence the floor and the scores use (default: [`Scoring::of_policy`]).
+  pub scoring: Scoring,
   /// Retrieval mode.
   pub mode: RetrievalMode,
   /// Cancellation, checked between stages.
@@ -113,6 +140,7 @@ impl RecallOptions {
   /// Options with a policy and mode and defaults for the rest.
   pub fn new(policy: RecallPolicy, mode: RetrievalMode) -> Self {
     RecallOptions {
+      scoring: Scoring::of_policy(&policy),
       policy,
       mode,
       cancel: CancelFlag::new(),
@@ -348,6 +376,9 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   let qhash = crate::feedback::query_hash(&query);
   let terms = query_terms(&query);
   trace.push(format!("query:{} terms", terms.len()));
+  if opts.scoring == Scoring::Automatic {
+    trace.push("scoring:automatic (lexical evidence counts by its specificity)".into());
+  }
   let mut vault_modes: Vec<VaultMode> = Vec::new();
   let now = now_secs();
   let mut outcomes: Vec<VaultOutcome> = Vec::new();
@@ -434,8 +465,11 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     let mut feedback = Vec::new();
     let kept: Vec<(VaultHit, f64, f64)> = hits
       .into_iter()
-      .filter_map(|h| {
+      .filter_map(|mut h| {
         let entry = snap.manifest.entries.get(&h.page_id)?;
+        if opts.scoring == Scoring::Automatic {
+          h.confidence = h.automatic_confidence;
+        }
         if session_auto
           .is_some_and(|s| ledger::already_injected(&s.id, &vault_id, &h.page_id, &entry.content_hash))
         {

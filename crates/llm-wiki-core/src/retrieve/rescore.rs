@@ -72,6 +72,8 @@ pub(super) fn cross_encoder(
   let scores = ce.score(&query, &passages, Some(started + ctx.rerank_timeout))?;
   for (h, s) in hits.iter_mut().zip(&scores) {
     h.confidence = if h.exact.is_some() { h.confidence.max(*s as f64) } else { *s as f64 };
+    // The cross-encoder reads the whole passage: its probability replaces both confidences.
+    h.automatic_confidence = h.confidence;
     h.engine_score = *s as f64;
     h.reasons.push(format!("cross-encoder {}: {:.3}", ce.id(), s));
   }

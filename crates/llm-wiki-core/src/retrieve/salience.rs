@@ -25,6 +25,18 @@ pub const MAX_QUERY_TERMS: usize = 64;
 /// cross-collection negatives of SciFact train/dev; never on the pi held-out split.
 pub const SALIENT_WEIGHT_CAP: f64 = 2.5;
 
+/// Sections a word of one topic is found in, at least: a page's lead and one of its sections, or
+/// two pages on the subject. A word in that many sections weighs one unit of
+/// [`SalientTerms::matched_units`]. Not one section: on a vault of a few pages a word in one
+/// section against two is the whole range of idf, so a unit of "unique to a section" would make
+/// a word shared by the two pages of a topic weigh little (a prompt about the vault's topic could
+/// never be specific); on large vaults the two units differ by about 6 %.
+pub const TOPIC_SECTIONS: u64 = 2;
+
+/// Below this idf of the unit (a vault of two sections or fewer) the specificity of a
+/// lexical match is not measured ([`SalientTerms::matched_units`] is `None`).
+const MIN_TOPIC_IDF: f64 = 0.25;
+
 /// Distinct terms of an analyzed query in first-seen order, each with its frequency in the query.
 pub fn count_terms(analyzed: &[String]) -> Vec<(String, u32)> {
   let mut order: Vec<(String, u32)> = Vec::new();
@@ -52,6 +64,9 @@ pub struct SalientTerms {
   pub weights: Vec<f64>,
   /// The idf of a term absent from the vault (the unit of [`SALIENT_WEIGHT_CAP`]).
   pub unit: f64,
+  /// The idf of a term found in [`TOPIC_SECTIONS`] sections (the unit of
+  /// [`SalientTerms::matched_units`]).
+  pub topic: f64,
   /// `Σ qtf × idf` of every distinct query term, kept or not (absent ones weigh the most).
   pub total: f64,
 }
@@ -73,6 +88,7 @@ impl SalientTerms {
       qtf: order.iter().map(|i| counted[*i].1).collect(),
       weights: order.iter().map(|i| full[*i]).collect(),
       unit: idf(0, n),
+      topic: idf(TOPIC_SECTIONS, n),
       total: full.iter().sum(),
     }
   }
@@ -91,6 +107,18 @@ impl SalientTerms {
     }
     let m: f64 = self.weights.iter().zip(matched).filter(|(_, m)| **m).map(|(w, _)| w).sum();
     (m / reference).clamp(0.0, 1.0)
+  }
+
+  /// Weight of the `matched` kept terms (`qtf × idf` each) in units of a term found in
+  /// [`TOPIC_SECTIONS`] sections ([`SalientTerms::topic`]), whatever the vault's size (see
+  /// [`super::confidence::specificity`]). `None` when the vault is too small for that unit to
+  /// weigh anything (a word in every one of its two sections has idf ≈ 0): there, how rare a word
+  /// is in the vault says nothing about whether the prompt is specific.
+  pub fn matched_units(&self, matched: &[bool]) -> Option<f64> {
+    if self.topic < MIN_TOPIC_IDF {
+      return None;
+    }
+    Some(self.weights.iter().zip(matched).filter(|(_, m)| **m).map(|(w, _)| w).sum::<f64>() / self.topic)
   }
 
   /// Weight of a set of terms (each counted once, with its query weight; absent terms weigh 0),
@@ -166,6 +194,17 @@ mod tests {
     assert_eq!(st.coverage(&m), 1.0);
     assert!((st.units_of(&s(&["t0", "t1", "zz", "t0"])) - 2.0 * u).abs() < 1e-9);
     assert_eq!(SalientTerms::default().coverage(&[]), 0.0);
+    // Four words found in one section each: each weighs a bit more than a topic word.
+    let per_word = idf(1, 1000) / idf(TOPIC_SECTIONS, 1000);
+    assert!(per_word > 1.0 && per_word < 1.2);
+    assert!((st.matched_units(&m).unwrap() - 4.0 * per_word).abs() < 1e-9);
+    assert_eq!(SalientTerms::default().matched_units(&[]), None);
+    // Two sections: a word in both weighs nothing, so specificity is not measured; from three
+    // sections on it is.
+    let two = SalientTerms::select(&s(&["a"]).into_iter().map(|t| (t, 1)).collect::<Vec<_>>(), &[1], 2);
+    assert_eq!(two.matched_units(&[true]), None);
+    let three = SalientTerms::select(&[("a".to_string(), 1)], &[1], 3);
+    assert!(three.matched_units(&[true]).unwrap() > 1.0);
     // Absent terms take no slot but weigh in the total: one shared word of four stays low.
     let counted: Vec<(String, u32)> =
       ["hotel", "trial", "balance", "audit"].iter().map(|t| (t.to_string(), 1)).collect();

@@ -101,8 +101,11 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
   let neg_tmp = common.temp("calibration-negatives")?;
   let neg_vault = prepare_beir_vault(&opts.negatives, neg_tmp.path())?.0;
 
-  let split_ix = build_index(&split, true, "calibration-split", common)?;
-  let neg_ix = build_index(&neg_vault, true, "calibration-negatives", common)?;
+  // Vectors (and the dense fit) only when a dense mode is asked for: a lexical-only run (the
+  // reliability of lexical confidence) needs no embedding.
+  let with_vectors = common.needs_vectors();
+  let split_ix = build_index(&split, with_vectors, "calibration-split", common)?;
+  let neg_ix = build_index(&neg_vault, with_vectors, "calibration-negatives", common)?;
 
   // The labelled set, in the `calibrate` format (vaults absolute: the file is not portable).
   let vault_str = |p: &VaultPaths| p.root.to_string_lossy().into_owned();
@@ -239,13 +242,15 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     doc["fit"] = to_value(&fit);
     doc["model"] = json!(model);
   } else {
-    md.push_str("No embedding model: no dense fit.\n\n");
+    md.push_str("No embedding model, or lexical modes only: no dense fit.\n\n");
   }
 
   // Reliability curves per mode.
   let mut curves = Map::new();
   for &mode in &common.modes {
-    let ranked = common.recall_options(ranked_policy(3), mode);
+    // Scored as automatic recall: the curve is what the automatic floor acts on.
+    let ranked =
+      RecallOptions { scoring: Scoring::Automatic, ..common.recall_options(ranked_policy(3), mode) };
     let mut rows: Vec<(f64, bool, bool)> = Vec::new();
     let mut used: BTreeMap<String, usize> = BTreeMap::new();
     for (i, l) in labels.iter().enumerate() {
@@ -260,7 +265,7 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     let curve = reliability(&rows);
     let _ = writeln!(
       md,
-      "## Reliability: {} (modes used: {})\n\n| top-1 score | queries | top-1 relevant | precision | of which unrelated queries |\n|---|---|---|---|---|",
+      "## Reliability: {}, automatic scoring (modes used: {})\n\n| top-1 score | queries | top-1 relevant | precision | of which unrelated queries |\n|---|---|---|---|---|",
       mode.as_str(),
       fmt_used(&used)
     );

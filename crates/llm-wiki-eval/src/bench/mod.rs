@@ -53,7 +53,7 @@ use llm_wiki_core::error::{Error, Result};
 use llm_wiki_core::fsutil::{atomic_write, dir_size, now_iso};
 use llm_wiki_core::models::{self, Embedder};
 use llm_wiki_core::retrieve::confidence::AUTOMATIC_FLOOR;
-use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
+use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode, Scoring};
 use llm_wiki_core::store::generation::Generation;
 use llm_wiki_core::store::layout::{StoreLayout, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
 use llm_wiki_core::store::manifest::Manifest;

@@ -185,7 +185,8 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
     let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
     // The automatic policy without its floor and with 10 results: the same per-vault candidates.
     let top_policy = RecallPolicy { min_score: 0.0, max_results: 10, ..RecallPolicy::automatic() };
-    let top_opts = common.recall_options(top_policy, mode);
+    // Scored as automatic recall (its floor lowered to 0 would otherwise mean explicit scoring).
+    let top_opts = RecallOptions { scoring: Scoring::Automatic, ..common.recall_options(top_policy, mode) };
     let mut groups: BTreeMap<String, InjectionStats> = BTreeMap::new();
     let mut mismatches: Vec<String> = Vec::new();
     let mut non_prefix: Vec<String> = Vec::new();
