@@ -18,6 +18,19 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// [`atomic_write`] of what `fill` writes into a buffered writer, so a large file (a 100k-page
 /// manifest is hundreds of MB) is streamed to disk instead of first built in memory.
 pub fn atomic_write_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+  replace_with(path, true, fill)
+}
+
+/// Replace `path` with `bytes` (temp file and rename, no fsync) for a cache file whose reader
+/// checks what it holds and recomputes it when missing or stale: a crash may lose the new content
+/// or leave an empty file, never one file torn between two contents.
+pub fn replace_cache_file(path: &Path, bytes: &[u8]) -> Result<()> {
+  replace_with(path, false, |w| w.write_all(bytes).map_err(|e| Error::io("write", path, e)))
+}
+
+/// Write through a temp file in `path`'s directory renamed over `path`; `durable`: fsync the file
+/// before the rename and the directory after it.
+fn replace_with(path: &Path, durable: bool, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
   let dir = path.parent().ok_or_else(|| Error::invalid(format!("{} has no parent", path.display())))?;
   fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
   let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -27,9 +40,14 @@ pub fn atomic_write_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Resul
     let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
     fill(&mut w)?;
     let f = w.into_inner().map_err(|e| Error::io("write", &tmp, e.into_error()))?;
-    f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+    if durable {
+      f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+    }
+    drop(f);
     fs::rename(&tmp, path).map_err(|e| Error::io("rename", path, e))?;
-    sync_dir(dir);
+    if durable {
+      sync_dir(dir);
+    }
     Ok(())
   })();
   if res.is_err() {

@@ -368,7 +368,9 @@ fn no_page_has_links(manifest: &Manifest) -> bool {
 
 /// [`lint_issues`] of a store's generation, computed once per process: the findings are a
 /// function of the generation's manifest, so a reindex that changes nothing (the generation it
-/// keeps) reports them again without recomputing them. Taken from the graph a reader already
+/// keeps) reports them again without recomputing them — in a fresh process too: computed
+/// findings are saved in the store ([`super::lint::save_findings`]) and read back for the same
+/// generation ([`super::lint::saved_findings`]). Else taken from the graph a reader already
 /// built for the generation ([`graph_for`]'s cache) when there is one; else computed by a
 /// [`super::lint::LintState`] (no graph), which the process keeps so that the next commit's
 /// findings ([`lint_issues_after`]) cost what it changed. Findings are small (at most
@@ -377,15 +379,24 @@ fn no_page_has_links(manifest: &Manifest) -> bool {
 /// fill it with graphs of whole vaults no reader asked for.
 pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
   let key = cache_key(store, manifest);
-  let issues = lint_cache().get_or_insert_with(&key, || match graph_cache().get(&key) {
-    Some(g) => lint_of(manifest, &g),
-    None if no_page_has_links(manifest) => Vec::new(),
-    None => {
-      let state = super::lint::LintState::build(manifest);
-      let found = state.findings();
-      super::lint::keep_state(store, state);
-      found.as_ref().clone()
+  let issues = lint_cache().get_or_insert_with(&key, || {
+    if no_page_has_links(manifest) {
+      return Vec::new();
     }
+    if let Some(saved) = super::lint::saved_findings(store, manifest) {
+      return saved;
+    }
+    let found = match graph_cache().get(&key) {
+      Some(g) => lint_of(manifest, &g),
+      None => {
+        let state = super::lint::LintState::build(manifest);
+        let found = state.findings();
+        super::lint::keep_state(store, state);
+        found.as_ref().clone()
+      }
+    };
+    super::lint::save_findings(store, manifest, &found);
+    found
   });
   issues.as_ref().clone()
 }
@@ -422,6 +433,7 @@ pub fn advance_lint(
   state.advance(delta, manifest, rescan)?;
   let found = state.findings();
   lint_cache().insert(&cache_key(store, manifest), found.clone());
+  super::lint::save_findings(store, manifest, &found);
   super::lint::keep_state(store, state);
   Some(found)
 }
@@ -701,6 +713,48 @@ pub(crate) mod tests {
     let g = LinkGraph::build(&m);
     assert_eq!(g.dangling.len(), MAX_LINKS_PER_PAGE);
     assert_eq!(codes(&g, "hub"), vec!["page_links_truncated"]);
+  }
+
+  /// A generation's findings are saved in its store and read back by a process that does not
+  /// hold them (another store path is another cache key: what a fresh process sees). The test
+  /// edits a saved copy to tell a read from a recomputation; another generation, vault or engine,
+  /// or a damaged file, is linted again.
+  #[test]
+  fn lint_findings_are_saved_and_read_back_for_the_same_generation() {
+    use crate::store::layout::StoreDir;
+    let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
+    let file = |i: usize| StoreDir::new(dirs[i].path().to_path_buf()).lint_file();
+    let mut m = manifest_of(&[
+      ("a", "---\ntype: concept\nrelations:\n  - target: missing\n    type: supports\n---\nSee [[gone]].\n"),
+      ("b", "---\ntype: concept\n---\nSee [[a]].\n"),
+    ]);
+    m.generation = 7;
+    let first = lint_issues_cached(dirs[0].path(), &m);
+    assert!(!first.is_empty());
+    assert_eq!(first, lint_issues(&m));
+    assert_eq!(super::super::lint::saved_findings(dirs[0].path(), &m).as_ref(), Some(&first));
+
+    let saved = std::fs::read_to_string(file(0)).unwrap();
+    let edited = saved.replace(&first[0].message, "read from the saved file");
+    assert_ne!(edited, saved);
+    for i in 1..4 {
+      std::fs::write(file(i), &edited).unwrap();
+    }
+    // Same generation and vault: read, not recomputed.
+    assert_eq!(lint_issues_cached(dirs[1].path(), &m)[0].message, "read from the saved file");
+    // Another generation or vault: linted again, and the file replaced by the new findings.
+    let mut next = m.clone();
+    next.generation = 8;
+    assert_eq!(lint_issues_cached(dirs[2].path(), &next), first);
+    assert_eq!(super::super::lint::saved_findings(dirs[2].path(), &next).as_ref(), Some(&first));
+    let mut other = m.clone();
+    other.vault_id = "w".into();
+    assert_eq!(lint_issues_cached(dirs[3].path(), &other), first);
+    // Another engine version, a damaged file: linted again.
+    std::fs::write(file(4), edited.replace("llm-wiki-retrieval", "other-engine")).unwrap();
+    assert_eq!(super::super::lint::saved_findings(dirs[4].path(), &m), None);
+    std::fs::write(file(4), &saved[..saved.len() / 2]).unwrap();
+    assert_eq!(lint_issues_cached(dirs[4].path(), &m), first);
   }
 
   #[test]

@@ -18,7 +18,10 @@
 //! changes, every page's citations are recomputed (a scan of the links, no graph).
 //!
 //! The state lives in the process (one per store and vault, the latest generation): the first
-//! walked reindex of a process (a CLI run) still computes the findings of the whole vault once.
+//! walked reindex of a process that *changes* pages (a CLI run) still computes it over the whole
+//! vault once. The findings alone are also saved in the store ([`save_findings`]), so a fresh
+//! process that reports a generation's lint without changing it (a no-op reindex, status) reads
+//! them instead of linting the whole vault.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,6 +30,9 @@ use std::sync::{Arc, Mutex};
 use super::graph::{link_keys, name_key, page_edges, Resolver};
 use super::relations::RelationIssue;
 use super::resolve::{Decisions, ResolutionRecord};
+use serde::{Deserialize, Serialize};
+
+use crate::store::layout::{StoreDir, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
 use crate::store::manifest::{Manifest, ManifestDelta, ManifestEntry};
 use crate::store::IndexIssue;
 
@@ -307,6 +313,53 @@ impl LintState {
     });
     let all = pages.flat_map(|(p, a, b)| a.iter().chain(b).map(move |i| (p.as_str(), i)));
     self.findings = Arc::new(super::graph::lint_list(manifest, all));
+  }
+}
+
+/// `lint.json` of a store: the findings of one generation of one vault.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SavedFindings {
+  /// The engine that computed them (lint rules change between versions).
+  engine: String,
+  vault_id: String,
+  generation: u64,
+  findings: Vec<IndexIssue>,
+}
+
+fn engine_label() -> String {
+  format!("{ENGINE_NAME} {ENGINE_VERSION} format {INDEX_FORMAT_VERSION}")
+}
+
+/// Save `findings`, the lint of `manifest`'s generation, in `store` (`lint.json`, replacing the
+/// findings of an earlier generation). Best effort: the file is a cache ([`saved_findings`] checks
+/// it), so a store that cannot be written (a read-only copy) only loses the shortcut.
+pub(crate) fn save_findings(store: &Path, manifest: &Manifest, findings: &[IndexIssue]) {
+  let saved = SavedFindings {
+    engine: engine_label(),
+    vault_id: manifest.vault_id.clone(),
+    generation: manifest.generation,
+    findings: findings.to_vec(),
+  };
+  if let Ok(bytes) = serde_json::to_vec(&saved) {
+    let _ = crate::fsutil::replace_cache_file(&StoreDir::new(store.to_path_buf()).lint_file(), &bytes);
+  }
+}
+
+/// The findings [`save_findings`] saved in `store` for `manifest`'s vault and generation by this
+/// engine version, if any. Generations of a store only grow and a generation's manifest never
+/// changes once committed, so a file naming it holds its findings; anything else (another
+/// generation, vault or engine, a file that does not parse) is `None`: lint it.
+pub(crate) fn saved_findings(store: &Path, manifest: &Manifest) -> Option<Vec<IndexIssue>> {
+  match crate::fsutil::read_json::<SavedFindings>(&StoreDir::new(store.to_path_buf()).lint_file()) {
+    crate::fsutil::JsonFile::Valid(s)
+      if s.generation == manifest.generation
+        && s.vault_id == manifest.vault_id
+        && s.engine == engine_label() =>
+    {
+      Some(s.findings)
+    }
+    _ => None,
   }
 }
 

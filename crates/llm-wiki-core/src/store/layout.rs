@@ -62,6 +62,11 @@ impl StoreDir {
   pub fn state_file(&self) -> PathBuf {
     self.dir.join("state.json")
   }
+  /// `lint.json`: the lint findings of the latest generation a process computed them for
+  /// ([`crate::memory::lint::saved_findings`]).
+  pub fn lint_file(&self) -> PathBuf {
+    self.dir.join("lint.json")
+  }
   /// The tantivy index.
   pub fn lexical_dir(&self) -> PathBuf {
     self.dir.join("lexical")
