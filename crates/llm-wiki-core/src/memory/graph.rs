@@ -368,27 +368,28 @@ fn no_page_has_links(manifest: &Manifest) -> bool {
 
 /// [`lint_issues`] of a store's generation, computed once per process: the findings are a
 /// function of the generation's manifest, so a reindex that changes nothing (the generation it
-/// keeps) reports them again without recomputing them — in a fresh process too: computed
-/// findings are saved in the store ([`super::lint::save_findings`]) and read back for the same
-/// generation ([`super::lint::saved_findings`]). Else taken from the graph a reader already
-/// built for the generation ([`graph_for`]'s cache) when there is one; else computed by a
-/// [`super::lint::LintState`] (no graph), which the process keeps so that the next commit's
+/// keeps) reports them again without recomputing them. Taken from the graph a reader already
+/// built for the generation ([`graph_for`]'s cache) when there is one; else read back from the
+/// store ([`super::lint::saved_findings`]: a fresh process does not lint again); else computed by
+/// a [`super::lint::LintState`] (no graph), which the process keeps so that the next commit's
 /// findings ([`lint_issues_after`]) cost what it changed. Findings are small (at most
 /// [`MAX_LINT_REPORTED`] + 1) and kept for a few generations; a writer never adds to the
 /// *graph* cache: each commit is a new generation, and a long-lived writer (a watcher) would
-/// fill it with graphs of whole vaults no reader asked for.
+/// fill it with graphs of whole vaults no reader asked for. Computed findings are saved in the
+/// store ([`super::lint::save_findings`]).
 pub fn lint_issues_cached(store: &std::path::Path, manifest: &Manifest) -> Vec<crate::store::IndexIssue> {
   let key = cache_key(store, manifest);
   let issues = lint_cache().get_or_insert_with(&key, || {
     if no_page_has_links(manifest) {
       return Vec::new();
     }
-    if let Some(saved) = super::lint::saved_findings(store, manifest) {
-      return saved;
-    }
+    // What this process holds before the store's file: a graph of this generation is in memory.
     let found = match graph_cache().get(&key) {
       Some(g) => lint_of(manifest, &g),
       None => {
+        if let Some(saved) = super::lint::saved_findings(store, manifest) {
+          return saved;
+        }
         let state = super::lint::LintState::build(manifest);
         let found = state.findings();
         super::lint::keep_state(store, state);

@@ -327,6 +327,10 @@ struct SavedFindings {
   findings: Vec<IndexIssue>,
 }
 
+fn lint_file(store: &Path) -> PathBuf {
+  StoreDir::new(store.to_path_buf()).lint_file()
+}
+
 fn engine_label() -> String {
   format!("{ENGINE_NAME} {ENGINE_VERSION} format {INDEX_FORMAT_VERSION}")
 }
@@ -342,7 +346,7 @@ pub(crate) fn save_findings(store: &Path, manifest: &Manifest, findings: &[Index
     findings: findings.to_vec(),
   };
   if let Ok(bytes) = serde_json::to_vec(&saved) {
-    let _ = crate::fsutil::replace_cache_file(&StoreDir::new(store.to_path_buf()).lint_file(), &bytes);
+    let _ = crate::fsutil::replace_cache_file(&lint_file(store), &bytes);
   }
 }
 
@@ -351,7 +355,7 @@ pub(crate) fn save_findings(store: &Path, manifest: &Manifest, findings: &[Index
 /// changes once committed, so a file naming it holds its findings; anything else (another
 /// generation, vault or engine, a file that does not parse) is `None`: lint it.
 pub(crate) fn saved_findings(store: &Path, manifest: &Manifest) -> Option<Vec<IndexIssue>> {
-  match crate::fsutil::read_json::<SavedFindings>(&StoreDir::new(store.to_path_buf()).lint_file()) {
+  match crate::fsutil::read_json::<SavedFindings>(&lint_file(store)) {
     crate::fsutil::JsonFile::Valid(s)
       if s.generation == manifest.generation
         && s.vault_id == manifest.vault_id
