@@ -3,15 +3,18 @@
 //! rename, several commits at once, a torn record left by a crashed writer, a checkpoint that
 //! writes a new base — the reader's snapshot holds exactly what a fresh whole load of that
 //! generation holds (manifest and page keys), a snapshot held during a commit keeps its own
-//! generation, and only a new base costs the reader a whole-manifest load.
+//! generation, and only a new base costs the reader a whole-manifest load — none when this
+//! process's writer committed it: the reader then shares the writer's manifest, and afterwards
+//! the two hold one copy of every unchanged page's entry.
 
 use std::fs;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use llm_wiki_core::retrieve::engine::{open_snapshot, PageKeys, Snapshot};
 use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
 use llm_wiki_core::store::lexical::page_key;
-use llm_wiki_core::store::manifest::Manifest;
+use llm_wiki_core::store::manifest::{committed, forget_committed, Manifest};
 use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
 use llm_wiki_core::testkit::temp_vault;
 use llm_wiki_core::vault::VaultPaths;
@@ -68,7 +71,12 @@ fn a_reader_follows_commits_through_the_journal_and_equals_a_whole_load() {
   let first =
     reindex_vault(&p, &ReindexOptions { components: vec![Component::Lexical], ..Default::default() });
   assert!(first.ok, "{:?}", first.errors);
-  let loads = check(&p, first.generation).reader.manifest_loads();
+  // As in a fresh process (the writer's copy forgotten): the first snapshot parses the manifest.
+  forget_committed();
+  let opened = check(&p, first.generation);
+  let (loads, shares) = (opened.reader.manifest_loads(), opened.reader.manifest_shares());
+  assert_eq!((loads, shares), (1, 0));
+  drop(opened);
 
   // Add, update, delete, rename: each a journal record the reader applies.
   write(&p, "concepts/added", "A new page about qorvex.");
@@ -140,11 +148,24 @@ fn a_reader_follows_commits_through_the_journal_and_equals_a_whole_load() {
     }
   }
   assert!(store.manifest_generations().iter().any(|b| *b > base), "no checkpoint after many edits");
-  let after_checkpoint = snapshot(&p).reader.manifest_loads();
-  assert_eq!(after_checkpoint, loads + 1, "the checkpoint's new base is loaded whole, once");
+  // This process's writer committed the new base: the reader takes the writer's manifest
+  // instead of parsing it.
+  let s = snapshot(&p);
+  assert_eq!((s.reader.manifest_loads(), s.reader.manifest_shares()), (loads, shares + 1));
+  assert!(Arc::ptr_eq(&s.manifest, &committed(&store, s.manifest.generation).expect("the writer's copy")));
+  drop(s);
   write(&p, "concepts/p12", "After the checkpoint, zandrel.");
   let g = commit(&p, &["concepts/p12"]);
-  check(&p, g);
+  let s = check(&p, g);
+  // The writer copied the shared map to commit; the reader followed the journal: one copy of
+  // every unchanged page's entry between them, the changed page's entry their own.
+  let writer = committed(&store, g).expect("the writer's copy");
+  assert!(!Arc::ptr_eq(&s.manifest, &writer));
+  assert!(Arc::ptr_eq(&s.manifest.entries["concepts/p00"], &writer.entries["concepts/p00"]));
+  assert!(Arc::ptr_eq(&s.manifest.entries["concepts/p19"], &writer.entries["concepts/p19"]));
+  assert_eq!(s.manifest.entries["concepts/p12"], writer.entries["concepts/p12"]);
+  drop((s, writer));
   assert!(finds(&p, "zandrel", "concepts/p12"));
-  assert_eq!(snapshot(&p).reader.manifest_loads(), after_checkpoint);
+  let s = snapshot(&p);
+  assert_eq!((s.reader.manifest_loads(), s.reader.manifest_shares()), (loads, shares + 1));
 }

@@ -445,10 +445,10 @@ pub fn advance_lint(
 /// commit); graph-level findings (missing targets, missing body links, resolution decisions) are
 /// reported by runs that walk the vault, and by status and the lint tools.
 pub fn page_lint_issues<'a>(
-  changed: impl IntoIterator<Item = (&'a String, &'a crate::store::manifest::ManifestEntry)>,
+  changed: impl IntoIterator<Item = (&'a String, &'a Arc<crate::store::manifest::ManifestEntry>)>,
 ) -> Vec<crate::store::IndexIssue> {
   use crate::store::IndexIssue;
-  let mut all: Vec<(&String, &crate::store::manifest::ManifestEntry)> = changed.into_iter().collect();
+  let mut all: Vec<_> = changed.into_iter().collect();
   all.sort_by(|a, b| a.0.cmp(b.0));
   capped(
     all.iter().flat_map(|(_, e)| e.links.issues.iter().map(move |i| (e.rel_path.as_str(), i))),
@@ -545,6 +545,20 @@ fn graph_cache() -> &'static GenerationCache<LinkGraph> {
   &CACHE
 }
 
+/// The supersession decisions recall's result warnings need, `None` when no page of the manifest
+/// supersedes another or records a resolution (most vaults). Both the check and the decisions
+/// are derived once per (store, vault, manifest generation): the check reads every page, and
+/// recall made it per query before: O(vault) on every recall of a vault without supersessions.
+pub fn supersession_for(
+  store: &std::path::Path,
+  manifest: &Manifest,
+) -> Option<Arc<super::resolve::Decisions>> {
+  static MAY_SUPERSEDE: GenerationCache<bool> = GenerationCache::new(4);
+  let may =
+    MAY_SUPERSEDE.get_or_insert_with(&cache_key(store, manifest), || super::resolve::may_supersede(manifest));
+  (*may).then(|| decisions_for(store, manifest))
+}
+
 /// The supersession decisions of a manifest (what recall's result warnings need), derived once
 /// per (store, vault, manifest generation) and shared: taken from the generation's graph when
 /// one is cached, else derived without building the graph ([`super::resolve::Decisions::derive_direct`]),
@@ -587,7 +601,8 @@ pub(crate) mod tests {
           sections: 1,
           chunks: ChunkIds::default(),
           links: PageLinks::of_page(&page),
-        },
+        }
+        .into(),
       );
     }
     let _ = Role::Canonical;

@@ -158,7 +158,7 @@ impl LintState {
       affected.extend(self.citing_deps.pages(k).cloned());
     }
     for id in &affected {
-      let entry = manifest.entries.get(id);
+      let entry = manifest.entries.get(id).map(|e| &**e);
       self.refresh_local(id, entry);
       self.refresh_citing(id, entry);
     }

@@ -39,6 +39,7 @@ pub struct VaultReader {
   pub lexical: LexicalIndex,
   current: Mutex<Option<Arc<GenData>>>,
   manifest_loads: AtomicU64,
+  manifest_shares: AtomicU64,
 }
 
 /// `page_key` fast-field value → page id, for one manifest generation.
@@ -52,27 +53,36 @@ pub struct PageData {
   /// `page_key` → page id for this manifest.
   pub keys: Arc<PageKeys>,
   chunk_keys: OnceLock<HashSet<u64>>,
+  total_chunks: OnceLock<usize>,
   chunk_pages: OnceLock<HashMap<u64, Vec<(String, String)>>>,
 }
 
 impl PageData {
-  fn new(manifest: Manifest) -> Self {
+  fn new(manifest: Arc<Manifest>) -> Self {
     let keys: PageKeys = manifest.entries.keys().map(|id| (page_key(id), id.clone())).collect();
     Self::of(manifest, keys)
   }
 
-  fn of(manifest: Manifest, keys: PageKeys) -> Self {
+  fn of(manifest: Arc<Manifest>, keys: PageKeys) -> Self {
     PageData {
-      manifest: Arc::new(manifest),
+      manifest,
       keys: Arc::new(keys),
       chunk_keys: OnceLock::new(),
+      total_chunks: OnceLock::new(),
       chunk_pages: OnceLock::new(),
     }
   }
 
+  /// Chunks over every page of the manifest, counted once (it reads every page; dense recall
+  /// asks on every query whether vectors are complete).
+  pub fn total_chunks(&self) -> usize {
+    *self.total_chunks.get_or_init(|| self.manifest.total_chunks() as usize)
+  }
+
   /// The page data of a later generation: `prev`'s manifest with the journal `records` applied
   /// (ending at `pos`), and its page keys updated for the pages they touch. `prev`'s manifest
-  /// and keys are taken over when nothing else holds them (no recall in flight), else copied.
+  /// and keys are taken over when nothing else holds them (no recall in flight, no writer of
+  /// this process sharing it), else copied (the map only: entries are shared).
   fn advance(prev: Arc<PageData>, records: &[ManifestDelta], pos: JournalPos) -> Self {
     let (manifest, keys) = match Arc::try_unwrap(prev) {
       Ok(p) => (p.manifest, p.keys),
@@ -91,7 +101,7 @@ impl PageData {
         keys.remove(&page_key(id));
       }
     }
-    Self::of(manifest, keys)
+    Self::of(Arc::new(manifest), keys)
   }
 }
 
@@ -155,13 +165,27 @@ pub struct Snapshot {
 impl VaultReader {
   fn open(layout: StoreLayout, store: StoreDir) -> Result<Self> {
     let lexical = LexicalIndex::open(&store.lexical_dir())?;
-    Ok(VaultReader { layout, store, lexical, current: Mutex::new(None), manifest_loads: AtomicU64::new(0) })
+    Ok(VaultReader {
+      layout,
+      store,
+      lexical,
+      current: Mutex::new(None),
+      manifest_loads: AtomicU64::new(0),
+      manifest_shares: AtomicU64::new(0),
+    })
   }
 
-  /// Whole page manifests this reader has loaded: its first generation, and each later one it
-  /// could not reach through the journal records (a checkpoint, a gap). Diagnostics and tests.
+  /// Whole page manifests this reader has parsed from disk: its first generation, and each later
+  /// one it could not reach through the journal records (a checkpoint, a gap), unless this
+  /// process's writer had just committed it ([`Self::manifest_shares`]). Diagnostics and tests.
   pub fn manifest_loads(&self) -> u64 {
     self.manifest_loads.load(Ordering::Relaxed)
+  }
+
+  /// Whole page manifests this reader took from this process's writer instead of parsing them
+  /// (the writer's last commit, shared). Diagnostics and tests.
+  pub fn manifest_shares(&self) -> u64 {
+    self.manifest_shares.load(Ordering::Relaxed)
   }
 
   /// Take a snapshot, reloading to the latest commit when the index changed.
@@ -218,8 +242,15 @@ impl VaultReader {
         }
       }
     }
+    // The generation this process's writer just committed (a reindex followed by recalls: the
+    // addon, a watcher, the bench) is shared with the writer rather than parsed into a second
+    // copy of the vault's pages.
+    if let Some(m) = crate::store::manifest::committed(&self.store, generation) {
+      self.manifest_shares.fetch_add(1, Ordering::Relaxed);
+      return Ok(Arc::new(PageData::new(m)));
+    }
     self.manifest_loads.fetch_add(1, Ordering::Relaxed);
-    Manifest::load_generation(&self.store, generation, None).map(|m| Arc::new(PageData::new(m)))
+    Manifest::load_generation(&self.store, generation, None).map(|m| Arc::new(PageData::new(Arc::new(m))))
   }
 
   fn remember(

@@ -139,7 +139,7 @@ fn dense_side(ctx: &ModeContext) -> std::result::Result<Dense, Option<(&'static 
 
 /// Diagnostic for a partially embedded vault (dense still runs over what exists).
 fn incomplete_vectors(ctx: &ModeContext, dense: &Dense) -> Option<(&'static str, String)> {
-  let live = ctx.snap.manifest.total_chunks() as usize;
+  let live = ctx.snap.data.pages.total_chunks();
   let have = dense.vectors.present().len();
   (have < live).then(|| {
     (

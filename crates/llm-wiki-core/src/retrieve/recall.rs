@@ -539,8 +539,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     let (h, m, score) = &o.hits[hi];
     let mut r = build_result(o, h, &terms, *m, *score, f.key)?;
     let g = decisions[vi].get_or_insert_with(|| {
-      crate::memory::resolve::may_supersede(&o.snap.manifest)
-        .then(|| crate::memory::graph::decisions_for(&o.snap.reader.store.dir, &o.snap.manifest))
+      crate::memory::graph::supersession_for(&o.snap.reader.store.dir, &o.snap.manifest)
     });
     if let Some(g) = g {
       r.warnings.extend(g.warning_codes(&r.id).into_iter().map(str::to_string));

@@ -13,6 +13,7 @@
 use std::collections::btree_map;
 use std::collections::{HashSet, VecDeque};
 use std::path::Path;
+use std::sync::Arc;
 
 use super::ann::{self, AnnMode, AnnRef, REBUILD_FRACTION};
 use super::generation::Generation;
@@ -91,7 +92,7 @@ pub fn carry_vectors(from: &Generation, to: &StoreDir, vault_id: &str) -> Option
 /// reindex's chunking (chunk ids depend on it) from the vault's own `wiki` directory; a page
 /// edited since the lexical phase is left for the next reindex.
 pub struct ChunkTexts<'a> {
-  pages: btree_map::Iter<'a, String, ManifestEntry>,
+  pages: btree_map::Iter<'a, String, Arc<ManifestEntry>>,
   wanted: &'a HashSet<u64>,
   wiki: &'a Path,
   chunker: &'a Chunker,
@@ -573,7 +574,8 @@ mod tests {
           sections: chunks.sections.len() as u32,
           chunks: ChunkIds::from_ids(chunks.chunks.iter().map(|c| c.id.as_str())),
           links: Default::default(),
-        },
+        }
+        .into(),
       );
     }
     m

@@ -116,8 +116,11 @@ pub struct Manifest {
   pub generation: u64,
   /// Unix time (ms) at which this generation was built; mtimes at or after it are re-hashed.
   pub built_at_ms: i64,
-  /// Indexed pages by id.
-  pub entries: BTreeMap<String, ManifestEntry>,
+  /// Indexed pages by id. Entries are shared, never changed in place (a change replaces the
+  /// page's `Arc`): a copy of the manifest — the writer's after a commit, a reader's advanced by
+  /// the journal — copies the map, not every page's metadata, chunk ids and links, and a reader
+  /// in the writer's process shares the committed manifest instead of parsing its own.
+  pub entries: BTreeMap<String, Arc<ManifestEntry>>,
   /// Pages left out, by path, with their diagnostic.
   #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
   pub excluded: BTreeMap<String, ExcludedEntry>,
@@ -197,9 +200,10 @@ pub struct ManifestDelta {
   pub generation: u64,
   /// Build time of that generation (see [`Manifest::built_at_ms`]).
   pub built_at_ms: i64,
-  /// Pages added or changed (including size/mtime-only changes).
+  /// Pages added or changed (including size/mtime-only changes); shared with the manifest the
+  /// record is applied to.
   #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-  pub set: BTreeMap<String, ManifestEntry>,
+  pub set: BTreeMap<String, Arc<ManifestEntry>>,
   /// Pages removed.
   #[serde(default, skip_serializing_if = "Vec::is_empty")]
   pub del: Vec<String>,
@@ -545,15 +549,18 @@ fn stamp(dir: &StoreDir, pos: &JournalPos) -> Option<(u64, i64, u64)> {
 
 /// [`Manifest::load_generation`] through the writer's one-slot cache.
 pub fn load_generation_cached(dir: &StoreDir, generation: u64) -> Result<Arc<Manifest>> {
-  {
-    let slot = WRITER_CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(c) = slot.as_ref().filter(|c| c.dir == dir.dir && c.manifest.generation == generation) {
-      if stamp(dir, &c.manifest.journal) == Some(c.stamp) {
-        return Ok(c.manifest.clone());
-      }
-    }
+  match committed(dir, generation) {
+    Some(m) => Ok(m),
+    None => Ok(Arc::new(Manifest::load_generation(dir, generation, None)?)),
   }
-  Ok(Arc::new(Manifest::load_generation(dir, generation, None)?))
+}
+
+/// The manifest of `generation` of `dir` when this process's writer committed it last and its
+/// files are as the commit left them: shared, not parsed again.
+pub fn committed(dir: &StoreDir, generation: u64) -> Option<Arc<Manifest>> {
+  let slot = WRITER_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+  let c = slot.as_ref().filter(|c| c.dir == dir.dir && c.manifest.generation == generation)?;
+  (stamp(dir, &c.manifest.journal) == Some(c.stamp)).then(|| c.manifest.clone())
 }
 
 /// Keep `manifest` (just committed in `dir`) as the writer's cached copy.
@@ -604,11 +611,11 @@ mod tests {
   #[test]
   fn hash_tracks_content_not_mtime() {
     let mut m = Manifest::empty("v");
-    m.entries.insert("a/b".into(), entry("a"));
+    m.entries.insert("a/b".into(), entry("a").into());
     let h1 = m.hash();
-    m.entries.get_mut("a/b").unwrap().mtime_ns = 99;
+    Arc::make_mut(m.entries.get_mut("a/b").unwrap()).mtime_ns = 99;
     assert_eq!(h1, m.hash());
-    m.entries.get_mut("a/b").unwrap().content_hash = "b".repeat(64);
+    Arc::make_mut(m.entries.get_mut("a/b").unwrap()).content_hash = "b".repeat(64);
     assert_ne!(h1, m.hash());
   }
 
@@ -668,7 +675,7 @@ mod tests {
 
   fn set(items: &[(&str, &str)]) -> ManifestDelta {
     ManifestDelta {
-      set: items.iter().map(|(id, h)| (id.to_string(), page(h, id))).collect(),
+      set: items.iter().map(|(id, h)| (id.to_string(), page(h, id).into())).collect(),
       ..Default::default()
     }
   }
@@ -680,7 +687,7 @@ mod tests {
     let mut m = Manifest::empty("v");
     m.generation = 1;
     for id in ["a", "b", "c/d"] {
-      m.entries.insert(id.into(), page("a", id));
+      m.entries.insert(id.into(), page("a", id).into());
     }
     m.write_generation(&dir, None, None).unwrap();
     let first = Manifest::load_generation(&dir, 1, Some("v")).unwrap();
@@ -721,7 +728,7 @@ mod tests {
     let dir = StoreDir::new(t.path().to_path_buf());
     let mut m = Manifest::empty("v");
     m.generation = 1;
-    m.entries.insert("a".into(), page("a", "a"));
+    m.entries.insert("a".into(), page("a", "a").into());
     m.write_generation(&dir, None, None).unwrap();
     (t, dir, m)
   }
@@ -772,7 +779,7 @@ mod tests {
     assert!(!follow(&dir, &at3, 5).1);
     // A base file that changed under the reader: no follow.
     let mut rewritten = Manifest::load_generation(&dir, 4, None).unwrap();
-    rewritten.entries.insert("zz".into(), page("e", "zz"));
+    rewritten.entries.insert("zz".into(), page("e", "zz").into());
     rewritten.save(&dir.manifest_file(4)).unwrap();
     assert!(at4.journal_since(&dir, 5).is_none());
   }
@@ -802,11 +809,11 @@ mod tests {
     let t = tempfile::tempdir().unwrap();
     let p = t.path().join("m.json");
     let mut m = Manifest::empty("v");
-    m.entries.insert("a/b".into(), entry("a"));
+    m.entries.insert("a/b".into(), entry("a").into());
     m.save(&p).unwrap();
     assert!(Manifest::load(&p, Some("v")).is_ok());
     assert_eq!(Manifest::load(&p, Some("w")).unwrap_err().code(), "qmd_manifest_invalid");
-    m.entries.insert("../x".into(), ManifestEntry { rel_path: "../x.md".into(), ..entry("a") });
+    m.entries.insert("../x".into(), ManifestEntry { rel_path: "../x.md".into(), ..entry("a") }.into());
     m.save(&p).unwrap();
     assert!(Manifest::load(&p, None).is_err());
     std::fs::write(&p, "{").unwrap();

@@ -139,7 +139,7 @@ fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, chunker
   let hash = sha256_hex(&bytes);
   if let Some(p) = prev {
     if p.content_hash == hash && p.rel_path == file.rel_path {
-      return Loaded::Unchanged(ManifestEntry { size: file.size, mtime_ns: file.mtime_ns, ..p.clone() });
+      return Loaded::Unchanged(ManifestEntry { size: file.size, mtime_ns: file.mtime_ns, ..(**p).clone() });
     }
   }
   match Page::from_file_bytes(&file.id, file.abs_path.clone(), &bytes) {
@@ -284,8 +284,8 @@ fn scan_pages(
       match l {
         Loaded::Same => {}
         Loaded::Unchanged(e) => {
-          if prev != Some(&e) {
-            delta.set.insert(file.id.clone(), e);
+          if prev.map(|p| &**p) != Some(&e) {
+            delta.set.insert(file.id.clone(), Arc::new(e));
           }
         }
         Loaded::Changed { entry, chunks, is_new, page, warning } => {
@@ -308,7 +308,7 @@ fn scan_pages(
           // worker's heap is where page texts and chunks come and go; its copy, allocated here
           // without spare capacity, does not pin the worker's heap pages (20k-page cold build:
           // peak RSS −9 %, docs/BENCHMARKS.md "Cold build memory").
-          delta.set.insert(file.id.clone(), entry.clone());
+          delta.set.insert(file.id.clone(), Arc::new(entry.clone()));
         }
         Loaded::Invalid(d) => {
           res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));

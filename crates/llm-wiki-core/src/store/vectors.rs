@@ -619,7 +619,7 @@ mod tests {
 
   #[test]
   fn integer_dot_is_exact_and_the_quantized_query_keeps_the_cosine() {
-    let q: Vec<i16> = (0..37).map(|i| i as i16 * 1000 - 18_000).collect();
+    let q: Vec<i16> = (0..37).map(|i| (i * 1000 - 18_000) as i16).collect();
     let r: Vec<i8> = (0..37).map(|i| (i as i8) - 18).collect();
     let naive: i32 = q.iter().zip(&r).map(|(a, b)| *a as i32 * *b as i32).sum();
     assert_eq!(dot_i16_i8(&q, &r), naive);

@@ -99,7 +99,8 @@ pub const PEAK_RSS_METHOD: &str = "Linux: before each phase `5` is written to /p
 /// How latency is measured (written into every report).
 pub const LATENCY_METHOD: &str =
   "Each query runs once untimed (warm-up), then once timed in the same process; \
-  p50/p95 are nearest-rank percentiles of the timed pass, wall clock around recall_wiki.";
+  p50/p95 are nearest-rank percentiles of the timed pass, wall clock around recall_wiki; the first \
+  query (where reported) is the warm-up pass's first, which opens the vault's reader.";
 
 /// Every retrieval mode, in report order.
 pub const ALL_MODES: [RetrievalMode; 4] =

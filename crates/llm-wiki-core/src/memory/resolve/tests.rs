@@ -421,7 +421,17 @@ fn decisions_mark_historical_pages_and_their_citers() {
   ]);
   let g = LinkGraph::build(&m);
   assert!(may_supersede(&m));
-  assert!(!may_supersede(&manifest_of(&[("c/user", "---\ntype: concept\n---\nSee [[c/old]].\n")])));
+  let plain = manifest_of(&[("c/user", "---\ntype: concept\n---\nSee [[c/old]].\n")]);
+  assert!(!may_supersede(&plain));
+  // Recall's per-generation answer: decided once per (store, vault, generation), not per query
+  // (a manifest of the same key is not read again).
+  let store = std::path::Path::new("/supersession-test-store");
+  assert!(crate::memory::graph::supersession_for(store, &plain).is_none());
+  assert!(crate::memory::graph::supersession_for(store, &m).is_none(), "same key: the cached answer");
+  let mut next = m.clone();
+  next.generation += 1;
+  let s = crate::memory::graph::supersession_for(store, &next).expect("a new generation is checked");
+  assert_eq!(s.superseded["c/y"][0].by, "c/x");
   let d = &g.decisions;
   assert_eq!(
     d.superseded["c/old"],
