@@ -220,6 +220,9 @@ pub const SMALL_LAYER_DOCS: u32 = 100;
 /// larger and are never touched by incremental commits).
 pub const MAX_INCREMENTAL_MERGE_DOCS: usize = 5_000;
 
+/// How long opening a writer waits out a busy tantivy writer lock (see [`LexicalIndex::writer`]).
+const WRITER_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl LexicalIndex {
   fn finish(index: Index) -> Result<Self> {
     // Custom analyzers are not persisted by tantivy: register on every open.
@@ -250,7 +253,21 @@ impl LexicalIndex {
   /// A writer with a bounded thread count and memory budget.
   pub fn writer(&self, threads: usize) -> Result<IndexWriter> {
     let threads = threads.clamp(1, 4);
-    let w = self.index.writer_with_num_threads(threads, threads * 40_000_000)?;
+    // tantivy's writer lock is an advisory file lock taken without waiting. Callers hold the
+    // store's writer lock, so a busy one is transient: a process forked by this one (Node's
+    // child processes, a test's) inherits the lock file's descriptor until it execs, or the
+    // previous writer of this process is still closing. Retried briefly instead of failing.
+    let started = std::time::Instant::now();
+    let w = loop {
+      match self.index.writer_with_num_threads(threads, threads * 40_000_000) {
+        Err(tantivy::TantivyError::LockFailure(tantivy::directory::error::LockError::LockBusy, _))
+          if started.elapsed() < WRITER_LOCK_WAIT =>
+        {
+          std::thread::sleep(std::time::Duration::from_millis(10))
+        }
+        other => break other?,
+      }
+    };
     // A writer killed mid-commit leaves files meta.json never adopted; tantivy collects them only
     // after a later commit, but that commit replays the same opstamps and would find their names
     // taken. We hold the store's writer lock, so nothing else can be writing them.
@@ -574,6 +591,27 @@ mod tests {
     w.wait_merging_threads().unwrap();
     let reader = idx.index.reader().unwrap();
     assert_eq!(idx.commit_of(&reader.searcher()).unwrap().unwrap().generation, 2);
+  }
+
+  /// A busy tantivy writer lock (a forked child still holding the lock file's descriptor, a
+  /// writer still closing) is waited out briefly; one held longer is an error, as before.
+  #[test]
+  fn a_briefly_busy_writer_lock_is_waited_out() {
+    let t = tempfile::tempdir().unwrap();
+    let idx = LexicalIndex::create(t.path()).unwrap();
+    let held = idx.writer(1).unwrap();
+    let released = std::thread::spawn(move || {
+      std::thread::sleep(std::time::Duration::from_millis(300));
+      drop(held);
+    });
+    let started = std::time::Instant::now();
+    let w = idx.writer(1).expect("the lock is free within the wait");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(200));
+    released.join().unwrap();
+    let started = std::time::Instant::now();
+    assert!(idx.writer(1).is_err(), "a lock held past the wait is an error");
+    assert!(started.elapsed() >= WRITER_LOCK_WAIT);
+    drop(w);
   }
 
   /// Incremental writers merge the small segments page commits leave, never a large segment of
