@@ -41,7 +41,7 @@ impl Generation {
     let Some(commit) = lexical.commit_of(&searcher)?.filter(|c| c.generation > 0) else {
       return Err(Error::Index(format!("{} has no committed generation", dir.dir.display())));
     };
-    let manifest = super::manifest::load_generation_cached(&dir, commit.manifest_generation)?;
+    let manifest = super::manifest::load_generation_cached(&dir, commit.manifest_generation, None)?;
     if manifest.generation != commit.manifest_generation {
       return Err(Error::Index(format!(
         "manifest generation {} != the commit's manifest generation {}",

@@ -547,11 +547,16 @@ fn stamp(dir: &StoreDir, pos: &JournalPos) -> Option<(u64, i64, u64)> {
   Some((base.len(), crate::vault::discover::mtime_ns(&base), journal))
 }
 
-/// [`Manifest::load_generation`] through the writer's one-slot cache.
-pub fn load_generation_cached(dir: &StoreDir, generation: u64) -> Result<Arc<Manifest>> {
-  match committed(dir, generation) {
+/// [`Manifest::load_generation`] through the writer's one-slot cache (a cached copy of another
+/// vault than `expected_vault` is not taken; the load then reports the mismatch).
+pub fn load_generation_cached(
+  dir: &StoreDir,
+  generation: u64,
+  expected_vault: Option<&str>,
+) -> Result<Arc<Manifest>> {
+  match committed(dir, generation).filter(|m| expected_vault.is_none_or(|v| m.vault_id == v)) {
     Some(m) => Ok(m),
-    None => Ok(Arc::new(Manifest::load_generation(dir, generation, None)?)),
+    None => Ok(Arc::new(Manifest::load_generation(dir, generation, expected_vault)?)),
   }
 }
 

@@ -258,10 +258,7 @@ fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
   let manifest = state.as_ref().filter(|_| opts.check_pages).and_then(|s| {
     // The generation this process's writer committed last is shared, not parsed again.
     let loaded = match current.as_ref() {
-      Some(c) => match crate::store::manifest::committed(c, s.manifest_generation) {
-        Some(m) if m.vault_id == s.vault_id => Ok(m),
-        _ => Manifest::load_generation(c, s.manifest_generation, Some(&s.vault_id)).map(std::sync::Arc::new),
-      },
+      Some(c) => crate::store::manifest::load_generation_cached(c, s.manifest_generation, Some(&s.vault_id)),
       None => Err(crate::error::Error::ManifestInvalid("no store".into())),
     };
     match loaded {
