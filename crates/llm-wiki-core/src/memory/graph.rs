@@ -546,30 +546,27 @@ fn graph_cache() -> &'static GenerationCache<LinkGraph> {
 }
 
 /// The supersession decisions recall's result warnings need, `None` when no page of the manifest
-/// supersedes another or records a resolution (most vaults). Both the check and the decisions
-/// are derived once per (store, vault, manifest generation): the check reads every page, and
-/// recall made it per query before: O(vault) on every recall of a vault without supersessions.
+/// supersedes another or records a resolution (most vaults). Derived once per (store, vault,
+/// manifest generation) and shared: the check reads every page (recall made it per query before:
+/// O(vault) on every recall of a vault without supersessions); the decisions are taken from the
+/// generation's graph when one is cached, else derived without building the graph
+/// ([`super::resolve::Decisions::derive_direct`]), so a new generation does not cost recall a
+/// whole-vault graph.
 pub fn supersession_for(
   store: &std::path::Path,
   manifest: &Manifest,
 ) -> Option<Arc<super::resolve::Decisions>> {
-  static MAY_SUPERSEDE: GenerationCache<bool> = GenerationCache::new(4);
-  let may =
-    MAY_SUPERSEDE.get_or_insert_with(&cache_key(store, manifest), || super::resolve::may_supersede(manifest));
-  (*may).then(|| decisions_for(store, manifest))
-}
-
-/// The supersession decisions of a manifest (what recall's result warnings need), derived once
-/// per (store, vault, manifest generation) and shared: taken from the generation's graph when
-/// one is cached, else derived without building the graph ([`super::resolve::Decisions::derive_direct`]),
-/// so that a new generation does not cost recall a whole-vault graph.
-pub fn decisions_for(store: &std::path::Path, manifest: &Manifest) -> Arc<super::resolve::Decisions> {
-  static CACHE: GenerationCache<super::resolve::Decisions> = GenerationCache::new(4);
+  static CACHE: GenerationCache<Option<Arc<super::resolve::Decisions>>> = GenerationCache::new(4);
   let key = cache_key(store, manifest);
-  CACHE.get_or_insert_with(&key, || match graph_cache().get(&key) {
-    Some(g) => g.decisions.clone(),
-    None => super::resolve::Decisions::derive_direct(manifest),
-  })
+  let cached = CACHE.get_or_insert_with(&key, || {
+    super::resolve::may_supersede(manifest).then(|| {
+      Arc::new(match graph_cache().get(&key) {
+        Some(g) => g.decisions.clone(),
+        None => super::resolve::Decisions::derive_direct(manifest),
+      })
+    })
+  });
+  (*cached).clone()
 }
 
 /// Graph of a manifest, built once per (store, vault, manifest generation) and shared. A few

@@ -245,12 +245,10 @@ impl VaultReader {
     // The generation this process's writer just committed (a reindex followed by recalls: the
     // addon, a watcher, the bench) is shared with the writer rather than parsed into a second
     // copy of the vault's pages.
-    if let Some(m) = crate::store::manifest::committed(&self.store, generation) {
-      self.manifest_shares.fetch_add(1, Ordering::Relaxed);
-      return Ok(Arc::new(PageData::new(m)));
-    }
-    self.manifest_loads.fetch_add(1, Ordering::Relaxed);
-    Manifest::load_generation(&self.store, generation, None).map(|m| Arc::new(PageData::new(Arc::new(m))))
+    let (m, shared) = crate::store::manifest::load_generation_counted(&self.store, generation, None)?;
+    let counter = if shared { &self.manifest_shares } else { &self.manifest_loads };
+    counter.fetch_add(1, Ordering::Relaxed);
+    Ok(Arc::new(PageData::new(m)))
   }
 
   fn remember(

@@ -554,9 +554,19 @@ pub fn load_generation_cached(
   generation: u64,
   expected_vault: Option<&str>,
 ) -> Result<Arc<Manifest>> {
+  load_generation_counted(dir, generation, expected_vault).map(|(m, _)| m)
+}
+
+/// [`load_generation_cached`], also saying whether the writer's copy was taken (`true`) or the
+/// generation parsed from disk (readers count the two).
+pub fn load_generation_counted(
+  dir: &StoreDir,
+  generation: u64,
+  expected_vault: Option<&str>,
+) -> Result<(Arc<Manifest>, bool)> {
   match committed(dir, generation).filter(|m| expected_vault.is_none_or(|v| m.vault_id == v)) {
-    Some(m) => Ok(m),
-    None => Ok(Arc::new(Manifest::load_generation(dir, generation, expected_vault)?)),
+    Some(m) => Ok((m, true)),
+    None => Ok((Arc::new(Manifest::load_generation(dir, generation, expected_vault)?), false)),
   }
 }
 

@@ -41,6 +41,9 @@ pub struct DiskUsage {
   pub vectors_bytes: u64,
   /// Manifests, state, pointer, lock.
   pub other_bytes: u64,
+  /// Segments of the live lexical index (tantivy's `meta.json`): more segments, more per-query
+  /// work; the cold writer's merge policy decides how many a build leaves.
+  pub lexical_segments: u32,
 }
 
 /// A reindex with nothing changed.
@@ -150,7 +153,17 @@ pub(super) fn disk_usage(paths: &VaultPaths) -> DiskUsage {
     lexical_bytes: lexical,
     vectors_bytes: vectors,
     other_bytes: total.saturating_sub(lexical + vectors),
+    lexical_segments: layout.current().map_or(0, |cur| lexical_segments(&cur.lexical_dir())),
   }
+}
+
+/// Segments listed in a tantivy index's `meta.json` (0 when unreadable).
+fn lexical_segments(dir: &Path) -> u32 {
+  std::fs::read(dir.join("meta.json"))
+    .ok()
+    .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    .and_then(|v| v["segments"].as_array().map(|a| a.len() as u32))
+    .unwrap_or(0)
 }
 
 /// Drop this process's cached reader of a vault (its memory maps and caches).
@@ -401,4 +414,24 @@ pub(super) fn edit_line(label: &str, what: &str, c: &EditCost) -> String {
       _ => String::new(),
     }
   )
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::synth::{generate_vault, SynthOptions};
+
+  #[test]
+  fn disk_usage_counts_the_live_lexical_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    generate_vault(dir.path(), &SynthOptions { pages: 40, cjk_fraction: 0.0, ..Default::default() }).unwrap();
+    let paths = VaultPaths::for_root(dir.path());
+    assert_eq!(disk_usage(&paths).lexical_segments, 0, "no index yet");
+    reindex_phase(&paths, &[Component::Lexical], None).unwrap();
+    let disk = disk_usage(&paths);
+    assert!(disk.lexical_bytes > 0);
+    let segments = disk.lexical_segments;
+    // 40 pages fit one writer flush; the count comes from the live generation's meta.json.
+    assert!((1..=4).contains(&segments), "{segments} segments");
+  }
 }

@@ -254,9 +254,10 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
   index_markdown(&mut md, &rows);
   let _ = writeln!(
     md,
-    "\n{label}: cold lexical phase CPU (whole process, every thread): {} over {:.1} s wall",
+    "\n{label}: cold lexical phase CPU (whole process, every thread): {} over {:.1} s wall; {} lexical segments after it",
     fmt_cpu(&ix.report.lexical),
-    ix.report.lexical.ms / 1000.0
+    ix.report.lexical.ms / 1000.0,
+    ix.report.disk.lexical_segments
   );
   let _ = writeln!(md, "\n{}", edit_line(&label, "1%-of-pages edit", &edit_pct));
   let _ = writeln!(
