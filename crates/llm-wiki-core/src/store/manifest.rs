@@ -529,25 +529,43 @@ thread_local! {
   pub(crate) static LOADS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// The writer's copy of the manifest it last committed, so that the next reindex in the same
-/// process (a watcher, the CLI's loops, the bench) does not re-read a whole vault's manifest.
-/// One slot; trusted only while the base file's length and mtime and the journal's length are
-/// what the commit left (a file changed behind our back is read again).
+/// The manifest a store's last commit or load left, shared by everything in the process that
+/// needs that generation: the writer's next reindex (a watcher, the CLI's loops, the bench),
+/// `status`, and readers. Without it a process that never committed (a fresh CLI or MCP
+/// process, the addon before its first change) parsed the whole manifest on every no-op
+/// reindex and status: 2–3 s at 100k pages. One entry per store directory, for the two most
+/// recently used vaults (a project and a personal vault); an entry is trusted only while the
+/// base file's length and mtime and the journal's length are what its commit or load saw (a file
+/// changed behind our back is read again).
 struct CachedManifest {
   dir: PathBuf,
   stamp: (u64, i64, u64),
   manifest: Arc<Manifest>,
 }
 
-static WRITER_CACHE: Mutex<Option<CachedManifest>> = Mutex::new(None);
+/// Vaults whose manifest is kept (most recently used first). Unit tests run many vaults on
+/// parallel threads of one process and count parses: there, room for all of them.
+const CACHED_STORES: usize = if cfg!(test) { 64 } else { 2 };
+
+static MANIFEST_CACHE: Mutex<Vec<CachedManifest>> = Mutex::new(Vec::new());
 
 fn stamp(dir: &StoreDir, pos: &JournalPos) -> Option<(u64, i64, u64)> {
-  let base = std::fs::metadata(dir.manifest_file(pos.base)).ok()?;
-  let journal = if pos.len == 0 { 0 } else { std::fs::metadata(dir.journal_file(pos.base)).ok()?.len() };
-  Some((base.len(), crate::vault::discover::mtime_ns(&base), journal))
+  stamp_of(dir, pos.base, pos.len > 0)
 }
 
-/// [`Manifest::load_generation`] through the writer's one-slot cache (a cached copy of another
+/// The stamp of the files `generation` of `dir` is read from, before reading them.
+fn stamp_before_load(dir: &StoreDir, generation: u64) -> Option<(u64, i64, u64)> {
+  let base = dir.manifest_generations().into_iter().rfind(|g| *g <= generation)?;
+  stamp_of(dir, base, base < generation)
+}
+
+fn stamp_of(dir: &StoreDir, base: u64, with_journal: bool) -> Option<(u64, i64, u64)> {
+  let meta = std::fs::metadata(dir.manifest_file(base)).ok()?;
+  let journal = if with_journal { std::fs::metadata(dir.journal_file(base)).ok()?.len() } else { 0 };
+  Some((meta.len(), crate::vault::discover::mtime_ns(&meta), journal))
+}
+
+/// [`Manifest::load_generation`] through the process's manifest cache (a cached copy of another
 /// vault than `expected_vault` is not taken; the load then reports the mismatch).
 pub fn load_generation_cached(
   dir: &StoreDir,
@@ -557,8 +575,8 @@ pub fn load_generation_cached(
   load_generation_counted(dir, generation, expected_vault).map(|(m, _)| m)
 }
 
-/// [`load_generation_cached`], also saying whether the writer's copy was taken (`true`) or the
-/// generation parsed from disk (readers count the two).
+/// [`load_generation_cached`], also saying whether a cached copy was taken (`true`) or the
+/// generation parsed from disk (readers count the two). A parsed generation is cached.
 pub fn load_generation_counted(
   dir: &StoreDir,
   generation: u64,
@@ -566,27 +584,63 @@ pub fn load_generation_counted(
 ) -> Result<(Arc<Manifest>, bool)> {
   match committed(dir, generation).filter(|m| expected_vault.is_none_or(|v| m.vault_id == v)) {
     Some(m) => Ok((m, true)),
-    None => Ok((Arc::new(Manifest::load_generation(dir, generation, expected_vault)?), false)),
+    None => {
+      // The stamp is taken before the parse: a commit of another process in between makes it
+      // stale (the entry is then read again), never wrongly fresh.
+      let before = stamp_before_load(dir, generation);
+      let m = Arc::new(Manifest::load_generation(dir, generation, expected_vault)?);
+      if before.is_some() && before == stamp(dir, &m.journal) {
+        remember(dir, m.clone(), before);
+      }
+      Ok((m, false))
+    }
   }
 }
 
-/// The manifest of `generation` of `dir` when this process's writer committed it last and its
-/// files are as the commit left them: shared, not parsed again.
+/// The cached manifest of `generation` of `dir` when its files are as its commit or load left
+/// them: shared, not parsed again.
 pub fn committed(dir: &StoreDir, generation: u64) -> Option<Arc<Manifest>> {
-  let slot = WRITER_CACHE.lock().unwrap_or_else(|p| p.into_inner());
-  let c = slot.as_ref().filter(|c| c.dir == dir.dir && c.manifest.generation == generation)?;
-  (stamp(dir, &c.manifest.journal) == Some(c.stamp)).then(|| c.manifest.clone())
+  let mut cache = MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+  let at = cache.iter().position(|c| c.dir == dir.dir && c.manifest.generation == generation)?;
+  if stamp(dir, &cache[at].manifest.journal) != Some(cache[at].stamp) {
+    return None;
+  }
+  let entry = cache.remove(at);
+  let manifest = entry.manifest.clone();
+  cache.insert(0, entry);
+  Some(manifest)
 }
 
-/// Keep `manifest` (just committed in `dir`) as the writer's cached copy.
+/// Keep `manifest` (just committed in `dir`) as the store's cached copy.
 pub fn remember_committed(dir: &StoreDir, manifest: Arc<Manifest>) {
-  let mut slot = WRITER_CACHE.lock().unwrap_or_else(|p| p.into_inner());
-  *slot = stamp(dir, &manifest.journal).map(|stamp| CachedManifest { dir: dir.dir.clone(), stamp, manifest });
+  let now = stamp(dir, &manifest.journal);
+  remember(dir, manifest, now);
 }
 
-/// Drop the writer's cached copy (before it is changed in place, or when its store is replaced).
+/// Whether two store directories belong to one vault (siblings under its `meta/qmd`): a rebuild's
+/// new store replaces the old one's entry instead of pinning a manifest nobody reads any more.
+fn same_vault(a: &Path, b: &Path) -> bool {
+  a.parent() == b.parent()
+}
+
+fn remember(dir: &StoreDir, manifest: Arc<Manifest>, stamp: Option<(u64, i64, u64)>) {
+  let mut cache = MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+  cache.retain(|c| !same_vault(&c.dir, &dir.dir));
+  if let Some(stamp) = stamp {
+    cache.insert(0, CachedManifest { dir: dir.dir.clone(), stamp, manifest });
+    cache.truncate(CACHED_STORES);
+  }
+}
+
+/// Drop the cached manifest of `dir`'s vault (before the writer changes it in place, or when a
+/// rebuild of the store failed).
+pub fn forget_store(dir: &StoreDir) {
+  MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner()).retain(|c| !same_vault(&c.dir, &dir.dir));
+}
+
+/// Drop every cached manifest (as in a fresh process).
 pub fn forget_committed() {
-  *WRITER_CACHE.lock().unwrap_or_else(|p| p.into_inner()) = None;
+  MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
 /// Lowercase hex of bytes.

@@ -747,7 +747,7 @@ fn run_locked(
           CommitInfo { generation: next, manifest_generation: next, vectors: gen.commit.vectors.clone() };
         // The previous generation's manifest, changed in place by this run's record (copied
         // only when a reader of this process shares it).
-        super::manifest::forget_committed();
+        super::manifest::forget_store(&gen.dir);
         let prior = std::mem::replace(&mut gen.manifest, Arc::new(Manifest::empty(&vault_id)));
         let mut manifest = Arc::try_unwrap(prior).unwrap_or_else(|shared| (*shared).clone());
         let prior_pos = manifest.journal;
@@ -840,7 +840,7 @@ fn run_locked(
       match built() {
         Ok(first) => res.generation = first,
         Err(e) => {
-          super::manifest::forget_committed();
+          super::manifest::forget_store(&staging);
           let _ = remove_dir_all_if_exists(&staging.dir);
           return Err(classify(e));
         }
@@ -1002,6 +1002,39 @@ mod tests {
     assert!(again.ok && !again.full_rebuild, "{:?}", again.errors);
     assert_eq!(again.documents.unchanged, 30);
     assert_eq!(loads(), before, "the run after a cold build re-read the manifest");
+  }
+
+  /// A process that never committed (a fresh CLI or MCP process) parses the manifest once: its
+  /// first no-op reindex loads it, and the next no-op and `status` share that copy.
+  #[test]
+  fn a_process_that_did_not_commit_parses_the_manifest_once() {
+    let t = tempfile::tempdir().unwrap();
+    let p = crate::testkit::init_vault(t.path(), "T");
+    std::fs::create_dir_all(p.wiki.join("concepts")).unwrap();
+    for i in 0..20 {
+      let text = format!("---\ntype: concept\ntitle: T{i}\n---\nBody {i}.\n");
+      std::fs::write(p.wiki.join(format!("concepts/p{i:02}.md")), text).unwrap();
+    }
+    let opts = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
+    let first = reindex_vault(&p, &opts);
+    assert!(first.ok && first.documents.indexed == 20, "{:?} {:?}", first.errors, first.documents);
+    let store = StoreLayout::new(p.retrieval()).current().expect("a published store");
+    super::super::manifest::forget_store(&store);
+    let loads = || super::super::manifest::LOADS.with(|n| n.get());
+    let before = loads();
+    for _ in 0..2 {
+      let r = reindex_vault(&p, &opts);
+      assert!(r.ok && !r.full_rebuild, "{:?}", r.errors);
+      assert_eq!(r.documents.unchanged + r.documents.indexed, 20, "{:?}", r.documents);
+    }
+    assert_eq!(loads(), before + 1, "each no-op parsed the manifest");
+    let status = || crate::store::status::read_index_status(&p);
+    assert_eq!(status().counts.total_documents, 20);
+    assert_eq!(loads(), before + 1, "status parsed the manifest again");
+    // Status does read the manifest: without the shared copy it parses one.
+    super::super::manifest::forget_store(&store);
+    assert_eq!(status().counts.total_documents, 20);
+    assert_eq!(loads(), before + 2);
   }
 
   #[test]
