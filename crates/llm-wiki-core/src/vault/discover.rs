@@ -141,7 +141,19 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
     ));
     return out;
   }
-  let tree = read_listing(wiki_dir);
+  // A pool of the walk's own, ended with it: rayon's global pool would outlive the call, and its
+  // threads, created from whichever thread first used it, would carry that thread's name (a
+  // reindex job's), so nothing could tell when a cancelled job's threads are gone.
+  let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4);
+  let tree = match rayon::ThreadPoolBuilder::new()
+    .num_threads(threads)
+    .thread_name(|i| format!("llm-wiki-walk-{i}"))
+    .build()
+  {
+    Ok(pool) => pool.install(|| read_listing(wiki_dir, true)),
+    // No thread to spare: the same walk on this thread.
+    Err(_) => read_listing(wiki_dir, false),
+  };
   let mut walk = Walk { real_root: &real_root, out: &mut out, seen: HashMap::new() };
   walk.visit(wiki_dir, "", true, tree);
   out.files.sort_by(|a, b| a.id.cmp(&b.id));
@@ -169,7 +181,8 @@ enum Item {
   Symlink,
 }
 
-fn read_listing(dir: &Path) -> std::result::Result<Listing, String> {
+/// `parallel`: subdirectories on the current rayon pool's threads (else one after another).
+fn read_listing(dir: &Path, parallel: bool) -> std::result::Result<Listing, String> {
   use rayon::prelude::*;
   let entries = std::fs::read_dir(dir).map_err(|e| e.to_string())?;
   let mut listing = Listing { errors: Vec::new(), items: Vec::new() };
@@ -201,11 +214,16 @@ fn read_listing(dir: &Path) -> std::result::Result<Listing, String> {
     listing.items.push((name, item));
   }
   listing.items.sort_by(|a, b| entry_order(&a.0, &b.0));
-  listing.items.par_iter_mut().for_each(|(name, item)| {
+  let read_sub = |(name, item): &mut (std::ffi::OsString, Item)| {
     if let Item::Dir(sub) = item {
-      *sub = read_listing(&dir.join(&*name));
+      *sub = read_listing(&dir.join(&*name), parallel);
     }
-  });
+  };
+  if parallel {
+    listing.items.par_iter_mut().for_each(read_sub);
+  } else {
+    listing.items.iter_mut().for_each(read_sub);
+  }
   Ok(listing)
 }
 
