@@ -242,8 +242,8 @@ impl VaultReader {
         }
       }
     }
-    // The generation this process's writer just committed (a reindex followed by recalls: the
-    // addon, a watcher, the bench) is shared with the writer rather than parsed into a second
+    // A generation this process already holds (its writer committed it, or a reindex or status
+    // loaded it: the addon, a watcher, the bench) is shared rather than parsed into a second
     // copy of the vault's pages.
     let (m, shared) = crate::store::manifest::load_generation_counted(&self.store, generation, None)?;
     let counter = if shared { &self.manifest_shares } else { &self.manifest_loads };

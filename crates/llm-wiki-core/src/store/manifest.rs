@@ -270,10 +270,7 @@ impl Manifest {
   /// then its journal's records through `generation` (records after it are ignored: they belong
   /// to a run that never committed). The generation must be present exactly.
   pub fn load_generation(dir: &StoreDir, generation: u64, expected_vault: Option<&str>) -> Result<Manifest> {
-    let base = dir
-      .manifest_generations()
-      .into_iter()
-      .rfind(|g| *g <= generation)
+    let base = base_generation(dir, generation)
       .ok_or_else(|| Error::ManifestInvalid(format!("manifest of generation {generation} is missing")))?;
     let base_path = dir.manifest_file(base);
     let mut m = Manifest::load(&base_path, expected_vault)?;
@@ -553,9 +550,14 @@ fn stamp(dir: &StoreDir, pos: &JournalPos) -> Option<(u64, i64, u64)> {
   stamp_of(dir, pos.base, pos.len > 0)
 }
 
+/// The base file `generation` of `dir` is read from: the newest at or below it.
+fn base_generation(dir: &StoreDir, generation: u64) -> Option<u64> {
+  dir.manifest_generations().into_iter().rfind(|g| *g <= generation)
+}
+
 /// The stamp of the files `generation` of `dir` is read from, before reading them.
 fn stamp_before_load(dir: &StoreDir, generation: u64) -> Option<(u64, i64, u64)> {
-  let base = dir.manifest_generations().into_iter().rfind(|g| *g <= generation)?;
+  let base = base_generation(dir, generation)?;
   stamp_of(dir, base, base < generation)
 }
 

@@ -257,12 +257,12 @@ impl Walk<'_> {
     for (name, item) in listing.items {
       let name_utf8 = name.to_str().is_some();
       let lossy = name.to_string_lossy();
+      let markdown = is_markdown(&lossy);
       let child_rel = if rel.is_empty() { lossy.into_owned() } else { format!("{rel}/{lossy}") };
       let path = dir.join(&name);
       match item {
         Item::Dir(sub) => self.visit(&path, &child_rel, utf8 && name_utf8, sub),
         Item::Symlink => {
-          let markdown = is_markdown(&name.to_string_lossy());
           let diagnostic = symlink_diagnostic(self.real_root, &path, &nfc(child_rel), markdown);
           self.out.diagnostics.extend(diagnostic);
         }

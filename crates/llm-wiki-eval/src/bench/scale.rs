@@ -121,15 +121,12 @@ fn incremental_floor(paths: &VaultPaths, common: &BenchCommon, label: &str) -> R
   drop(manifest);
   llm_wiki_core::store::manifest::forget_committed();
   let noop = || -> Result<f64> {
-    let opts =
-      ReindexOptions { scope: Scope::Changed, components: vec![Component::Lexical], ..Default::default() };
-    let started = Instant::now();
-    let r = reindex_vault(paths, &opts);
-    let ms = ms_since(started);
-    if !r.ok || r.documents.updated + r.documents.indexed + r.documents.removed != 0 {
-      return Err(Error::Index(format!("no-op reindex failed or changed pages: {:?}", r.errors)));
+    let phase = reindex_phase(paths, &[Component::Lexical], None)?;
+    let d = &phase.result.documents;
+    if d.updated + d.indexed + d.removed != 0 {
+      return Err(Error::Index("a no-op reindex changed pages".into()));
     }
-    Ok(ms)
+    Ok(phase.cost.ms)
   };
   let (parsing_noop, next_noop) = (noop()?, noop()?);
   let out = json!({
