@@ -12,6 +12,7 @@ pub(crate) mod fnv;
 pub mod fsutil;
 pub mod memory;
 pub mod models;
+pub mod pool;
 pub mod retrieve;
 pub mod store;
 #[cfg(any(test, feature = "testkit"))]

@@ -377,6 +377,7 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
     Ok(DenseSide { lists, first, query_vec: first_vec, embed_ms, scan_ms })
   };
   let mut lexical_side = None;
+  crate::pool::global();
   let dense_side = rayon::in_place_scope(|s| {
     s.spawn(|_| lexical_side = Some(lexical_job()));
     dense_job()

@@ -147,6 +147,7 @@ pub fn build(dir: &Path, file: &str, model: &str, dims: usize, rows: &[(u64, &[i
     return Err(Error::Index(format!("ANN rows must have {dims} dims")));
   }
   let index = usearch::Index::new(&options(dims)).map_err(|e| fail("create", &e))?;
+  crate::pool::global();
   let threads = if rows.len() > 20_000 { rayon::current_num_threads().max(1) } else { 1 };
   index.reserve_capacity_and_threads(rows.len().max(1), threads).map_err(|e| fail("reserve", &e))?;
   if threads > 1 {

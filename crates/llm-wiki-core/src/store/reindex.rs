@@ -81,10 +81,19 @@ fn threads(opts: &ReindexOptions) -> usize {
   std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(4)
 }
 
+/// What the previous generation recorded for one file, and when it was built.
+#[derive(Clone, Copy)]
+struct Before<'a> {
+  entry: Option<&'a Arc<ManifestEntry>>,
+  excluded: Option<&'a ExcludedEntry>,
+  /// The previous generation's build time (none for a first build).
+  built_at_ms: Option<i64>,
+}
+
 /// [`load_one`] with a panic turned into the page's diagnostic (`page_index_panic`): a bug hit
 /// by one page must not take the others down or pair them with the wrong results.
-fn load_guarded(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, chunker: &Chunker) -> Loaded {
-  match std::panic::catch_unwind(AssertUnwindSafe(|| load_one(file, prior, trust_stat, chunker))) {
+fn load_guarded(file: &PageFile, before: Before, trust_stat: bool, chunker: &Chunker) -> Loaded {
+  match std::panic::catch_unwind(AssertUnwindSafe(|| load_one(file, before, trust_stat, chunker))) {
     Ok(loaded) => loaded,
     Err(payload) => {
       let what = payload
@@ -102,19 +111,19 @@ fn load_guarded(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, chu
 }
 
 /// Read, hash and (when changed) parse + chunk one page file.
-fn load_one(file: &PageFile, prior: Option<&Manifest>, trust_stat: bool, chunker: &Chunker) -> Loaded {
+fn load_one(file: &PageFile, before: Before, trust_stat: bool, chunker: &Chunker) -> Loaded {
   #[cfg(test)]
   tests::panic_hook(&file.id);
-  let prev = prior.and_then(|m| m.entries.get(&file.id));
-  let racy = prior.is_some_and(|m| file.mtime_ns / 1_000_000 >= m.built_at_ms - RACY_WINDOW_MS);
+  let prev = before.entry;
+  let racy = before.built_at_ms.is_some_and(|built| file.mtime_ns / 1_000_000 >= built - RACY_WINDOW_MS);
   if trust_stat && !racy {
     if prev.is_some_and(|p| p.rel_path == file.rel_path && p.size == file.size && p.mtime_ns == file.mtime_ns)
     {
       return Loaded::Same;
     }
-    let excluded = prior.and_then(|m| m.excluded.get(&file.id));
-    if let Some(x) =
-      excluded.filter(|x| x.rel_path == file.rel_path && x.size == file.size && x.mtime_ns == file.mtime_ns)
+    if let Some(x) = before
+      .excluded
+      .filter(|x| x.rel_path == file.rel_path && x.size == file.size && x.mtime_ns == file.mtime_ns)
     {
       return Loaded::Invalid(x.diagnostic.clone());
     }
@@ -221,6 +230,34 @@ impl Drop for Sink<'_> {
   }
 }
 
+/// Each file's record in `map` (by id) and the ids of `map` no file has. Files come sorted by id
+/// (discovery sorts them; a hint's come from an ordered map), so the map is read in one ordered
+/// pass beside them: at 100k pages, a tree lookup per page and use plus a hash set of the ids
+/// met cost more than the no-op's other work after the walk (docs/BENCHMARKS.md). Files not
+/// `sorted` (strictly, so no id twice) are matched by lookups instead: the same answer.
+fn match_by_id<'a, V>(
+  files: &[PageFile],
+  sorted: bool,
+  map: &'a BTreeMap<String, V>,
+) -> (Vec<Option<&'a V>>, Vec<&'a String>) {
+  if !sorted {
+    let met: HashSet<&str> = files.iter().map(|f| f.id.as_str()).collect();
+    let gone = map.keys().filter(|k| !met.contains(k.as_str())).collect();
+    return (files.iter().map(|f| map.get(&f.id)).collect(), gone);
+  }
+  let mut found = Vec::with_capacity(files.len());
+  let mut gone = Vec::new();
+  let mut ids = map.iter().peekable();
+  for f in files {
+    while let Some((id, _)) = ids.next_if(|(id, _)| **id < f.id) {
+      gone.push(id);
+    }
+    found.push(ids.next_if(|(id, _)| **id == f.id).map(|(_, v)| v));
+  }
+  gone.extend(ids.map(|(id, _)| id));
+  (found, gone)
+}
+
 /// What a scan of the pages decided (page contents are indexed as they stream past): the change
 /// to the previous generation's manifest (for a first index, every page).
 struct Scan {
@@ -265,19 +302,31 @@ fn scan_pages(
   emit(opts, "mirror", "comparing pages with the index", Some(0), Some(total));
   let mut scan = Scan { delta: ManifestDelta::default() };
   let delta = &mut scan.delta;
-  // Ids met by the walk (only a walk removes what it did not meet).
-  let mut seen: HashSet<&str> = HashSet::new();
-  for (b, batch) in files.chunks(BATCH * n_threads).enumerate() {
+  let sorted = files.windows(2).all(|w| w[0].id < w[1].id);
+  let (entries, gone_entries) = match prior {
+    Some(m) => match_by_id(files, sorted, &m.entries),
+    None => (vec![None; files.len()], Vec::new()),
+  };
+  let (excluded, gone_excluded) = match prior {
+    Some(m) => match_by_id(files, sorted, &m.excluded),
+    None => (vec![None; files.len()], Vec::new()),
+  };
+  let built_at_ms = prior.map(|m| m.built_at_ms);
+  let before: Vec<Before> = entries
+    .into_iter()
+    .zip(excluded)
+    .map(|(entry, excluded)| Before { entry, excluded, built_at_ms })
+    .collect();
+  let per_batch = BATCH * n_threads;
+  for (b, (batch, before)) in files.chunks(per_batch).zip(before.chunks(per_batch)).enumerate() {
     opts.cancel.check()?;
-    let loaded: Vec<Loaded> =
-      pool.install(|| batch.par_iter().map(|f| load_guarded(f, prior, trust_stat, chunker)).collect());
+    let loaded: Vec<Loaded> = pool.install(|| {
+      batch.par_iter().zip(before.par_iter()).map(|(f, b)| load_guarded(f, *b, trust_stat, chunker)).collect()
+    });
     debug_assert_eq!(loaded.len(), batch.len());
-    for (file, l) in batch.iter().zip(loaded) {
-      let prev = prior.and_then(|m| m.entries.get(&file.id));
-      if matches!(coverage, Coverage::Walk) && prior.is_some() {
-        seen.insert(file.id.as_str());
-      }
-      let was_excluded = prior.and_then(|m| m.excluded.get(&file.id));
+    for ((file, l), before) in batch.iter().zip(loaded).zip(before) {
+      let prev = before.entry;
+      let was_excluded = before.excluded;
       if was_excluded.is_some() && !matches!(l, Loaded::Invalid(_)) {
         delta.xdel.push(file.id.clone());
       }
@@ -337,10 +386,7 @@ fn scan_pages(
   }
   if let Some(m) = prior {
     let (gone_pages, gone_excluded): (Vec<&String>, Vec<&String>) = match &coverage {
-      Coverage::Walk => (
-        m.entries.keys().filter(|k| !seen.contains(k.as_str())).collect(),
-        m.excluded.keys().filter(|k| !seen.contains(k.as_str())).collect(),
-      ),
+      Coverage::Walk => (gone_entries, gone_excluded),
       Coverage::Hinted { gone } => (
         gone.iter().filter(|k| m.entries.contains_key(*k)).collect(),
         gone.iter().filter(|k| m.excluded.contains_key(*k)).collect(),
@@ -980,6 +1026,27 @@ mod tests {
   /// A cold build holds one copy of the vault's manifest: it validates the new store against the
   /// manifest it just wrote (the writer's cache) instead of parsing that file back, and the
   /// incremental run after it starts from the same copy.
+  #[test]
+  fn matching_files_in_id_order_equals_looking_each_up() {
+    let map: BTreeMap<String, u32> =
+      ["a", "b/c", "b-d", "e", "g"].iter().enumerate().map(|(i, k)| (k.to_string(), i as u32)).collect();
+    let file = |id: &str| PageFile {
+      id: id.into(),
+      rel_path: format!("{id}.md"),
+      abs_path: std::path::PathBuf::from(format!("{id}.md")),
+      size: 0,
+      mtime_ns: 0,
+    };
+    let files: Vec<PageFile> = ["0", "a", "b-d", "b/c", "f", "g", "h"].map(file).to_vec();
+    let (found, gone) = match_by_id(&files, true, &map);
+    assert_eq!(found, vec![None, Some(&0), Some(&2), Some(&1), None, Some(&4), None]);
+    assert_eq!(gone, vec!["e"]);
+    assert_eq!(match_by_id(&files, false, &map), (found, gone));
+    let (found, gone) = match_by_id(&[], true, &map);
+    assert!(found.is_empty());
+    assert_eq!(gone.len(), 5);
+  }
+
   #[test]
   fn a_cold_build_never_parses_its_manifest_back_from_disk() {
     let t = tempfile::tempdir().unwrap();

@@ -575,6 +575,7 @@ impl VectorIndex {
     };
     if parallel {
       use rayon::prelude::*;
+      crate::pool::global();
       let blocks: Vec<(&Segment, &[u32])> =
         parts.iter().flat_map(|&(seg, rows)| rows.chunks(SCAN_BLOCK).map(move |b| (seg, b))).collect();
       blocks.par_iter().map(|(seg, rows)| scan(seg, rows)).reduce(|| TopK::new(k), TopK::merge)

@@ -145,46 +145,72 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
   // threads, created from whichever thread first used it, would carry that thread's name (a
   // reindex job's), so nothing could tell when a cancelled job's threads are gone.
   let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4);
+  let root =
+    Sub { path: wiki_dir.to_path_buf(), rel: String::new(), utf8: true, listing: Err(String::new()) };
   let tree = match rayon::ThreadPoolBuilder::new()
     .num_threads(threads)
     .thread_name(|i| format!("llm-wiki-walk-{i}"))
     .build()
   {
-    Ok(pool) => pool.install(|| read_listing(wiki_dir, true)),
+    Ok(pool) => pool.install(|| Sub { listing: read_listing(&root, true), ..root }),
     // No thread to spare: the same walk on this thread.
-    Err(_) => read_listing(wiki_dir, false),
+    Err(_) => Sub { listing: read_listing(&root, false), ..root },
   };
-  let mut walk = Walk { real_root: &real_root, out: &mut out, seen: HashMap::new() };
-  walk.visit(wiki_dir, "", true, tree);
-  out.files.sort_by(|a, b| a.id.cmp(&b.id));
+  let mut walk = Walk { real_root: &real_root, out: &mut out, claims: Vec::new() };
+  walk.visit(tree);
+  let claims = std::mem::take(&mut walk.claims);
+  settle_claims(claims, &mut out);
   out
 }
 
 /// One directory's entries that matter to discovery, sorted by [`entry_order`]: what the
 /// directory listing and one `statx` per page (relative to the directory's descriptor, so no
-/// path is resolved again) tell, read for every subdirectory in parallel. Listing and stat calls
-/// are most of a no-op reindex on a large vault; walkdir stats each entry by its full path and
-/// re-parses paths in its sort comparator (100k pages: walk medians 515–658 ms with walkdir,
-/// 356–445 ms with this; docs/BENCHMARKS.md "The stat walk").
+/// path is resolved again) tell, read for every subdirectory in parallel, with each page's paths
+/// and id built there too. Listing and stat calls are most of a no-op reindex on a large vault;
+/// walkdir stats each entry by its full path and re-parses paths in its sort comparator (100k
+/// pages: walk medians 515–658 ms with walkdir, 356–445 ms with this; docs/BENCHMARKS.md "The
+/// stat walk").
 struct Listing {
   /// Entries that could not be read (the directory's stream failed part-way).
   errors: Vec<String>,
   items: Vec<(std::ffi::OsString, Item)>,
 }
 
+/// A directory met by the walk.
+struct Sub {
+  path: PathBuf,
+  /// Path under `wiki/` (lossy, `/`-separated, "" for `wiki/` itself).
+  rel: String,
+  /// Whether every component of the path under `wiki/` is UTF-8.
+  utf8: bool,
+  /// Its listing, or why it could not be read.
+  listing: std::result::Result<Listing, String>,
+}
+
 enum Item {
-  /// A `.md` file that is not reserved: size and mtime, or why they could not be read.
-  Page(std::result::Result<(u64, i64), String>),
-  /// A subdirectory and its listing (or why it could not be read).
-  Dir(std::result::Result<Listing, String>),
+  /// A `.md` file that is not reserved, claiming its id; or, when its path under `wiki/` is not
+  /// UTF-8, that path (lossy) for the diagnostic.
+  Page(std::result::Result<Claim, String>),
+  /// A subdirectory and its listing.
+  Dir(Box<Sub>),
   /// A symbolic link (never followed; maybe reported).
   Symlink,
 }
 
+/// A page file claiming its id (the first in walk order among ids equal case-insensitively gets
+/// it): the file as discovered, or why its size and mtime could not be read.
+struct Claim {
+  file: PageFile,
+  stat_error: Option<String>,
+  /// Whether the id has no upper-case or non-ASCII letter (it is its own lowercase key); found
+  /// on the walk's threads, where the id is still in cache.
+  caseless: bool,
+}
+
 /// `parallel`: subdirectories on the current rayon pool's threads (else one after another).
-fn read_listing(dir: &Path, parallel: bool) -> std::result::Result<Listing, String> {
+fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, String> {
   use rayon::prelude::*;
-  let entries = std::fs::read_dir(dir).map_err(|e| e.to_string())?;
+  let entries = std::fs::read_dir(&sub.path).map_err(|e| e.to_string())?;
   let mut listing = Listing { errors: Vec::new(), items: Vec::new() };
   for entry in entries {
     let entry = match entry {
@@ -196,27 +222,44 @@ fn read_listing(dir: &Path, parallel: bool) -> std::result::Result<Listing, Stri
     };
     let name = entry.file_name();
     let name_str = name.to_string_lossy();
+    let child_rel =
+      || if sub.rel.is_empty() { name_str.to_string() } else { format!("{}/{name_str}", sub.rel) };
+    let utf8 = sub.utf8 && name.to_str().is_some();
     let item = match entry.file_type() {
       Err(e) => {
         listing.errors.push(format!("{}: {e}", name_str));
         continue;
       }
+      // `index.md` / `log.md` are reserved at any depth (a folder of that name is walked).
+      Ok(ft) if is_reserved(&name_str) && !ft.is_dir() => continue,
       Ok(ft) if ft.is_symlink() => Item::Symlink,
-      Ok(ft) if ft.is_dir() => Item::Dir(Err(String::new())),
-      Ok(ft) if ft.is_file() && is_markdown(&name_str) => {
-        Item::Page(entry.metadata().map(|m| (m.len(), mtime_ns(&m))).map_err(|e| e.to_string()))
+      Ok(ft) if ft.is_dir() => {
+        Item::Dir(Box::new(Sub { path: entry.path(), rel: child_rel(), utf8, listing: Err(String::new()) }))
       }
+      Ok(ft) if ft.is_file() && is_markdown(&name_str) => Item::Page(if utf8 {
+        let rel_path = nfc(child_rel());
+        let stat = entry.metadata().map(|m| (m.len(), mtime_ns(&m)));
+        let (size, mtime_ns) = *stat.as_ref().unwrap_or(&(0, 0));
+        let file = PageFile {
+          id: rel_path[..rel_path.len() - 3].to_string(),
+          rel_path,
+          abs_path: entry.path(),
+          size,
+          mtime_ns,
+        };
+        let caseless = file.id.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase());
+        Ok(Claim { file, stat_error: stat.err().map(|e| e.to_string()), caseless })
+      } else {
+        Err(child_rel())
+      }),
       Ok(_) => continue,
     };
-    if is_reserved(&name_str) && !matches!(item, Item::Dir(_)) {
-      continue;
-    }
     listing.items.push((name, item));
   }
   listing.items.sort_by(|a, b| entry_order(&a.0, &b.0));
-  let read_sub = |(name, item): &mut (std::ffi::OsString, Item)| {
+  let read_sub = |(_, item): &mut (std::ffi::OsString, Item)| {
     if let Item::Dir(sub) = item {
-      *sub = read_listing(&dir.join(&*name), parallel);
+      sub.listing = read_listing(sub, parallel);
     }
   };
   if parallel {
@@ -232,22 +275,21 @@ fn read_listing(dir: &Path, parallel: bool) -> std::result::Result<Listing, Stri
 struct Walk<'a> {
   real_root: &'a Path,
   out: &'a mut Discovery,
-  /// Lowercased ids seen so far → the rel path that holds the id.
-  seen: HashMap<String, String>,
+  /// The pages met, in walk order.
+  claims: Vec<Claim>,
 }
 
 impl Walk<'_> {
-  /// `rel` is the directory's path under `wiki/` (lossy, `/`-separated, "" for `wiki/` itself);
-  /// `utf8` whether every component of it is UTF-8.
-  fn visit(&mut self, dir: &Path, rel: &str, utf8: bool, listing: std::result::Result<Listing, String>) {
+  fn visit(&mut self, sub: Sub) {
+    let rel = if sub.rel.is_empty() { "." } else { sub.rel.as_str() };
     let scan_error = |out: &mut Discovery, err: &str| {
       out.diagnostics.push(Diagnostic::error(
         "frontmatter_parse_error",
-        if rel.is_empty() { "." } else { rel },
+        rel,
         &format!("Failed to scan knowledge directory: {err}"),
       ))
     };
-    let listing = match listing {
+    let listing = match sub.listing {
       Ok(l) => l,
       Err(err) => return scan_error(self.out, &err),
     };
@@ -255,60 +297,85 @@ impl Walk<'_> {
       scan_error(self.out, err);
     }
     for (name, item) in listing.items {
-      let name_utf8 = name.to_str().is_some();
-      let lossy = name.to_string_lossy();
-      let markdown = is_markdown(&lossy);
-      let child_rel = if rel.is_empty() { lossy.into_owned() } else { format!("{rel}/{lossy}") };
-      let path = dir.join(&name);
       match item {
-        Item::Dir(sub) => self.visit(&path, &child_rel, utf8 && name_utf8, sub),
+        Item::Dir(sub) => self.visit(*sub),
+        Item::Page(Ok(claim)) => self.claims.push(claim),
+        Item::Page(Err(lossy_rel)) => self.out.diagnostics.push(Diagnostic::error(
+          "page_name_invalid_utf8",
+          &lossy_rel,
+          "Page path is not valid UTF-8; it cannot have a page id and is not indexed (rename the file)",
+        )),
         Item::Symlink => {
-          let diagnostic = symlink_diagnostic(self.real_root, &path, &nfc(child_rel), markdown);
+          let lossy = name.to_string_lossy();
+          let child_rel = if sub.rel.is_empty() { lossy.to_string() } else { format!("{}/{lossy}", sub.rel) };
+          let markdown = is_markdown(&lossy);
+          let diagnostic =
+            symlink_diagnostic(self.real_root, &sub.path.join(&name), &nfc(child_rel), markdown);
           self.out.diagnostics.extend(diagnostic);
         }
-        Item::Page(stat) => self.page(path, child_rel, utf8 && name_utf8, stat),
       }
     }
   }
+}
 
-  fn page(
-    &mut self,
-    abs_path: PathBuf,
-    rel: String,
-    utf8: bool,
-    stat: std::result::Result<(u64, i64), String>,
-  ) {
-    if !utf8 {
-      self.out.diagnostics.push(Diagnostic::error(
-        "page_name_invalid_utf8",
-        &rel,
-        "Page path is not valid UTF-8; it cannot have a page id and is not indexed (rename the file)",
-      ));
-      return;
+/// Settles the walk's claims into the pages found, sorted by id, and the diagnostics of the
+/// files that lost their id to an earlier one (ids are compared case-insensitively) or could not
+/// be stat'ed, in walk order after the walk's own. When no id has an upper-case or non-ASCII
+/// letter (the usual vault), equal keys are equal ids: a stable sort by id puts each id's files
+/// together in walk order, and the sort is needed anyway — no map of lowercased ids, which cost
+/// a 100k-page walk as much on one thread as its listing and stat calls on two.
+fn settle_claims(mut claims: Vec<Claim>, out: &mut Discovery) {
+  let collision = |existing: &str, rel_path: &str| {
+    let why =
+      if existing == rel_path { " (the same name in another Unicode normalization form)" } else { "" };
+    Diagnostic::error(
+      "concept_identity_collision",
+      rel_path,
+      &format!("Identity collision between {existing} and {rel_path}{why}"),
+    )
+  };
+  let caseless = claims.iter().all(|c| c.caseless);
+  // Walk index of each losing claim → its winner's rel path.
+  let mut lost: Vec<Option<String>> = vec![None; claims.len()];
+  if caseless {
+    let mut order: Vec<usize> = (0..claims.len()).collect();
+    order.sort_by(|&a, &b| claims[a].file.id.cmp(&claims[b].file.id));
+    for pair in order.windows(2) {
+      let (first, next) = (&claims[pair[0]].file, &claims[pair[1]].file);
+      if first.id == next.id {
+        // Equal ids sort in walk order: the group's first holds the id.
+        let winner = lost[pair[0]].clone().unwrap_or_else(|| first.rel_path.clone());
+        lost[pair[1]] = Some(winner);
+      }
     }
-    let rel_path = nfc(rel);
-    let id = rel_path[..rel_path.len() - 3].to_string();
-    let key = lowercase(&id);
-    if let Some(existing) = self.seen.get(&key) {
-      let why =
-        if *existing == rel_path { " (the same name in another Unicode normalization form)" } else { "" };
-      self.out.diagnostics.push(Diagnostic::error(
-        "concept_identity_collision",
-        &rel_path,
-        &format!("Identity collision between {existing} and {rel_path}{why}"),
-      ));
-      return;
-    }
-    self.seen.insert(key, rel_path.clone());
-    match stat {
-      Ok((size, mtime_ns)) => self.out.files.push(PageFile { id, rel_path, abs_path, size, mtime_ns }),
-      Err(err) => self.out.diagnostics.push(Diagnostic::error(
-        "frontmatter_parse_error",
-        &rel_path,
-        &format!("Failed to inspect knowledge path: {err}"),
-      )),
+  } else {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (i, c) in claims.iter().enumerate() {
+      match seen.entry(lowercase(&c.file.id)) {
+        std::collections::hash_map::Entry::Occupied(e) => {
+          lost[i] = Some(claims[*e.get()].file.rel_path.clone())
+        }
+        std::collections::hash_map::Entry::Vacant(v) => {
+          v.insert(i);
+        }
+      }
     }
   }
+  out.files.reserve(claims.len());
+  for (claim, lost) in claims.drain(..).zip(lost) {
+    match (lost, claim.stat_error) {
+      (Some(winner), _) => out.diagnostics.push(collision(&winner, &claim.file.rel_path)),
+      (None, Some(err)) => out.diagnostics.push(Diagnostic::error(
+        "frontmatter_parse_error",
+        &claim.file.rel_path,
+        &format!("Failed to inspect knowledge path: {err}"),
+      )),
+      (None, None) => out.files.push(claim.file),
+    }
+  }
+  // Walk order is nearly id order (they differ where a name sorts around a folder's `/`): the
+  // sort is close to one pass.
+  out.files.sort_by(|a, b| a.id.cmp(&b.id));
 }
 
 /// The diagnostic of a symlink met by the walk (symlinks are never followed). Links that could
@@ -387,9 +454,43 @@ mod tests {
     let codes: Vec<_> = d.diagnostics.iter().map(|x| (x.code.as_str(), x.path.as_str())).collect();
     #[cfg(unix)]
     // outside.md is outside wiki/ but inside the vault root: skipped, not an escape.
-    assert_eq!(codes, vec![("concept_identity_collision", "b.md"), ("page_symlink_skipped", "link.md")]);
+    // The walk's own findings first, then the pages' in walk order.
+    assert_eq!(codes, vec![("page_symlink_skipped", "link.md"), ("concept_identity_collision", "b.md")]);
     #[cfg(not(unix))]
     assert_eq!(codes, vec![("concept_identity_collision", "b.md")]);
+  }
+
+  /// Ids without upper-case or non-ASCII letters are settled by sorting, others by a map of
+  /// lowercased ids: both give the first file in walk order the id and report the others, in
+  /// walk order, against it.
+  #[test]
+  fn sorted_and_mapped_collision_checks_agree() {
+    let t = tempfile::tempdir().unwrap();
+    let wiki = t.path().join("wiki");
+    for name in ["n/x.md", "n/x.MD", "n/x.Md", "n-y.md", "n/z.md", "n/z/w.md"] {
+      write(&wiki.join(name), name);
+    }
+    let settle = || {
+      let d = discover_pages(t.path(), &wiki);
+      let ids: Vec<String> = d.files.iter().map(|f| f.rel_path.clone()).collect();
+      let diags: Vec<String> =
+        d.diagnostics.iter().map(|x| format!("{} {} {}", x.code, x.path, x.message)).collect();
+      (ids, diags)
+    };
+    let (sorted_ids, sorted_diags) = settle();
+    assert_eq!(sorted_ids, vec!["n-y.md", "n/x.MD", "n/z.md", "n/z/w.md"]);
+    assert_eq!(
+      sorted_diags,
+      vec![
+        "concept_identity_collision n/x.Md Identity collision between n/x.MD and n/x.Md",
+        "concept_identity_collision n/x.md Identity collision between n/x.MD and n/x.md",
+      ]
+    );
+    // An upper-case id anywhere in the vault sends every id through the map.
+    write(&wiki.join("Upper.md"), "u");
+    let (mapped_ids, mapped_diags) = settle();
+    assert_eq!(mapped_ids, vec!["Upper.md", "n-y.md", "n/x.MD", "n/z.md", "n/z/w.md"]);
+    assert_eq!(mapped_diags, sorted_diags);
   }
 
   /// The parallel listing assembled in walk order gives what a plain sorted walk with one full-path
