@@ -303,13 +303,9 @@ fn scan_pages(
   let mut scan = Scan { delta: ManifestDelta::default() };
   let delta = &mut scan.delta;
   let sorted = files.windows(2).all(|w| w[0].id < w[1].id);
-  let (entries, gone_entries) = match prior {
-    Some(m) => match_by_id(files, sorted, &m.entries),
-    None => (vec![None; files.len()], Vec::new()),
-  };
-  let (excluded, gone_excluded) = match prior {
-    Some(m) => match_by_id(files, sorted, &m.excluded),
-    None => (vec![None; files.len()], Vec::new()),
+  let ((entries, gone_entries), (excluded, gone_excluded)) = match prior {
+    Some(m) => (match_by_id(files, sorted, &m.entries), match_by_id(files, sorted, &m.excluded)),
+    None => ((vec![None; files.len()], Vec::new()), (vec![None; files.len()], Vec::new())),
   };
   let built_at_ms = prior.map(|m| m.built_at_ms);
   let before: Vec<Before> = entries
@@ -1023,9 +1019,6 @@ mod tests {
     }
   }
 
-  /// A cold build holds one copy of the vault's manifest: it validates the new store against the
-  /// manifest it just wrote (the writer's cache) instead of parsing that file back, and the
-  /// incremental run after it starts from the same copy.
   #[test]
   fn matching_files_in_id_order_equals_looking_each_up() {
     let map: BTreeMap<String, u32> =
@@ -1047,15 +1040,15 @@ mod tests {
     assert_eq!(gone.len(), 5);
   }
 
+  /// A cold build holds one copy of the vault's manifest: it validates the new store against the
+  /// manifest it just wrote (the writer's cache) instead of parsing that file back, and the
+  /// incremental run after it starts from the same copy.
   #[test]
   fn a_cold_build_never_parses_its_manifest_back_from_disk() {
-    let t = tempfile::tempdir().unwrap();
-    let p = crate::testkit::init_vault(t.path(), "T");
-    std::fs::create_dir_all(p.wiki.join("concepts")).unwrap();
+    let (_t, p) = crate::testkit::temp_vault();
     for i in 0..30 {
-      let text =
-        format!("---\ntype: concept\ntitle: T{i}\n---\nBody {i} links [[concepts/p{}]].\n", (i + 1) % 30);
-      std::fs::write(p.wiki.join(format!("concepts/p{i:02}.md")), text).unwrap();
+      let body = format!("Body {i} links [[concepts/p{}]].", (i + 1) % 30);
+      crate::testkit::write_page(&p, &format!("concepts/p{i:02}"), &format!("T{i}"), &body);
     }
     let opts = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
     let loads = || super::super::manifest::LOADS.with(|n| n.get());
@@ -1075,12 +1068,9 @@ mod tests {
   /// first no-op reindex loads it, and the next no-op and `status` share that copy.
   #[test]
   fn a_process_that_did_not_commit_parses_the_manifest_once() {
-    let t = tempfile::tempdir().unwrap();
-    let p = crate::testkit::init_vault(t.path(), "T");
-    std::fs::create_dir_all(p.wiki.join("concepts")).unwrap();
+    let (_t, p) = crate::testkit::temp_vault();
     for i in 0..20 {
-      let text = format!("---\ntype: concept\ntitle: T{i}\n---\nBody {i}.\n");
-      std::fs::write(p.wiki.join(format!("concepts/p{i:02}.md")), text).unwrap();
+      crate::testkit::write_page(&p, &format!("concepts/p{i:02}"), &format!("T{i}"), &format!("Body {i}."));
     }
     let opts = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
     let first = reindex_vault(&p, &opts);

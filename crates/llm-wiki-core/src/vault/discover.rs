@@ -158,7 +158,7 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
   };
   let mut walk = Walk { real_root: &real_root, out: &mut out, claims: Vec::new() };
   walk.visit(tree);
-  let claims = std::mem::take(&mut walk.claims);
+  let Walk { claims, .. } = walk;
   settle_claims(claims, &mut out);
   out
 }
@@ -185,6 +185,15 @@ struct Sub {
   utf8: bool,
   /// Its listing, or why it could not be read.
   listing: std::result::Result<Listing, String>,
+}
+
+/// The path under `wiki/` of the entry `name` of the directory at `dir_rel` ("" for `wiki/`).
+fn child_rel(dir_rel: &str, name: &str) -> String {
+  if dir_rel.is_empty() {
+    name.to_string()
+  } else {
+    format!("{dir_rel}/{name}")
+  }
 }
 
 enum Item {
@@ -222,8 +231,7 @@ fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, Strin
     };
     let name = entry.file_name();
     let name_str = name.to_string_lossy();
-    let child_rel =
-      || if sub.rel.is_empty() { name_str.to_string() } else { format!("{}/{name_str}", sub.rel) };
+    let entry_rel = || child_rel(&sub.rel, &name_str);
     let utf8 = sub.utf8 && name.to_str().is_some();
     let item = match entry.file_type() {
       Err(e) => {
@@ -234,10 +242,10 @@ fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, Strin
       Ok(ft) if is_reserved(&name_str) && !ft.is_dir() => continue,
       Ok(ft) if ft.is_symlink() => Item::Symlink,
       Ok(ft) if ft.is_dir() => {
-        Item::Dir(Box::new(Sub { path: entry.path(), rel: child_rel(), utf8, listing: Err(String::new()) }))
+        Item::Dir(Box::new(Sub { path: entry.path(), rel: entry_rel(), utf8, listing: Err(String::new()) }))
       }
       Ok(ft) if ft.is_file() && is_markdown(&name_str) => Item::Page(if utf8 {
-        let rel_path = nfc(child_rel());
+        let rel_path = nfc(entry_rel());
         let stat = entry.metadata().map(|m| (m.len(), mtime_ns(&m)));
         let (size, mtime_ns) = *stat.as_ref().unwrap_or(&(0, 0));
         let file = PageFile {
@@ -250,7 +258,7 @@ fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, Strin
         let caseless = file.id.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase());
         Ok(Claim { file, stat_error: stat.err().map(|e| e.to_string()), caseless })
       } else {
-        Err(child_rel())
+        Err(entry_rel())
       }),
       Ok(_) => continue,
     };
@@ -307,10 +315,13 @@ impl Walk<'_> {
         )),
         Item::Symlink => {
           let lossy = name.to_string_lossy();
-          let child_rel = if sub.rel.is_empty() { lossy.to_string() } else { format!("{}/{lossy}", sub.rel) };
           let markdown = is_markdown(&lossy);
-          let diagnostic =
-            symlink_diagnostic(self.real_root, &sub.path.join(&name), &nfc(child_rel), markdown);
+          let diagnostic = symlink_diagnostic(
+            self.real_root,
+            &sub.path.join(&name),
+            &nfc(child_rel(&sub.rel, &lossy)),
+            markdown,
+          );
           self.out.diagnostics.extend(diagnostic);
         }
       }
