@@ -6,7 +6,8 @@
 //! its creator's name: the pool would outlive a reindex job or a query and carry that job's
 //! name, so nothing looking at the process's threads (the addon's worker-lifecycle tests, a
 //! user's `top -H`) could tell a finished job's threads from the pool's. Every use calls
-//! [`global`] first, which names the pool's threads `llm-wiki-pool-N`.
+//! [`global`] first, which names the pool's threads `llm-wiki-pool-N`. The pool also frees
+//! large structures off a caller's path ([`drop_later`]).
 
 use std::sync::Once;
 
@@ -21,6 +22,15 @@ pub fn global() {
   START.call_once(|| {
     let _ = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("{THREAD_PREFIX}{i}")).build_global();
   });
+}
+
+/// Drops `value` on the global pool instead of the caller's thread. For a large set of small
+/// allocations made by other threads: a 100k-page walk's page paths (300k strings allocated on
+/// the walk's threads, freed one by one into those threads' malloc arenas) cost a no-op reindex
+/// ≈ 35 ms on its own thread after its work was done (docs/BENCHMARKS.md).
+pub fn drop_later<T: Send + 'static>(value: T) {
+  global();
+  rayon::spawn(move || drop(value));
 }
 
 #[cfg(test)]
@@ -43,5 +53,19 @@ mod tests {
       let name = name.expect("every pool thread is named");
       assert!(name.starts_with(THREAD_PREFIX), "{name}");
     }
+  }
+
+  #[test]
+  fn a_value_dropped_later_is_dropped_on_a_pool_thread() {
+    struct Tell(std::sync::mpsc::Sender<Option<String>>);
+    impl Drop for Tell {
+      fn drop(&mut self) {
+        let _ = self.0.send(std::thread::current().name().map(String::from));
+      }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    drop_later(Tell(tx));
+    let name = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("dropped");
+    assert!(name.expect("a named thread").starts_with(THREAD_PREFIX));
   }
 }

@@ -49,10 +49,10 @@ impl Generation {
       )));
     }
     let docs = searcher.num_docs();
-    if docs != manifest.expected_documents() {
+    let expected = super::manifest::counts_of(&manifest).documents;
+    if docs != expected {
       return Err(Error::Index(format!(
-        "index holds {docs} documents but the manifest accounts for {}",
-        manifest.expected_documents()
+        "index holds {docs} documents but the manifest accounts for {expected}"
       )));
     }
     let state = match StateFile::read(&dir) {

@@ -447,6 +447,15 @@ impl Manifest {
     self.entries.values().map(|e| e.sections as u64 + e.chunks.len() as u64).sum::<u64>() + 1
   }
 
+  /// [`Manifest::total_chunks`] and [`Manifest::expected_documents`] in one pass.
+  pub fn counts(&self) -> ManifestCounts {
+    let (sections, chunks) = self
+      .entries
+      .values()
+      .fold((0u64, 0u32), |(s, c), e| (s + e.sections as u64, c + e.chunks.len() as u32));
+    ManifestCounts::new(sections, chunks)
+  }
+
   /// Load and validate a manifest file.
   pub fn load(path: &Path, expected_vault: Option<&str>) -> Result<Manifest> {
     #[cfg(test)]
@@ -538,6 +547,45 @@ struct CachedManifest {
   dir: PathBuf,
   stamp: (u64, i64, u64),
   manifest: Arc<Manifest>,
+  /// Its counts, once known (from the writer's tally, or one pass on first use).
+  counts: std::sync::OnceLock<ManifestCounts>,
+}
+
+/// Counts a store's consistency check and reindex results need, which take a pass over every
+/// entry (≈ 13 ms a no-op reindex at 100k pages spent on each open, docs/BENCHMARKS.md): known
+/// once per shared manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ManifestCounts {
+  /// Chunks over every page ([`Manifest::total_chunks`]).
+  pub chunks: u32,
+  /// Documents the lexical index holds ([`Manifest::expected_documents`]).
+  pub documents: u64,
+}
+
+impl ManifestCounts {
+  /// The counts of a manifest with `sections` sections and `chunks` chunks over its pages.
+  pub fn new(sections: u64, chunks: u32) -> Self {
+    ManifestCounts { chunks, documents: sections + chunks as u64 + 1 }
+  }
+}
+
+/// The counts of `manifest`: the cached copy's when it is the one this process shares, computed
+/// once; else a pass over it.
+pub fn counts_of(manifest: &Arc<Manifest>) -> ManifestCounts {
+  let with_entry = |f: &mut dyn FnMut(&CachedManifest)| {
+    let cache = MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    cache.iter().find(|c| Arc::ptr_eq(&c.manifest, manifest)).map(f)
+  };
+  let mut known = None;
+  with_entry(&mut |c| known = c.counts.get().copied());
+  known.unwrap_or_else(|| {
+    // Counted outside the lock: a pass over a large manifest does not hold up other vaults.
+    let counts = manifest.counts();
+    with_entry(&mut |c| {
+      let _ = c.counts.set(counts);
+    });
+    counts
+  })
 }
 
 /// Vaults whose manifest is kept (most recently used first). Unit tests run many vaults on
@@ -592,7 +640,7 @@ pub fn load_generation_counted(
       let before = stamp_before_load(dir, generation);
       let m = Arc::new(Manifest::load_generation(dir, generation, expected_vault)?);
       if before.is_some() && before == stamp(dir, &m.journal) {
-        remember(dir, m.clone(), before);
+        remember(dir, m.clone(), before, std::sync::OnceLock::new());
       }
       Ok((m, false))
     }
@@ -613,10 +661,11 @@ pub fn committed(dir: &StoreDir, generation: u64) -> Option<Arc<Manifest>> {
   Some(manifest)
 }
 
-/// Keep `manifest` (just committed in `dir`) as the store's cached copy.
-pub fn remember_committed(dir: &StoreDir, manifest: Arc<Manifest>) {
+/// Keep `manifest` (just committed in `dir`, with its `counts` from the writer's tally) as the
+/// store's cached copy.
+pub fn remember_committed(dir: &StoreDir, manifest: Arc<Manifest>, counts: ManifestCounts) {
   let now = stamp(dir, &manifest.journal);
-  remember(dir, manifest, now);
+  remember(dir, manifest, now, std::sync::OnceLock::from(counts));
 }
 
 /// Whether two store directories belong to one vault (siblings under its `meta/qmd`): a rebuild's
@@ -625,11 +674,16 @@ fn same_vault(a: &Path, b: &Path) -> bool {
   a.parent() == b.parent()
 }
 
-fn remember(dir: &StoreDir, manifest: Arc<Manifest>, stamp: Option<(u64, i64, u64)>) {
+fn remember(
+  dir: &StoreDir,
+  manifest: Arc<Manifest>,
+  stamp: Option<(u64, i64, u64)>,
+  counts: std::sync::OnceLock<ManifestCounts>,
+) {
   let mut cache = MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner());
   cache.retain(|c| !same_vault(&c.dir, &dir.dir));
   if let Some(stamp) = stamp {
-    cache.insert(0, CachedManifest { dir: dir.dir.clone(), stamp, manifest });
+    cache.insert(0, CachedManifest { dir: dir.dir.clone(), stamp, manifest, counts });
     cache.truncate(CACHED_STORES);
   }
 }
@@ -889,5 +943,37 @@ mod tests {
     assert!(Manifest::load(&p, None).is_err());
     std::fs::write(&p, "{").unwrap();
     assert!(Manifest::load(&p, None).is_err());
+  }
+
+  /// The writer's counts of a committed generation come from its tally, advanced by each
+  /// record: they must be what counting the manifest after the record gives.
+  #[test]
+  fn counts_advanced_by_a_record_equal_a_count_of_the_result() {
+    let sized = |hash: &str, sections: u32, chunks: &[&str]| {
+      Arc::new(ManifestEntry { sections, chunks: ChunkIds::from_ids(chunks.iter().copied()), ..entry(hash) })
+    };
+    let mut m = Manifest::empty("v");
+    m.entries.insert("a".into(), sized("a", 2, &["00000000000000a1", "00000000000000a2"]));
+    m.entries.insert("b".into(), sized("b", 1, &["00000000000000b1"]));
+    m.entries.insert("c".into(), sized("c", 3, &[]));
+    let tally = crate::store::state::Tally::of(&m);
+    assert_eq!(tally.counts(), m.counts());
+    assert_eq!(m.counts(), ManifestCounts { chunks: 3, documents: 6 + 3 + 1 });
+    assert_eq!((m.counts().chunks, m.counts().documents), (m.total_chunks(), m.expected_documents()));
+    let delta = ManifestDelta {
+      generation: 1,
+      set: [
+        ("a".to_string(), sized("a2", 5, &["00000000000000a3"])),
+        ("d".into(), sized("d", 1, &["00000000000000d1"])),
+      ]
+      .into_iter()
+      .collect(),
+      del: vec!["b".into()],
+      ..Default::default()
+    };
+    let advanced = tally.advance(&m, &delta);
+    m.apply(&delta);
+    assert_eq!(advanced.counts(), m.counts());
+    assert_eq!(m.counts(), ManifestCounts { chunks: 2, documents: 9 + 2 + 1 });
   }
 }

@@ -247,14 +247,26 @@ fn match_by_id<'a, V>(
   }
   let mut found = Vec::with_capacity(files.len());
   let mut gone = Vec::new();
-  let mut ids = map.iter().peekable();
+  let mut ids = map.iter();
+  // The map's next id not yet passed (one comparison per step: string comparisons of ids with
+  // long shared prefixes were most of this pass).
+  let mut next = ids.next();
   for f in files {
-    while let Some((id, _)) = ids.next_if(|(id, _)| **id < f.id) {
-      gone.push(id);
+    let mut hit = None;
+    while let Some((id, v)) = next {
+      match id.as_str().cmp(&f.id) {
+        std::cmp::Ordering::Less => gone.push(id),
+        std::cmp::Ordering::Equal => hit = Some(v),
+        std::cmp::Ordering::Greater => break,
+      }
+      next = ids.next();
+      if hit.is_some() {
+        break;
+      }
     }
-    found.push(ids.next_if(|(id, _)| **id == f.id).map(|(_, v)| v));
+    found.push(hit);
   }
-  gone.extend(ids.map(|(id, _)| id));
+  gone.extend(next.into_iter().chain(ids).map(|(id, _)| id));
   (found, gone)
 }
 
@@ -405,6 +417,13 @@ fn scan_pages(
   let before = prior.map_or(0, |m| m.entries.len()) as u32;
   res.documents.unchanged = before.saturating_sub(res.documents.removed + res.documents.updated);
   Ok(scan)
+}
+
+/// Frees the scanned files: a vault's worth (a walk's) on the global pool, off this run's path.
+fn release_files(files: Vec<PageFile>) {
+  if files.len() >= 10_000 {
+    crate::pool::drop_later(files);
+  }
 }
 
 /// The live store at its last commit, if it opens cleanly and matches this engine and vault.
@@ -769,10 +788,11 @@ fn run_locked(
       let mut sink = Sink::new(&gen.lexical, threads.min(files.len().max(1)), true);
       let mut scan = scan_pages(&files, coverage, Some(&gen.manifest), opts, &chunker, &mut sink, res)
         .map_err(classify)?;
+      release_files(files);
       if scan.nothing() {
         drop(sink);
         res.generation = gen.generation();
-        res.chunks.total = gen.manifest.total_chunks();
+        res.chunks.total = super::manifest::counts_of(&gen.manifest).chunks;
         if !hinted_run {
           res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &gen.manifest));
         }
@@ -802,7 +822,8 @@ fn run_locked(
         commit_generation(&mut sink, &gen.dir, &mut manifest, Some((prior_pos, &scan.delta)), &commit, opts)
           .map_err(classify)?;
         drop(sink);
-        res.chunks.total = manifest.total_chunks();
+        let counts = tally.counts();
+        res.chunks.total = counts.chunks;
         // The whole-vault lint follows the commit page by page when this process holds the
         // previous generation's (a hinted run only keeps it current, never builds it).
         if hinted_run {
@@ -820,7 +841,7 @@ fn run_locked(
         remember_tally(&gen.dir, tally);
         crash_point("after-state");
         gc_manifests(&gen.dir, &[gen.commit.manifest_generation, next]);
-        super::manifest::remember_committed(&gen.dir, Arc::new(manifest));
+        super::manifest::remember_committed(&gen.dir, Arc::new(manifest), counts);
         res.generation = next;
         None
       }
@@ -860,15 +881,16 @@ fn run_locked(
         };
         commit_generation(&mut sink, &staging, &mut manifest, None, &commit, opts)?;
         drop(sink);
-        res.chunks.total = manifest.total_chunks();
         res.warnings.extend(crate::memory::graph::lint_issues_cached(&staging.dir, &manifest));
         let store_id = name.strip_prefix("store-").unwrap_or(&name);
         let tally = Tally::of(&manifest);
+        let counts = tally.counts();
+        res.chunks.total = counts.chunks;
         write_state(&staging, &manifest, &tally, &commit, store_id)?;
         drop(lexical);
         // Validation opens the manifest through the writer's cache: one copy of a whole vault's
         // manifest in memory, not a second one parsed back from disk.
-        super::manifest::remember_committed(&staging, Arc::new(manifest));
+        super::manifest::remember_committed(&staging, Arc::new(manifest), counts);
         emit(opts, "validate", "validating the new index", None, None);
         generation::validate(&staging)?;
         opts.cancel.check()?;

@@ -94,6 +94,8 @@ pub struct Tally {
   pub canonical: u32,
   /// Chunks over every page.
   pub total_chunks: u32,
+  /// Sections over every page.
+  pub sections: u64,
   /// Live chunk keys with the number of chunks sharing each (identical chunks share one id).
   pub chunk_refs: std::collections::HashMap<u64, u32>,
   /// [`Manifest::hash`] accumulator.
@@ -108,6 +110,7 @@ impl Tally {
       documents: 0,
       canonical: 0,
       total_chunks: 0,
+      sections: 0,
       chunk_refs: Default::default(),
       hash: HashAcc::default(),
     };
@@ -121,6 +124,7 @@ impl Tally {
     self.documents += 1;
     self.canonical += u32::from(e.role == crate::vault::Role::Canonical);
     self.total_chunks += e.chunks.len() as u32;
+    self.sections += e.sections as u64;
     for k in e.chunks.keys() {
       *self.chunk_refs.entry(k).or_default() += 1;
     }
@@ -131,6 +135,7 @@ impl Tally {
     self.documents -= 1;
     self.canonical -= u32::from(e.role == crate::vault::Role::Canonical);
     self.total_chunks -= e.chunks.len() as u32;
+    self.sections -= e.sections as u64;
     for k in e.chunks.keys() {
       if let std::collections::hash_map::Entry::Occupied(mut o) = self.chunk_refs.entry(k) {
         *o.get_mut() -= 1;
@@ -140,6 +145,11 @@ impl Tally {
       }
     }
     self.hash.remove(id, e);
+  }
+
+  /// The counts of the manifest this tally describes.
+  pub fn counts(&self) -> super::manifest::ManifestCounts {
+    super::manifest::ManifestCounts::new(self.sections, self.total_chunks)
   }
 
   /// The tally after `delta`, given `before` (the manifest this tally describes, before the

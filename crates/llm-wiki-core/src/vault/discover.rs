@@ -156,7 +156,8 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
     // No thread to spare: the same walk on this thread.
     Err(_) => Sub { listing: read_listing(&root, false), ..root },
   };
-  let mut walk = Walk { real_root: &real_root, out: &mut out, claims: Vec::new() };
+  let pages = tree.listing.as_ref().map_or(0, |l| l.pages);
+  let mut walk = Walk { real_root: &real_root, out: &mut out, claims: Vec::with_capacity(pages) };
   walk.visit(tree);
   let Walk { claims, .. } = walk;
   settle_claims(claims, &mut out);
@@ -173,7 +174,9 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
 struct Listing {
   /// Entries that could not be read (the directory's stream failed part-way).
   errors: Vec<String>,
-  items: Vec<(std::ffi::OsString, Item)>,
+  items: Vec<Item>,
+  /// Pages claimed in this directory and below (the walk's claims are allocated once).
+  pages: usize,
 }
 
 /// A directory met by the walk.
@@ -196,14 +199,18 @@ fn child_rel(dir_rel: &str, name: &str) -> String {
   }
 }
 
+/// An entry of a listing. Names are dropped on the walk's threads once the listing is sorted
+/// (freeing 100k of them on the thread that assembles the walk cost it ≈ 10 ms), except where a
+/// diagnostic needs one.
 enum Item {
-  /// A `.md` file that is not reserved, claiming its id; or, when its path under `wiki/` is not
-  /// UTF-8, that path (lossy) for the diagnostic.
-  Page(std::result::Result<Claim, String>),
+  /// A `.md` file that is not reserved, claiming its id.
+  Page(Claim),
+  /// A `.md` file whose path under `wiki/` is not UTF-8: that path (lossy) for the diagnostic.
+  NotUtf8(String),
   /// A subdirectory and its listing.
   Dir(Box<Sub>),
-  /// A symbolic link (never followed; maybe reported).
-  Symlink,
+  /// A symbolic link (never followed; maybe reported), by name.
+  Symlink(std::ffi::OsString),
 }
 
 /// A page file claiming its id (the first in walk order among ids equal case-insensitively gets
@@ -214,13 +221,16 @@ struct Claim {
   /// Whether the id has no upper-case or non-ASCII letter (it is its own lowercase key); found
   /// on the walk's threads, where the id is still in cache.
   caseless: bool,
+  /// Place in walk order (set by the depth-first pass).
+  walk_index: usize,
 }
 
 /// `parallel`: subdirectories on the current rayon pool's threads (else one after another).
 fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, String> {
   use rayon::prelude::*;
   let entries = std::fs::read_dir(&sub.path).map_err(|e| e.to_string())?;
-  let mut listing = Listing { errors: Vec::new(), items: Vec::new() };
+  let mut listing = Listing { errors: Vec::new(), items: Vec::new(), pages: 0 };
+  let mut named: Vec<(std::ffi::OsString, Item)> = Vec::new();
   for entry in entries {
     let entry = match entry {
       Ok(e) => e,
@@ -240,11 +250,11 @@ fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, Strin
       }
       // `index.md` / `log.md` are reserved at any depth (a folder of that name is walked).
       Ok(ft) if is_reserved(&name_str) && !ft.is_dir() => continue,
-      Ok(ft) if ft.is_symlink() => Item::Symlink,
+      Ok(ft) if ft.is_symlink() => Item::Symlink(name.clone()),
       Ok(ft) if ft.is_dir() => {
         Item::Dir(Box::new(Sub { path: entry.path(), rel: entry_rel(), utf8, listing: Err(String::new()) }))
       }
-      Ok(ft) if ft.is_file() && is_markdown(&name_str) => Item::Page(if utf8 {
+      Ok(ft) if ft.is_file() && is_markdown(&name_str) && utf8 => {
         let rel_path = nfc(entry_rel());
         let stat = entry.metadata().map(|m| (m.len(), mtime_ns(&m)));
         let (size, mtime_ns) = *stat.as_ref().unwrap_or(&(0, 0));
@@ -256,16 +266,17 @@ fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, Strin
           mtime_ns,
         };
         let caseless = file.id.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase());
-        Ok(Claim { file, stat_error: stat.err().map(|e| e.to_string()), caseless })
-      } else {
-        Err(entry_rel())
-      }),
+        listing.pages += 1;
+        Item::Page(Claim { file, stat_error: stat.err().map(|e| e.to_string()), caseless, walk_index: 0 })
+      }
+      Ok(ft) if ft.is_file() && is_markdown(&name_str) => Item::NotUtf8(entry_rel()),
       Ok(_) => continue,
     };
-    listing.items.push((name, item));
+    named.push((name, item));
   }
-  listing.items.sort_by(|a, b| entry_order(&a.0, &b.0));
-  let read_sub = |(_, item): &mut (std::ffi::OsString, Item)| {
+  named.sort_by(|a, b| entry_order(&a.0, &b.0));
+  listing.items = named.into_iter().map(|(_, item)| item).collect();
+  let read_sub = |item: &mut Item| {
     if let Item::Dir(sub) = item {
       sub.listing = read_listing(sub, parallel);
     }
@@ -275,6 +286,14 @@ fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, Strin
   } else {
     listing.items.iter_mut().for_each(read_sub);
   }
+  listing.pages += listing
+    .items
+    .iter()
+    .map(|item| match item {
+      Item::Dir(sub) => sub.listing.as_ref().map_or(0, |l| l.pages),
+      _ => 0,
+    })
+    .sum::<usize>();
   Ok(listing)
 }
 
@@ -304,16 +323,19 @@ impl Walk<'_> {
     for err in &listing.errors {
       scan_error(self.out, err);
     }
-    for (name, item) in listing.items {
+    for item in listing.items {
       match item {
         Item::Dir(sub) => self.visit(*sub),
-        Item::Page(Ok(claim)) => self.claims.push(claim),
-        Item::Page(Err(lossy_rel)) => self.out.diagnostics.push(Diagnostic::error(
+        Item::Page(mut claim) => {
+          claim.walk_index = self.claims.len();
+          self.claims.push(claim)
+        }
+        Item::NotUtf8(lossy_rel) => self.out.diagnostics.push(Diagnostic::error(
           "page_name_invalid_utf8",
           &lossy_rel,
           "Page path is not valid UTF-8; it cannot have a page id and is not indexed (rename the file)",
         )),
-        Item::Symlink => {
+        Item::Symlink(name) => {
           let lossy = name.to_string_lossy();
           let markdown = is_markdown(&lossy);
           let diagnostic = symlink_diagnostic(
@@ -346,47 +368,50 @@ fn settle_claims(mut claims: Vec<Claim>, out: &mut Discovery) {
     )
   };
   let caseless = claims.iter().all(|c| c.caseless);
-  // Walk index of each losing claim → its winner's rel path.
-  let mut lost: Vec<Option<String>> = vec![None; claims.len()];
-  if caseless {
-    let mut order: Vec<usize> = (0..claims.len()).collect();
-    order.sort_by(|&a, &b| claims[a].file.id.cmp(&claims[b].file.id));
-    for pair in order.windows(2) {
-      let (first, next) = (&claims[pair[0]].file, &claims[pair[1]].file);
-      if first.id == next.id {
-        // Equal ids sort in walk order: the group's first holds the id.
-        let winner = lost[pair[0]].clone().unwrap_or_else(|| first.rel_path.clone());
-        lost[pair[1]] = Some(winner);
+  // For each claim, the rel path of the file that holds its id when that is another one.
+  let lost: Vec<Option<String>> = if caseless {
+    // Sorted once, by id: a stable sort keeps equal ids in walk order (the group's first holds
+    // the id), and the pages come out in the order discovery returns them.
+    claims.sort_by(|a, b| a.file.id.cmp(&b.file.id));
+    let mut lost = vec![None; claims.len()];
+    let mut holder = 0;
+    for i in 1..claims.len() {
+      if claims[i].file.id == claims[holder].file.id {
+        lost[i] = Some(claims[holder].file.rel_path.clone());
+      } else {
+        holder = i;
       }
     }
+    lost
   } else {
     let mut seen: HashMap<String, usize> = HashMap::new();
-    for (i, c) in claims.iter().enumerate() {
-      match seen.entry(lowercase(&c.file.id)) {
-        std::collections::hash_map::Entry::Occupied(e) => {
-          lost[i] = Some(claims[*e.get()].file.rel_path.clone())
-        }
-        std::collections::hash_map::Entry::Vacant(v) => {
-          v.insert(i);
-        }
-      }
-    }
-  }
+    let holders: Vec<usize> =
+      claims.iter().enumerate().map(|(i, c)| *seen.entry(lowercase(&c.file.id)).or_insert(i)).collect();
+    holders.iter().enumerate().map(|(i, &h)| (h != i).then(|| claims[h].file.rel_path.clone())).collect()
+  };
+  // Diagnostics by walk index: reported in walk order whichever order the claims are in.
+  let mut diagnostics: Vec<(usize, Diagnostic)> = Vec::new();
   out.files.reserve(claims.len());
-  for (claim, lost) in claims.drain(..).zip(lost) {
+  for (claim, lost) in claims.into_iter().zip(lost) {
+    let at = claim.walk_index;
     match (lost, claim.stat_error) {
-      (Some(winner), _) => out.diagnostics.push(collision(&winner, &claim.file.rel_path)),
-      (None, Some(err)) => out.diagnostics.push(Diagnostic::error(
-        "frontmatter_parse_error",
-        &claim.file.rel_path,
-        &format!("Failed to inspect knowledge path: {err}"),
+      (Some(winner), _) => diagnostics.push((at, collision(&winner, &claim.file.rel_path))),
+      (None, Some(err)) => diagnostics.push((
+        at,
+        Diagnostic::error(
+          "frontmatter_parse_error",
+          &claim.file.rel_path,
+          &format!("Failed to inspect knowledge path: {err}"),
+        ),
       )),
       (None, None) => out.files.push(claim.file),
     }
   }
-  // Walk order is nearly id order (they differ where a name sorts around a folder's `/`): the
-  // sort is close to one pass.
-  out.files.sort_by(|a, b| a.id.cmp(&b.id));
+  diagnostics.sort_by_key(|(at, _)| *at);
+  out.diagnostics.extend(diagnostics.into_iter().map(|(_, d)| d));
+  if !caseless {
+    out.files.sort_by(|a, b| a.id.cmp(&b.id));
+  }
 }
 
 /// The diagnostic of a symlink met by the walk (symlinks are never followed). Links that could

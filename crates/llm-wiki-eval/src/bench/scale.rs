@@ -64,10 +64,24 @@ pub(super) fn generate_timed(
   ))
 }
 
+/// Walk / no-op pairs the incremental floor times (medians reported).
+const PAIRS: usize = 5;
+
+/// The stat walk of the vault alone, in ms (its result is freed after the clock stops: a
+/// reindex frees a walk's paths off its own path, `pool::drop_later`); `pages` gets its count.
+fn timed_walk(paths: &VaultPaths, pages: &mut usize) -> f64 {
+  let started = Instant::now();
+  let found = llm_wiki_core::vault::discover_pages(&paths.root, &paths.wiki);
+  let ms = ms_since(started);
+  *pages = found.files.len();
+  ms
+}
+
 /// The floor of an incremental run and what a file watcher's changed-paths hint buys: the
 /// whole-vault stat walk alone (what every run without a hint pays), a one-page edit reindexed
 /// with the edited path as its hint (no walk), and a hint naming a page that did not change.
-/// Each is timed three times (the median is reported); every edit is a new sentence.
+/// Each is timed three times (the median is reported); every edit is a new sentence. Then, in a
+/// process that did not commit the store, its first two no-ops and [`PAIRS`] walk / no-op pairs.
 fn incremental_floor(paths: &VaultPaths, common: &BenchCommon, label: &str) -> Result<Value> {
   let median = |mut v: Vec<f64>| {
     v.sort_by(f64::total_cmp);
@@ -76,9 +90,7 @@ fn incremental_floor(paths: &VaultPaths, common: &BenchCommon, label: &str) -> R
   let mut walk = Vec::new();
   let mut pages = 0;
   for _ in 0..3 {
-    let started = Instant::now();
-    pages = llm_wiki_core::vault::discover_pages(&paths.root, &paths.wiki).files.len();
-    walk.push(ms_since(started));
+    walk.push(timed_walk(paths, &mut pages));
   }
   let manifest = current_manifest(paths)?;
   // The page in the middle of the vault (the walk edits take the first).
@@ -129,9 +141,24 @@ fn incremental_floor(paths: &VaultPaths, common: &BenchCommon, label: &str) -> R
     Ok(phase.cost.ms)
   };
   let (parsing_noop, next_noop) = (noop()?, noop()?);
+  // What a no-op costs beyond its walk, from adjacent pairs (walk alone, then a no-op): on a
+  // shared machine the walk's time drifts by a third between minutes, and the difference of
+  // medians taken minutes apart drifts with it.
+  let (mut pair_walk, mut pair_noop, mut over) = (Vec::new(), Vec::new(), Vec::new());
+  for _ in 0..PAIRS {
+    let w = timed_walk(paths, &mut pages);
+    let n = noop()?;
+    pair_walk.push(w);
+    pair_noop.push(n);
+    over.push(n - w);
+  }
   let out = json!({
     "noopParsingManifestMs": r3(parsing_noop),
     "noopAfterThatMs": r3(next_noop),
+    "pairedWalkMs": r3(median(pair_walk.clone())),
+    "pairedNoopMs": r3(median(pair_noop.clone())),
+    "noopOverWalkMs": r3(median(over.clone())),
+    "noopOverWalkRunsMs": over.iter().map(|m| r3(*m)).collect::<Vec<_>>(),
     "statWalkMs": r3(median(walk.clone())),
     "statWalkRunsMs": walk.iter().map(|m| r3(*m)).collect::<Vec<_>>(),
     "statWalkPages": pages,
@@ -142,10 +169,14 @@ fn incremental_floor(paths: &VaultPaths, common: &BenchCommon, label: &str) -> R
   });
   common.say(format!(
     "{label}: stat walk {:.1} ms ({pages} pages); hinted one-page edit {:.1} ms; hint naming an unchanged page {:.1} ms (medians of 3); \
-     no-op parsing the manifest {parsing_noop:.1} ms, the next {next_noop:.1} ms",
+     no-op parsing the manifest {parsing_noop:.1} ms, the next {next_noop:.1} ms; {PAIRS} walk / no-op pairs: walk {:.1} ms, \
+     no-op {:.1} ms, no-op beyond its walk {:.1} ms",
     median(walk),
     median(edit),
-    median(same)
+    median(same),
+    median(pair_walk),
+    median(pair_noop),
+    median(over)
   ));
   Ok(out)
 }
@@ -282,14 +313,18 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
     "\n{label}: incremental floor (lexical, medians of 3): stat walk alone {} ms ({} pages; every reindex without a \
      changed-paths hint pays it); one-page edit with a changed-paths hint (no walk) {} ms; a hint naming an unchanged \
      page {} ms (page {}); in a process that did not commit the store (a fresh CLI or MCP process), a no-op that parses \
-     the manifest {} ms and the no-op after it {} ms",
+     the manifest {} ms and the no-op after it {} ms; then {PAIRS} pairs of a walk alone and a no-op (medians): walk {} ms, \
+     no-op {} ms, the no-op beyond its walk {} ms",
     floor["statWalkMs"],
     floor["statWalkPages"],
     floor["hintedEditMs"],
     floor["hintedUnchangedMs"],
     floor["page"],
     floor["noopParsingManifestMs"],
-    floor["noopAfterThatMs"]
+    floor["noopAfterThatMs"],
+    floor["pairedWalkMs"],
+    floor["pairedNoopMs"],
+    floor["noopOverWalkMs"]
   );
   md.push_str("\n## Warm recall (top 10, synthetic queries)\n\n");
   md.push_str(
