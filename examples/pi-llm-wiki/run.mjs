@@ -74,6 +74,19 @@ function must(cmd, args, opts) {
   if (status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${status})`)
 }
 
+// The registry now and then answers an install with stale metadata (ETARGET for a version it
+// lists a minute later: seen once in CI) or drops the connection: such an install is retried,
+// asking for fresh metadata, before the run fails.
+function mustInstall(args, opts, tries = 3) {
+  for (let attempt = 1; ; attempt++) {
+    const status = sh('npm', attempt === 1 ? args : [...args, '--prefer-online'], opts)
+    if (status === 0) return
+    if (attempt >= tries) throw new Error(`npm ${args.join(' ')} failed (${status}) ${tries} times`)
+    log(`npm install failed (${status}); retrying in ${15 * attempt} s`)
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 15000 * attempt)
+  }
+}
+
 function copyTree(from, to) {
   fs.cpSync(from, to, {
     recursive: true,
@@ -110,7 +123,7 @@ function node22() {
   const dir = path.join(work, 'node22')
   fs.mkdirSync(dir, { recursive: true })
   fs.writeFileSync(path.join(dir, 'package.json'), '{"name":"node22","private":true}\n')
-  must('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', `node-${process.platform}-${process.arch}@22`], { cwd: dir })
+  mustInstall(['install', '--no-audit', '--no-fund', '--ignore-scripts', `node-${process.platform}-${process.arch}@22`], { cwd: dir })
   const bin = path.join(dir, 'node_modules', `node-${process.platform}-${process.arch}`, 'bin', process.platform === 'win32' ? 'node.exe' : 'node')
   if (!fs.existsSync(bin)) throw new Error(`Node 22 binary not found at ${bin}`)
   return bin
@@ -208,7 +221,7 @@ try {
   }
   // No native builds (the client's own QMD engine needs them; this engine does not) and no
   // network beyond the npm registry.
-  must('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--install-links'], { cwd: client })
+  mustInstall(['install', '--ignore-scripts', '--no-audit', '--no-fund', '--install-links'], { cwd: client })
   const node = node22()
   const nodeVersion = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim()
   const home = path.join(work, 'home')

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 
 use super::layout::StoreDir;
 use crate::error::{Error, Result};
-use crate::fsutil::{read_json, JsonFile};
+use crate::fsutil::{read_json_mapped, JsonFile};
 use crate::memory::graph::PageLinks;
 use crate::vault::{Diagnostic, PageMeta, Role};
 
@@ -460,7 +460,7 @@ impl Manifest {
   pub fn load(path: &Path, expected_vault: Option<&str>) -> Result<Manifest> {
     #[cfg(test)]
     LOADS.with(|n| n.set(n.get() + 1));
-    let m: Manifest = match read_json(path) {
+    let m: Manifest = match read_json_mapped(path) {
       JsonFile::Valid(m) => m,
       JsonFile::Missing => return Err(Error::ManifestInvalid(format!("{} is missing", path.display()))),
       JsonFile::Invalid(msg) => return Err(Error::ManifestInvalid(msg)),
@@ -501,7 +501,12 @@ fn validate_entry(id: &str, e: &ManifestEntry) -> Result<()> {
     && !id.starts_with('/')
     && !id.contains('\\')
     && !id.split('/').any(|s| s == ".." || s == "." || s.is_empty());
-  if !safe || e.rel_path != format!("{id}.md") && !e.rel_path.eq_ignore_ascii_case(&format!("{id}.md")) {
+  // The page's file name: its id with `.md` in any case (compared without building it).
+  let file_of_id = e.rel_path.len() == id.len() + 3 && {
+    let (stem, ext) = e.rel_path.as_bytes().split_at(id.len());
+    stem.eq_ignore_ascii_case(id.as_bytes()) && ext.eq_ignore_ascii_case(b".md")
+  };
+  if !safe || !file_of_id {
     return bad(format!("manifest entry '{id}' has an unsafe id or path"));
   }
   if e.content_hash.len() != 64 || !e.content_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -938,11 +943,43 @@ mod tests {
     m.save(&p).unwrap();
     assert!(Manifest::load(&p, Some("v")).is_ok());
     assert_eq!(Manifest::load(&p, Some("w")).unwrap_err().code(), "qmd_manifest_invalid");
+    // A page's file is its id with `.md`, compared without regard to ASCII case.
+    let with_path = |rel: &str| {
+      let mut m = Manifest::empty("v");
+      m.entries.insert("a/b".into(), ManifestEntry { rel_path: rel.into(), ..entry("a") }.into());
+      m.save(&p).unwrap();
+      Manifest::load(&p, None).is_ok()
+    };
+    assert!(with_path("a/b.md") && with_path("A/b.MD"));
+    assert!(!with_path("a/c.md") && !with_path("a/b.mdx") && !with_path("a/b") && !with_path("a/bb.md"));
     m.entries.insert("../x".into(), ManifestEntry { rel_path: "../x.md".into(), ..entry("a") }.into());
     m.save(&p).unwrap();
     assert!(Manifest::load(&p, None).is_err());
     std::fs::write(&p, "{").unwrap();
     assert!(Manifest::load(&p, None).is_err());
+  }
+
+  /// A manifest over the size read through a memory map loads as the same manifest, and a
+  /// malformed one of that size is refused.
+  #[test]
+  fn a_large_manifest_is_read_through_a_map_as_it_was_saved() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("m.json");
+    let mut m = Manifest::empty("v");
+    for i in 0..4000 {
+      let id = format!("p{i:05}");
+      m.entries.insert(id.clone(), page("a", &id).into());
+    }
+    m.save(&p).unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    assert!(bytes.len() > 1 << 20, "{} bytes: not over the mapping threshold", bytes.len());
+    let loaded = Manifest::load(&p, Some("v")).unwrap();
+    let read: Manifest = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(loaded.entries, read.entries);
+    assert_eq!(loaded.entries.len(), 4000);
+    assert_eq!(loaded.hash(), m.hash());
+    std::fs::write(&p, &bytes[..bytes.len() - 10]).unwrap();
+    assert_eq!(Manifest::load(&p, None).unwrap_err().code(), "qmd_manifest_invalid");
   }
 
   /// The writer's counts of a committed generation come from its tally, advanced by each
