@@ -87,12 +87,23 @@ pub enum JsonFile<T> {
 /// Read and parse a JSON artifact, distinguishing missing from invalid.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> JsonFile<T> {
   match fs::read(path) {
-    Err(e) if e.kind() == std::io::ErrorKind::NotFound => JsonFile::Missing,
-    Err(e) => JsonFile::Invalid(format!("cannot read {}: {e}", path.display())),
-    Ok(bytes) => match serde_json::from_slice(&bytes) {
-      Ok(v) => JsonFile::Valid(v),
-      Err(e) => JsonFile::Invalid(format!("{} is malformed: {e}", path.display())),
-    },
+    Err(e) => unreadable(path, e),
+    Ok(bytes) => parse_json(path, &bytes),
+  }
+}
+
+fn unreadable<T>(path: &Path, e: std::io::Error) -> JsonFile<T> {
+  if e.kind() == std::io::ErrorKind::NotFound {
+    JsonFile::Missing
+  } else {
+    JsonFile::Invalid(format!("cannot read {}: {e}", path.display()))
+  }
+}
+
+fn parse_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> JsonFile<T> {
+  match serde_json::from_slice(bytes) {
+    Ok(v) => JsonFile::Valid(v),
+    Err(e) => JsonFile::Invalid(format!("{} is malformed: {e}", path.display())),
   }
 }
 
@@ -102,22 +113,22 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> JsonFile<T> {
 /// read as [`read_json`] does.
 pub fn read_json_mapped<T: DeserializeOwned>(path: &Path) -> JsonFile<T> {
   const MAP_FROM_BYTES: u64 = 1 << 20;
-  let file = match File::open(path) {
-    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return JsonFile::Missing,
-    Err(e) => return JsonFile::Invalid(format!("cannot read {}: {e}", path.display())),
+  use std::io::Read;
+  let mut file = match File::open(path) {
+    Err(e) => return unreadable(path, e),
     Ok(f) => f,
   };
-  if file.metadata().map_or(true, |m| m.len() < MAP_FROM_BYTES) {
-    return read_json(path);
+  if file.metadata().is_ok_and(|m| m.len() >= MAP_FROM_BYTES) {
+    // SAFETY: the map is read-only and dropped before this returns; the files read this way are
+    // only ever replaced by a rename (a new inode), so the mapped bytes do not change under it.
+    if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
+      return parse_json(path, &map);
+    }
   }
-  // SAFETY: the map is read-only and dropped before this returns; the files read this way are
-  // only ever replaced by a rename (a new inode), so the mapped bytes do not change under it.
-  match unsafe { memmap2::Mmap::map(&file) } {
-    Ok(map) => match serde_json::from_slice(&map) {
-      Ok(v) => JsonFile::Valid(v),
-      Err(e) => JsonFile::Invalid(format!("{} is malformed: {e}", path.display())),
-    },
-    Err(_) => read_json(path),
+  let mut bytes = Vec::new();
+  match file.read_to_end(&mut bytes) {
+    Err(e) => unreadable(path, e),
+    Ok(_) => parse_json(path, &bytes),
   }
 }
 

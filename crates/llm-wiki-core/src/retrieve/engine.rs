@@ -76,7 +76,7 @@ impl PageData {
   /// Chunks over every page of the manifest, counted once (it reads every page; dense recall
   /// asks on every query whether vectors are complete).
   pub fn total_chunks(&self) -> usize {
-    *self.total_chunks.get_or_init(|| self.manifest.total_chunks() as usize)
+    *self.total_chunks.get_or_init(|| crate::store::manifest::counts_of(&self.manifest).chunks as usize)
   }
 
   /// The page data of a later generation: `prev`'s manifest with the journal `records` applied

@@ -439,15 +439,10 @@ impl Manifest {
 
   /// Chunks over every page.
   pub fn total_chunks(&self) -> u32 {
-    self.entries.values().map(|e| e.chunks.len() as u32).sum()
+    self.counts().chunks
   }
 
-  /// Documents the lexical index must hold for this manifest: sections + chunks + the commit doc.
-  pub fn expected_documents(&self) -> u64 {
-    self.entries.values().map(|e| e.sections as u64 + e.chunks.len() as u64).sum::<u64>() + 1
-  }
-
-  /// [`Manifest::total_chunks`] and [`Manifest::expected_documents`] in one pass.
+  /// Its counts, by a pass over every entry ([`counts_of`] keeps them for a shared manifest).
   pub fn counts(&self) -> ManifestCounts {
     let (sections, chunks) = self
       .entries
@@ -552,8 +547,9 @@ struct CachedManifest {
   dir: PathBuf,
   stamp: (u64, i64, u64),
   manifest: Arc<Manifest>,
-  /// Its counts, once known (from the writer's tally, or one pass on first use).
-  counts: std::sync::OnceLock<ManifestCounts>,
+  /// Its counts, once known (from the writer's tally, or one pass on first use, counted outside
+  /// the cache's lock: a pass over a large manifest does not hold up other vaults).
+  counts: Arc<std::sync::OnceLock<ManifestCounts>>,
 }
 
 /// Counts a store's consistency check and reindex results need, which take a pass over every
@@ -561,9 +557,9 @@ struct CachedManifest {
 /// once per shared manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ManifestCounts {
-  /// Chunks over every page ([`Manifest::total_chunks`]).
+  /// Chunks over every page.
   pub chunks: u32,
-  /// Documents the lexical index holds ([`Manifest::expected_documents`]).
+  /// Documents the lexical index must hold: sections + chunks + the commit document.
   pub documents: u64,
 }
 
@@ -577,20 +573,14 @@ impl ManifestCounts {
 /// The counts of `manifest`: the cached copy's when it is the one this process shares, computed
 /// once; else a pass over it.
 pub fn counts_of(manifest: &Arc<Manifest>) -> ManifestCounts {
-  let with_entry = |f: &mut dyn FnMut(&CachedManifest)| {
+  let known = || {
     let cache = MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    cache.iter().find(|c| Arc::ptr_eq(&c.manifest, manifest)).map(f)
+    cache.iter().find(|c| Arc::ptr_eq(&c.manifest, manifest)).map(|c| c.counts.clone())
   };
-  let mut known = None;
-  with_entry(&mut |c| known = c.counts.get().copied());
-  known.unwrap_or_else(|| {
-    // Counted outside the lock: a pass over a large manifest does not hold up other vaults.
-    let counts = manifest.counts();
-    with_entry(&mut |c| {
-      let _ = c.counts.set(counts);
-    });
-    counts
-  })
+  match known() {
+    Some(counts) => *counts.get_or_init(|| manifest.counts()),
+    None => manifest.counts(),
+  }
 }
 
 /// Vaults whose manifest is kept (most recently used first). Unit tests run many vaults on
@@ -645,7 +635,7 @@ pub fn load_generation_counted(
       let before = stamp_before_load(dir, generation);
       let m = Arc::new(Manifest::load_generation(dir, generation, expected_vault)?);
       if before.is_some() && before == stamp(dir, &m.journal) {
-        remember(dir, m.clone(), before, std::sync::OnceLock::new());
+        remember(dir, m.clone(), before, None);
       }
       Ok((m, false))
     }
@@ -670,7 +660,7 @@ pub fn committed(dir: &StoreDir, generation: u64) -> Option<Arc<Manifest>> {
 /// store's cached copy.
 pub fn remember_committed(dir: &StoreDir, manifest: Arc<Manifest>, counts: ManifestCounts) {
   let now = stamp(dir, &manifest.journal);
-  remember(dir, manifest, now, std::sync::OnceLock::from(counts));
+  remember(dir, manifest, now, Some(counts));
 }
 
 /// Whether two store directories belong to one vault (siblings under its `meta/qmd`): a rebuild's
@@ -683,8 +673,9 @@ fn remember(
   dir: &StoreDir,
   manifest: Arc<Manifest>,
   stamp: Option<(u64, i64, u64)>,
-  counts: std::sync::OnceLock<ManifestCounts>,
+  counts: Option<ManifestCounts>,
 ) {
+  let counts = Arc::new(counts.map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from));
   let mut cache = MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner());
   cache.retain(|c| !same_vault(&c.dir, &dir.dir));
   if let Some(stamp) = stamp {
@@ -996,7 +987,7 @@ mod tests {
     let tally = crate::store::state::Tally::of(&m);
     assert_eq!(tally.counts(), m.counts());
     assert_eq!(m.counts(), ManifestCounts { chunks: 3, documents: 6 + 3 + 1 });
-    assert_eq!((m.counts().chunks, m.counts().documents), (m.total_chunks(), m.expected_documents()));
+    assert_eq!(m.total_chunks(), 3);
     let delta = ManifestDelta {
       generation: 1,
       set: [
