@@ -105,6 +105,58 @@ fn manifest(p: &VaultPaths) -> Manifest {
   Manifest::load_generation(&StoreLayout::new(p.retrieval()).current().unwrap(), gen, None).unwrap()
 }
 
+/// A copy of the default model's directory whose manifest asks for chunks of at most `tokens`.
+fn model_with_chunk_tokens(root: &Path, dir: &Path, tokens: usize) -> PathBuf {
+  let from = root.join(DEFAULT_EMBED_DIR);
+  let m = dir.join(format!("chunk-{tokens}"));
+  fs::create_dir_all(&m).unwrap();
+  for name in ["model.onnx", "tokenizer.json"] {
+    fs::copy(from.join(name), m.join(name)).unwrap();
+  }
+  let mut manifest: serde_json::Value =
+    serde_json::from_slice(&fs::read(from.join("manifest.json")).unwrap()).unwrap();
+  manifest["chunkTokens"] = serde_json::json!(tokens);
+  fs::write(m.join("manifest.json"), manifest.to_string()).unwrap();
+  m
+}
+
+#[test]
+fn a_model_asking_for_smaller_chunks_gets_them_within_its_count() {
+  let Some(root) = model_root() else { return };
+  let t = tempfile::tempdir().unwrap();
+  let dir = ModelDir::open(&model_with_chunk_tokens(&root, t.path(), 96)).unwrap();
+  let counter = std::sync::Arc::new(TokenizerCounter::load(&dir).unwrap());
+  let cfg = counter.chunking(&ChunkConfig::default());
+  assert_eq!(
+    (cfg.max_tokens, cfg.overlap_tokens),
+    (96, 24),
+    "chunkTokens caps the size, the overlap follows"
+  );
+  let chunker = Chunker { config: cfg, counter: counter.clone() };
+  assert_eq!(chunker.label(), format!("tokenizer:{}@96+24", dir.manifest.id));
+  let plain = std::sync::Arc::new(
+    TokenizerCounter::load(&ModelDir::open(&root.join(DEFAULT_EMBED_DIR)).unwrap()).unwrap(),
+  );
+  let default = Chunker { config: plain.chunking(&ChunkConfig::default()), counter: plain };
+  let (mut small, mut large) = (0, 0);
+  for body in hostile_bodies() {
+    let page = chunker.chunk("A title", &body, 1);
+    for c in &page.chunks {
+      assert!(counter.count_whole(&c.text) <= 96, "{:?}", &c.text[..c.text.len().min(80)]);
+    }
+    small += page.chunks.len();
+    large += default.chunk("A title", &body, 1).chunks.len();
+  }
+  assert!(small > large * 3 / 2, "96-token chunks: {small}, default: {large}");
+  // A request below the smallest chunk is raised to it; a larger one than the window allows is
+  // held to the window.
+  for (asked, got) in [(1, 16), (100_000, 200)] {
+    let d = ModelDir::open(&model_with_chunk_tokens(&root, t.path(), asked)).unwrap();
+    let c = TokenizerCounter::load(&d).unwrap().chunking(&ChunkConfig::default());
+    assert_eq!(c.max_tokens, got, "chunkTokens {asked}");
+  }
+}
+
 fn broken_model(dir: &Path) -> PathBuf {
   let m = dir.join("broken-model");
   fs::create_dir_all(&m).unwrap();
@@ -155,6 +207,14 @@ fn a_counter_change_rebuilds_once_and_an_unloadable_tokenizer_falls_back() {
       Estimate.label(),
     ),
     (
+      "model asking for 96-token chunks",
+      ConfigChange {
+        embed_model: Setting::Set(model_with_chunk_tokens(&root, t.path(), 96)),
+        ..Default::default()
+      },
+      format!("{tokenizer_label}@96+24"),
+    ),
+    (
       "model root again",
       ConfigChange { embed_model: Setting::Reset, ..Default::default() },
       tokenizer_label.clone(),
@@ -183,9 +243,13 @@ fn a_counter_change_rebuilds_once_and_an_unloadable_tokenizer_falls_back() {
       assert_eq!(manifest(&p).chunker, label);
     }
   }
-  // The rebuild did rechunk: the two counters cut these pages differently.
-  assert_eq!(chunks_by_label.len(), 2);
+  // The rebuild did rechunk: the counters, and the sizes, cut these pages differently.
+  assert_eq!(chunks_by_label.len(), 3);
   assert_ne!(chunks_by_label["estimate"], chunks_by_label[&tokenizer_label], "{chunks_by_label:?}");
+  assert!(
+    chunks_by_label[&format!("{tokenizer_label}@96+24")] > chunks_by_label[&tokenizer_label],
+    "{chunks_by_label:?}"
+  );
 }
 
 /// A page of every block kind the chunker cuts: nested headings, lists, a table, fenced and

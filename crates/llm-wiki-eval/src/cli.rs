@@ -308,9 +308,10 @@ enum BenchSuite {
     /// BEIR-style set of another domain for the unrelated queries (e.g. locomo-dev).
     #[arg(long)]
     negatives: PathBuf,
-    /// Written unrelated prompts (calibrate JSONL, `related` empty) run on the split vault.
+    /// Written unrelated prompts (calibrate JSONL, `related` empty) run on the split vault
+    /// (repeatable: each file's `group` fields name its rows in the per-group counts).
     #[arg(long)]
-    extra_negatives: Option<PathBuf>,
+    extra_negatives: Vec<PathBuf>,
     /// Every N-th unjudged abstract.
     #[arg(long, default_value_t = 8)]
     stride: usize,

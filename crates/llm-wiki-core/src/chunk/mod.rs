@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 pub const PREFIX_SEPARATOR: &str = " › ";
 
 /// Chunk sizes, in tokens of the chunker's [`TokenCounter`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkConfig {
   /// Upper bound for a chunk's text (the prefix adds a few more tokens; the model window is 256).
   pub max_tokens: usize,
@@ -636,9 +636,16 @@ impl Chunker {
   pub fn estimate(config: ChunkConfig) -> Self {
     Chunker { config, counter: Arc::new(Estimate) }
   }
-  /// What counted the sizes (recorded in the page manifest).
+  /// What cut the chunks, recorded in the page manifest (`chunker`): the counter's label, and the
+  /// sizes when they are not the default (`tokenizer:<id>@96+24`), so that a change of either
+  /// re-chunks the vault once.
   pub fn label(&self) -> String {
-    self.counter.label()
+    let c = &self.config;
+    if *c == ChunkConfig::default() {
+      self.counter.label()
+    } else {
+      format!("{}@{}+{}", self.counter.label(), c.max_tokens, c.overlap_tokens)
+    }
   }
   /// Chunk a page body (see [`chunk_page_with`]).
   pub fn chunk(&self, title: &str, body: &str, body_start_line: u32) -> ChunkedPage {

@@ -331,6 +331,7 @@ pub fn download_model(
     document_prefix: String::new(),
     normalize: spec.normalize,
     max_batch: spec.max_batch,
+    chunk_tokens: None,
     positive_class: spec.positive_class,
     calibration: None,
     files,

@@ -70,6 +70,14 @@ pub struct ModelManifest {
   /// vector, so an incremental reindex and a cold one agree.
   #[serde(default, skip_serializing_if = "Option::is_none")]
   pub max_batch: Option<usize>,
+  /// Embedding models: largest chunk, in the model's tokens, a reindex cuts for it (default: the
+  /// engine's 200, and always within `maxLength`). Smaller chunks give this model's vectors finer
+  /// passages: on conversational memory (locomo-dev) MiniLM ranked better with 96 and on
+  /// SciFact's abstracts slightly worse, for twice the chunks (docs/BENCHMARKS.md, "Chunk size for
+  /// the dense side"). Changing it re-chunks the vault once, and the cosine calibration should be
+  /// refitted (`llm-wiki-retrieval calibrate`): more, shorter chunks move the best-chunk cosines.
+  #[serde(default, skip_serializing_if = "Option::is_none")]
+  pub chunk_tokens: Option<usize>,
   /// Cross-encoders with a head of two or more classes: index of the "relevant" class (default
   /// 1, the usual `[not relevant, relevant]` order). A one-logit head is read as is.
   #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,6 +234,7 @@ mod tests {
       document_prefix: String::new(),
       normalize: true,
       max_batch: None,
+      chunk_tokens: None,
       positive_class: None,
       calibration: None,
       files,

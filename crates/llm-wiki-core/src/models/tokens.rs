@@ -38,11 +38,16 @@ const MAX_CACHED_WORD: usize = 64;
 /// and the special tokens: the 56 the default chunk size (200) leaves in a 256-token window.
 pub const WINDOW_RESERVE: usize = 56;
 
+/// Smallest chunk a model's window or `chunkTokens` can ask for (a few words of text).
+pub const MIN_CHUNK_TOKENS: usize = 16;
+
 /// A [`TokenCounter`] over a model's `tokenizer.json`.
 pub struct TokenizerCounter {
   tokenizer: Tokenizer,
   label: String,
   window: usize,
+  /// The manifest's `chunkTokens`: the largest chunk this model wants, if it says.
+  chunk_tokens: Option<usize>,
   exact: bool,
   /// The pre-tokenizer is BERT's, which also isolates every punctuation character: a word is
   /// counted as its pieces between ASCII punctuation (see [`bert_pieces`]).
@@ -70,6 +75,7 @@ impl TokenizerCounter {
       tokenizer,
       label: format!("tokenizer:{}", dir.manifest.id),
       window: dir.manifest.max_length,
+      chunk_tokens: dir.manifest.chunk_tokens,
       exact,
       bert,
       cache: (0..SHARDS).map(|_| Mutex::new(WordMap::default())).collect(),
@@ -89,9 +95,13 @@ impl TokenizerCounter {
   }
 
   /// Chunk sizes for this model: `cfg`, capped so that a chunk plus [`WINDOW_RESERVE`] fits the
-  /// window (the default 200 tokens is unchanged for a 256-token model).
+  /// window (the default 200 tokens is unchanged for a 256-token model) and by the manifest's
+  /// `chunkTokens` when it has one (never below [`MIN_CHUNK_TOKENS`]); the overlap is at most a
+  /// quarter of the chunk.
   pub fn chunking(&self, cfg: &ChunkConfig) -> ChunkConfig {
-    let max_tokens = cfg.max_tokens.min(self.window.saturating_sub(WINDOW_RESERVE).max(16));
+    let wanted = self.chunk_tokens.map_or(usize::MAX, |n| n.max(MIN_CHUNK_TOKENS));
+    let max_tokens =
+      cfg.max_tokens.min(wanted).min(self.window.saturating_sub(WINDOW_RESERVE).max(MIN_CHUNK_TOKENS));
     ChunkConfig { max_tokens, overlap_tokens: cfg.overlap_tokens.min(max_tokens / 4) }
   }
 

@@ -21,8 +21,9 @@ pub struct CalibrationOptions {
   pub beir: PathBuf,
   /// BEIR-style set of another domain: its questions and vault are the negatives (e.g. locomo-dev).
   pub negatives: PathBuf,
-  /// Written unrelated queries (`calibrate` JSONL, `related` empty) run on the split vault.
-  pub extra_negatives: Option<PathBuf>,
+  /// Files of written unrelated queries (`calibrate` JSONL, `related` empty) run on the split
+  /// vault; each query's `group` names its row in the per-group counts.
+  pub extra_negatives: Vec<PathBuf>,
   /// Take every `stride`-th unjudged abstract.
   pub stride: usize,
   /// Share of unrelated queries allowed at or above the automatic floor.
@@ -135,7 +136,7 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     });
   }
   let mut extra = 0;
-  if let Some(p) = &opts.extra_negatives {
+  for p in &opts.extra_negatives {
     for q in llm_wiki_core::retrieve::calibrate::read_labels(p)? {
       if !q.related.is_empty() {
         return Err(Error::invalid(format!("{}: extra negatives must have no related page", p.display())));
@@ -174,7 +175,11 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     report_path(&opts.negatives),
     titles.len(),
     extra,
-    opts.extra_negatives.as_ref().map(|p| format!(" (`{}`)", report_path(p))).unwrap_or_default()
+    if opts.extra_negatives.is_empty() {
+      String::new()
+    } else {
+      format!(" ({})", opts.extra_negatives.iter().map(|p| format!("`{}`", report_path(p))).collect::<Vec<_>>().join(", "))
+    }
   );
 
   let mut doc = json!({
@@ -253,6 +258,8 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       RecallOptions { scoring: Scoring::Automatic, ..common.recall_options(ranked_policy(3), mode) };
     let mut rows: Vec<(f64, bool, bool)> = Vec::new();
     let mut used: BTreeMap<String, usize> = BTreeMap::new();
+    // Unrelated queries per group: (queries, top-1 at or above the automatic floor).
+    let mut by_group: Vec<(String, usize, usize)> = Vec::new();
     for (i, l) in labels.iter().enumerate() {
       let paths = if l.vault.as_deref() == Some(vault_str(&split).as_str()) { &split } else { &neg_vault };
       let a = ask(paths, &format!("c{i}"), &l.query, &ranked)?;
@@ -261,6 +268,17 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       let score = top.map_or(0.0, |t| t.raw_score);
       let relevant = top.is_some_and(|t| l.related.contains(&t.id));
       rows.push((score, relevant, l.related.is_empty()));
+      if l.related.is_empty() {
+        let at = match by_group.iter().position(|(g, _, _)| g == l.group_name()) {
+          Some(at) => at,
+          None => {
+            by_group.push((l.group_name().to_string(), 0, 0));
+            by_group.len() - 1
+          }
+        };
+        by_group[at].1 += 1;
+        by_group[at].2 += usize::from(score >= AUTOMATIC_FLOOR);
+      }
     }
     let curve = reliability(&rows);
     let _ = writeln!(
@@ -284,6 +302,12 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       above.iter().filter(|r| r.2).count(),
       rows.iter().filter(|r| r.2).count()
     );
+    let _ =
+      writeln!(md, "| unrelated group | queries | top-1 at or above {AUTOMATIC_FLOOR} |\n|---|---|---|");
+    for (g, n, above) in &by_group {
+      let _ = writeln!(md, "| {g} | {n} | {above} |");
+    }
+    md.push('\n');
     curves.insert(
       mode.as_str().to_string(),
       json!(curve
