@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use llm_wiki_core::chunk::{estimate_tokens, ChunkConfig, Chunker, Estimate, TokenCounter};
+use llm_wiki_core::chunk::{estimate_tokens, ChunkConfig, Chunker, Estimate, TokenCounter, CHUNKING_RULES};
 use llm_wiki_core::models::manifest::ModelDir;
 use llm_wiki_core::models::tokens::TokenizerCounter;
 use llm_wiki_core::models::{configure, ConfigChange, Setting, DEFAULT_EMBED_DIR};
@@ -133,7 +133,7 @@ fn a_model_asking_for_smaller_chunks_gets_them_within_its_count() {
     "chunkTokens caps the size, the overlap follows"
   );
   let chunker = Chunker { config: cfg, counter: counter.clone() };
-  assert_eq!(chunker.label(), format!("tokenizer:{}@96+24", dir.manifest.id));
+  assert_eq!(chunker.label(), format!("tokenizer:{}@96+24/r{CHUNKING_RULES}", dir.manifest.id));
   let plain = std::sync::Arc::new(
     TokenizerCounter::load(&ModelDir::open(&root.join(DEFAULT_EMBED_DIR)).unwrap()).unwrap(),
   );
@@ -187,10 +187,13 @@ fn a_counter_change_rebuilds_once_and_an_unloadable_tokenizer_falls_back() {
     assert!(r.ok, "{:?}", r.errors);
     r
   };
-  let tokenizer_label =
-    format!("tokenizer:{}", ModelDir::open(&root.join(DEFAULT_EMBED_DIR)).unwrap().manifest.id);
+  let id = ModelDir::open(&root.join(DEFAULT_EMBED_DIR)).unwrap().manifest.id;
+  // The manifest records the chunker's label: counter, non-default sizes, rules' revision.
+  let estimate_label = format!("{}/r{CHUNKING_RULES}", Estimate.label());
+  let tokenizer_label = format!("tokenizer:{id}/r{CHUNKING_RULES}");
+  let small_label = format!("tokenizer:{id}@96+24/r{CHUNKING_RULES}");
   let steps: Vec<(&str, ConfigChange, String)> = vec![
-    ("no model", ConfigChange { disabled: Setting::Set(true), ..Default::default() }, Estimate.label()),
+    ("no model", ConfigChange { disabled: Setting::Set(true), ..Default::default() }, estimate_label.clone()),
     (
       "model root",
       ConfigChange {
@@ -204,7 +207,7 @@ fn a_counter_change_rebuilds_once_and_an_unloadable_tokenizer_falls_back() {
     (
       "broken tokenizer",
       ConfigChange { embed_model: Setting::Set(broken_model(t.path())), ..Default::default() },
-      Estimate.label(),
+      estimate_label.clone(),
     ),
     (
       "model asking for 96-token chunks",
@@ -212,7 +215,7 @@ fn a_counter_change_rebuilds_once_and_an_unloadable_tokenizer_falls_back() {
         embed_model: Setting::Set(model_with_chunk_tokens(&root, t.path(), 96)),
         ..Default::default()
       },
-      format!("{tokenizer_label}@96+24"),
+      small_label.clone(),
     ),
     (
       "model root again",
@@ -245,11 +248,8 @@ fn a_counter_change_rebuilds_once_and_an_unloadable_tokenizer_falls_back() {
   }
   // The rebuild did rechunk: the counters, and the sizes, cut these pages differently.
   assert_eq!(chunks_by_label.len(), 3);
-  assert_ne!(chunks_by_label["estimate"], chunks_by_label[&tokenizer_label], "{chunks_by_label:?}");
-  assert!(
-    chunks_by_label[&format!("{tokenizer_label}@96+24")] > chunks_by_label[&tokenizer_label],
-    "{chunks_by_label:?}"
-  );
+  assert_ne!(chunks_by_label[&estimate_label], chunks_by_label[&tokenizer_label], "{chunks_by_label:?}");
+  assert!(chunks_by_label[&small_label] > chunks_by_label[&tokenizer_label], "{chunks_by_label:?}");
 }
 
 /// A page of every block kind the chunker cuts: nested headings, lists, a table, fenced and

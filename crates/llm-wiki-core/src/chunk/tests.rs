@@ -246,3 +246,55 @@ fn plain_text_streams_the_same_words_as_the_collapsing_reference() {
     assert_eq!(plain_text(s), plain_text_reference(s), "{s:?}");
   }
 }
+
+#[test]
+fn finer_chunking_needs_enough_short_blocks() {
+  let cfg = ChunkConfig::default();
+  let small =
+    ChunkConfig { max_tokens: SHORT_BLOCK_CHUNK_TOKENS, overlap_tokens: SHORT_BLOCK_CHUNK_TOKENS / 4 };
+  let n = SHORT_BLOCK_SECTION_MIN_BLOCKS;
+  assert_eq!(finer_chunking(&cfg, &mut vec![20; n - 1]), cfg, "too few blocks");
+  assert_eq!(finer_chunking(&cfg, &mut vec![20; n]), small);
+  assert_eq!(finer_chunking(&cfg, &mut vec![SHORT_BLOCK_TOKENS; n]), small, "the bound is inclusive");
+  assert_eq!(finer_chunking(&cfg, &mut vec![SHORT_BLOCK_TOKENS + 1; n]), cfg, "median above the bound");
+  // The median decides: a few long (or unsplittable) blocks among many short ones do not.
+  let mut mixed = vec![10; n];
+  mixed.extend([usize::MAX; 3]);
+  assert_eq!(finer_chunking(&cfg, &mut mixed), small);
+  let mut mostly_long = vec![usize::MAX; n];
+  mostly_long.extend([10; 3]);
+  assert_eq!(finer_chunking(&cfg, &mut mostly_long), cfg);
+  // Smaller configured chunks stay as they are.
+  let tiny = ChunkConfig { max_tokens: 64, overlap_tokens: 8 };
+  assert_eq!(finer_chunking(&tiny, &mut vec![20; n]), tiny);
+}
+
+#[test]
+fn a_conversation_is_chunked_finer_than_prose_of_the_same_length() {
+  let turn = |i: usize| {
+    format!(
+      "{}: we talked about the trip to the lake and the painting class on day {i}.\n\n",
+      ["Ann", "Bo"][i % 2]
+    )
+  };
+  let chat: String = (0..40).map(turn).collect();
+  let prose: String = (0..4)
+    .map(|i| {
+      let sentence =
+        format!("The study {i} measured outcomes in several cohorts over many years of follow up. ");
+      format!("{}\n\n", sentence.repeat(10))
+    })
+    .collect();
+  let cfg = ChunkConfig::default();
+  let chat_chunks = chunk_page("T", &format!("# Session\n\n{chat}"), 1, &cfg).chunks;
+  let prose_chunks = chunk_page("T", &format!("# Study\n\n{prose}"), 1, &cfg).chunks;
+  let most = |c: &[Chunk]| c.iter().map(|c| estimate_tokens(&c.text)).max().unwrap();
+  assert!(most(&chat_chunks) <= SHORT_BLOCK_CHUNK_TOKENS, "chat chunks up to {}", most(&chat_chunks));
+  assert!(most(&prose_chunks) > SHORT_BLOCK_CHUNK_TOKENS, "prose keeps the default size");
+  assert!(chat_chunks.len() > 2 * estimate_tokens(&chat) / cfg.max_tokens, "{} chunks", chat_chunks.len());
+  // Every turn is in some chunk, whole.
+  for i in 0..40 {
+    let t = turn(i);
+    assert!(chat_chunks.iter().any(|c| c.text.contains(t.trim_end())), "turn {i}");
+  }
+}
