@@ -38,8 +38,9 @@ impl Default for ChunkConfig {
   }
 }
 
-/// Sections of at least this many blocks (paragraphs, list items' lists, code blocks) are checked
-/// for [`SHORT_BLOCK_TOKENS`]. Not fitted: chosen before the first measurement.
+/// Sections of at least this many top-level blocks (paragraphs, whole lists, tables, code blocks,
+/// quotes) are checked for [`SHORT_BLOCK_TOKENS`]: a bulleted list is one block, so a list-heavy
+/// note does not meet the rule; many short paragraphs do. Not fitted: chosen before the first measurement.
 pub const SHORT_BLOCK_SECTION_MIN_BLOCKS: usize = 8;
 /// A section whose median block is at most this many tokens — a conversation's turns, a log's
 /// entries — is a run of small independent units: [`finer_chunking`] applies. Not fitted: chosen

@@ -291,6 +291,10 @@ fn a_conversation_is_chunked_finer_than_prose_of_the_same_length() {
   let most = |c: &[Chunk]| c.iter().map(|c| estimate_tokens(&c.text)).max().unwrap();
   assert!(most(&chat_chunks) <= SHORT_BLOCK_CHUNK_TOKENS, "chat chunks up to {}", most(&chat_chunks));
   assert!(most(&prose_chunks) > SHORT_BLOCK_CHUNK_TOKENS, "prose keeps the default size");
+  // A bulleted list is one block, however many short items it has.
+  let list: String = (0..40).map(|i| format!("- item {i}: the trip to the lake on day {i}\n")).collect();
+  let list_chunks = chunk_page("T", &format!("# List\n\n{list}"), 1, &cfg).chunks;
+  assert!(most(&list_chunks) > SHORT_BLOCK_CHUNK_TOKENS, "a list keeps the default size");
   assert!(chat_chunks.len() > 2 * estimate_tokens(&chat) / cfg.max_tokens, "{} chunks", chat_chunks.len());
   // Every turn is in some chunk, whole.
   for i in 0..40 {
