@@ -161,19 +161,30 @@ pub fn fit_evidence(
   evidence: &[DenseEvidence],
   max_negative_rate: f64,
 ) -> Result<DenseFit> {
-  let mut pos = Vec::new();
-  let mut groups: Vec<(String, Vec<f64>)> = Vec::new();
-  for (q, e) in labels.iter().zip(evidence) {
-    if q.related.is_empty() {
-      match groups.iter_mut().find(|(g, _)| g == q.group_name()) {
-        Some((_, v)) => v.push(e.top1),
-        None => groups.push((q.group_name().to_string(), vec![e.top1])),
-      }
-    } else if let Some(c) = e.related_best {
-      pos.push(c);
+  let pos: Vec<f64> = labels
+    .iter()
+    .zip(evidence)
+    .filter(|(q, _)| !q.related.is_empty())
+    .filter_map(|(_, e)| e.related_best)
+    .collect();
+  let groups = unrelated_by_group(labels, evidence.iter().map(|e| e.top1));
+  fit_dense_grouped(&pos, &groups, max_negative_rate)
+}
+
+/// The `values` (one per label, in order) of the unrelated queries, grouped by
+/// [`LabelledQuery::group_name`], groups in the order they first appear.
+pub fn unrelated_by_group<T>(
+  labels: &[LabelledQuery],
+  values: impl IntoIterator<Item = T>,
+) -> Vec<(String, Vec<T>)> {
+  let mut groups: Vec<(String, Vec<T>)> = Vec::new();
+  for (q, v) in labels.iter().zip(values).filter(|(q, _)| q.related.is_empty()) {
+    match groups.iter_mut().find(|(g, _)| g == q.group_name()) {
+      Some((_, vs)) => vs.push(v),
+      None => groups.push((q.group_name().to_string(), vec![v])),
     }
   }
-  fit_dense_grouped(&pos, &groups, max_negative_rate)
+  groups
 }
 
 /// A fitted cosine mapping and what it was fitted on.
@@ -328,6 +339,25 @@ mod tests {
     let g = fit_dense(&pos, &neg, 0.0).unwrap();
     assert!(g.cosine_at_auto > f.cosine_at_auto);
     assert_eq!(g.negative_pass_rate, 0.0);
+  }
+
+  #[test]
+  fn unrelated_values_are_grouped_by_name_in_first_seen_order() {
+    let q = |related: &[&str], group: Option<&str>, vault: Option<&str>| LabelledQuery {
+      query: "q".into(),
+      related: related.iter().map(|r| r.to_string()).collect(),
+      vault: vault.map(String::from),
+      group: group.map(String::from),
+    };
+    let labels = [
+      q(&[], Some("b"), None),
+      q(&["p"], Some("b"), None),
+      q(&[], None, Some("v")),
+      q(&[], Some("b"), None),
+      q(&[], None, None),
+    ];
+    let groups = unrelated_by_group(&labels, [1, 2, 3, 4, 5]);
+    assert_eq!(groups, vec![("b".into(), vec![1, 4]), ("v".into(), vec![3]), ("default".into(), vec![5])]);
   }
 
   #[test]

@@ -13,7 +13,7 @@
 //!   vault, and the split titles on that collection's vault.
 
 use super::*;
-use llm_wiki_core::retrieve::calibrate::{collect_evidence, fit_evidence, LabelledQuery};
+use llm_wiki_core::retrieve::calibrate::{collect_evidence, fit_evidence, unrelated_by_group, LabelledQuery};
 
 /// Options of [`run_calibration`].
 pub struct CalibrationOptions {
@@ -233,14 +233,7 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     for (name, v) in [("related: best related page", &pos), ("unrelated: top-1", &neg)] {
       row(&mut md, name, v);
     }
-    let mut groups: Vec<(String, Vec<f64>)> = Vec::new();
-    for (l, e) in labels.iter().zip(&evidence).filter(|(l, _)| l.related.is_empty()) {
-      match groups.iter_mut().find(|(g, _)| g == l.group_name()) {
-        Some((_, v)) => v.push(e.top1),
-        None => groups.push((l.group_name().to_string(), vec![e.top1])),
-      }
-    }
-    for (name, v) in &groups {
+    for (name, v) in &unrelated_by_group(&labels, evidence.iter().map(|e| e.top1)) {
       row(&mut md, &format!("unrelated: {name}"), v);
     }
     md.push('\n');
@@ -258,8 +251,6 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       RecallOptions { scoring: Scoring::Automatic, ..common.recall_options(ranked_policy(3), mode) };
     let mut rows: Vec<(f64, bool, bool)> = Vec::new();
     let mut used: BTreeMap<String, usize> = BTreeMap::new();
-    // Unrelated queries per group: (queries, top-1 at or above the automatic floor).
-    let mut by_group: Vec<(String, usize, usize)> = Vec::new();
     for (i, l) in labels.iter().enumerate() {
       let paths = if l.vault.as_deref() == Some(vault_str(&split).as_str()) { &split } else { &neg_vault };
       let a = ask(paths, &format!("c{i}"), &l.query, &ranked)?;
@@ -268,17 +259,6 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       let score = top.map_or(0.0, |t| t.raw_score);
       let relevant = top.is_some_and(|t| l.related.contains(&t.id));
       rows.push((score, relevant, l.related.is_empty()));
-      if l.related.is_empty() {
-        let at = match by_group.iter().position(|(g, _, _)| g == l.group_name()) {
-          Some(at) => at,
-          None => {
-            by_group.push((l.group_name().to_string(), 0, 0));
-            by_group.len() - 1
-          }
-        };
-        by_group[at].1 += 1;
-        by_group[at].2 += usize::from(score >= AUTOMATIC_FLOOR);
-      }
     }
     let curve = reliability(&rows);
     let _ = writeln!(
@@ -304,8 +284,9 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     );
     let _ =
       writeln!(md, "| unrelated group | queries | top-1 at or above {AUTOMATIC_FLOOR} |\n|---|---|---|");
-    for (g, n, above) in &by_group {
-      let _ = writeln!(md, "| {g} | {n} | {above} |");
+    for (g, scores) in unrelated_by_group(&labels, rows.iter().map(|r| r.0)) {
+      let above = scores.iter().filter(|s| **s >= AUTOMATIC_FLOOR).count();
+      let _ = writeln!(md, "| {g} | {} | {above} |", scores.len());
     }
     md.push('\n');
     curves.insert(
