@@ -159,13 +159,24 @@ export interface DownloadedModel {
 /**
  * Download a model (default: all-MiniLM-L6-v2 int8 ONNX from the Hugging Face hub, pinned to a
  * commit with known sha256s) into a model directory, resuming partial files and verifying every
- * file's sha256; a complete verified directory is reused without network access. A revision
+ * file's sha256; a complete verified directory of the same id is reused without network access
+ * (its manifest updated with the settings that keep vectors valid; see `DownloadModelOptions`).
+ * A revision
  * that is not a commit id, a file without a sha256 or a `local` name outside the model
  * directory rejects with `invalid_argument` before anything is fetched.
  */
 export declare function downloadModel(options?: DownloadModelOptions | undefined | null): Promise<DownloadedModel>
 
-/** Options of `downloadModel`; defaults fetch all-MiniLM-L6-v2 (int8 ONNX) from the hub. */
+/**
+ * Options of `downloadModel`; defaults fetch all-MiniLM-L6-v2 (int8 ONNX) from the hub.
+ *
+ * Calling it again for a `dir` that already holds the same `id` (files present and verified)
+ * downloads nothing: `queryPrefix`, `chunkTokens` and `positiveClass`, when given, are written
+ * into its manifest (options left out keep the manifest's values; a fitted calibration is kept),
+ * while other `files` or another `dims`, `pooling`, `maxLength`, `maxBatch` or
+ * `documentPrefix` reject with `invalid_argument` — stored vectors are tied to the id, so such a
+ * model needs a new `id`.
+ */
 export interface DownloadModelOptions {
   /** Target model directory (absolute). Default: `<user cache>/all-MiniLM-L6-v2-int8`. */
   dir?: string
@@ -199,6 +210,22 @@ export interface DownloadModelOptions {
    * to the manifest (`positiveClass`). Default 1 (`[not relevant, relevant]`).
    */
   positiveClass?: number
+  /**
+   * Text prepended to every query before embedding (`queryPrefix`; E5 models: `"query: "`).
+   * Default empty.
+   */
+  queryPrefix?: string
+  /**
+   * Text prepended to every chunk before embedding (`documentPrefix`; E5: `"passage: "`).
+   * Stored vectors depend on it: it cannot change under an id already in `dir`. Default empty.
+   */
+  documentPrefix?: string
+  /**
+   * Embedding models: the largest chunk, in the model's tokens, a reindex cuts for it
+   * (`chunkTokens`, at least 16; `0` = the engine's default, 200). A change re-chunks each vault
+   * once on its next reindex; refit the calibration afterwards (docs/INSTALL.md).
+   */
+  chunkTokens?: number
   onProgress?: ((arg: DownloadProgressEvent) => void)
   signal?: AbortSignal
   /** Set by the JS wrapper when `signal` was already aborted. */

@@ -151,4 +151,23 @@ describe('downloadModel', () => {
     assert.deepEqual(seen, [])
     assert.equal(fs.existsSync(dir), false)
   })
+
+  test('prefixes and chunkTokens reach the manifest; a second call updates them in place or refuses a vector change', async (t) => {
+    const { baseUrl, seen } = await hub(t)
+    const dir = path.join(tmpDir(t), 'model')
+    const manifest = () => JSON.parse(fs.readFileSync(path.join(dir, 'manifest.json'), 'utf8'))
+    await addon.downloadModel({ ...options(baseUrl, dir), queryPrefix: 'query: ', documentPrefix: 'passage: ', chunkTokens: 96 })
+    assert.deepEqual([manifest().queryPrefix, manifest().documentPrefix, manifest().chunkTokens], ['query: ', 'passage: ', 96])
+    const fetched = seen.length
+    await addon.downloadModel({ ...options(baseUrl, dir), chunkTokens: 128 })
+    assert.deepEqual([manifest().queryPrefix, manifest().chunkTokens], ['query: ', 128])
+    assert.equal(seen.length, fetched, 'nothing downloaded again')
+    await assert.rejects(addon.downloadModel({ ...options(baseUrl, dir), documentPrefix: 'doc: ' }), (e) => {
+      assert.equal(e.code, 'invalid_argument')
+      assert.match(e.message, /documentPrefix.*new id/)
+      return true
+    })
+    await assert.rejects(addon.downloadModel({ ...options(baseUrl, path.join(dir, '..', 'other')), chunkTokens: 8 }), (e) => e.code === 'invalid_argument')
+    assert.equal(manifest().documentPrefix, 'passage: ')
+  })
 })

@@ -337,7 +337,9 @@ pub fn model_status() -> ModelStatus {
 
 /// Download a model (default: all-MiniLM-L6-v2 int8 ONNX from the Hugging Face hub, pinned to a
 /// commit with known sha256s) into a model directory, resuming partial files and verifying every
-/// file's sha256; a complete verified directory is reused without network access. A revision
+/// file's sha256; a complete verified directory of the same id is reused without network access
+/// (its manifest updated with the settings that keep vectors valid; see `DownloadModelOptions`).
+/// A revision
 /// that is not a commit id, a file without a sha256 or a `local` name outside the model
 /// directory rejects with `invalid_argument` before anything is fetched.
 #[napi(catch_unwind, ts_return_type = "Promise<DownloadedModel>")]
@@ -360,6 +362,9 @@ pub fn download_model<'env>(
     max_length: None,
     max_batch: None,
     positive_class: None,
+    query_prefix: None,
+    document_prefix: None,
+    chunk_tokens: None,
     on_progress: None,
     signal: None,
     aborted: None,
@@ -367,6 +372,7 @@ pub fn download_model<'env>(
   let cancel = cancel_flag(o.signal.as_ref(), o.aborted.unwrap_or(false));
   let progress = o.on_progress.map(Arc::new);
   let positive_class = o.positive_class;
+  let (query_prefix, document_prefix, chunk_tokens) = (o.query_prefix, o.document_prefix, o.chunk_tokens);
   let (dir, base_url, repo, revision, files, id, kind, dims, pooling, max_length, max_batch) = (
     o.dir,
     o.base_url,
@@ -430,6 +436,9 @@ pub fn download_model<'env>(
       spec.max_batch = None;
     }
     spec.positive_class = positive_class.map(|c| c as usize);
+    spec.query_prefix = query_prefix;
+    spec.document_prefix = document_prefix;
+    spec.chunk_tokens = chunk_tokens.map(|n| n as usize);
     let dir = match dir {
       Some(d) => {
         let p = std::path::PathBuf::from(&d);

@@ -682,6 +682,13 @@ pub struct DownloadProgressEvent {
 }
 
 /// Options of `downloadModel`; defaults fetch all-MiniLM-L6-v2 (int8 ONNX) from the hub.
+///
+/// Calling it again for a `dir` that already holds the same `id` (files present and verified)
+/// downloads nothing: `queryPrefix`, `chunkTokens` and `positiveClass`, when given, are written
+/// into its manifest (options left out keep the manifest's values; a fitted calibration is kept),
+/// while other `files` or another `dims`, `pooling`, `maxLength`, `maxBatch` or
+/// `documentPrefix` reject with `invalid_argument` — stored vectors are tied to the id, so such a
+/// model needs a new `id`.
 #[napi(object, object_to_js = false)]
 pub struct DownloadModelOptions {
   /// Target model directory (absolute). Default: `<user cache>/all-MiniLM-L6-v2-int8`.
@@ -710,6 +717,16 @@ pub struct DownloadModelOptions {
   /// Cross-encoders with a head of two or more classes: index of the "relevant" class, written
   /// to the manifest (`positiveClass`). Default 1 (`[not relevant, relevant]`).
   pub positive_class: Option<u32>,
+  /// Text prepended to every query before embedding (`queryPrefix`; E5 models: `"query: "`).
+  /// Default empty.
+  pub query_prefix: Option<String>,
+  /// Text prepended to every chunk before embedding (`documentPrefix`; E5: `"passage: "`).
+  /// Stored vectors depend on it: it cannot change under an id already in `dir`. Default empty.
+  pub document_prefix: Option<String>,
+  /// Embedding models: the largest chunk, in the model's tokens, a reindex cuts for it
+  /// (`chunkTokens`, at least 16; `0` = the engine's default, 200). A change re-chunks each vault
+  /// once on its next reindex; refit the calibration afterwards (docs/INSTALL.md).
+  pub chunk_tokens: Option<u32>,
   pub on_progress:
     Option<ThreadsafeFunction<DownloadProgressEvent, (), DownloadProgressEvent, Status, false, true>>,
   pub signal: Option<AbortSignal>,

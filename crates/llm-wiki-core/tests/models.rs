@@ -283,11 +283,15 @@ fn stored_vectors(paths: &llm_wiki_core::vault::VaultPaths) -> (String, HashMap<
 
 /// A vault indexed incrementally (pages added and edited over three reindexes, so chunks are
 /// embedded in different batches) stores the same vectors as a cold index of the final vault.
+/// Tests that change the process-wide model configuration take this lock (tests run in threads).
+static CONFIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn incremental_and_cold_reindex_store_identical_vectors() {
   use llm_wiki_core::models::{configure, ConfigChange, Setting};
   use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
   use llm_wiki_core::vault::VaultPaths;
+  let _config = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
   let root = model_root_or_skip!();
   configure(ConfigChange {
     model_roots: Setting::Set(vec![root.clone()]),
@@ -460,4 +464,63 @@ fn cross_encoder_reads_the_positive_class_of_two_class_heads() {
   assert_eq!(bad.logits(q, &passages, None).unwrap_err().code(), "model_inference_failed");
   let neg = serde_json::json!({ "logitScale": -1.0 });
   assert_eq!(load("neg", "two-class.onnx", None, Some(neg)).err().unwrap().code(), "model_unavailable");
+}
+
+#[test]
+fn a_download_that_updates_the_manifest_in_place_reaches_the_loaded_model() {
+  use llm_wiki_core::models::fetch::{download_model, DownloadSpec, RemoteFile};
+  use llm_wiki_core::models::{configure, embedder, ConfigChange, Setting};
+  let _config = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+  let root = model_root_or_skip!();
+  let t = tempfile::tempdir().unwrap();
+  let dir = t.path().join("minilm");
+  fs::create_dir_all(&dir).unwrap();
+  for f in ["manifest.json", "model.onnx", "tokenizer.json"] {
+    fs::copy(root.join("all-MiniLM-L6-v2-int8").join(f), dir.join(f)).unwrap();
+  }
+  configure(ConfigChange {
+    model_roots: Setting::Set(vec![root.clone()]),
+    embed_model: Setting::Set(dir.clone()),
+    threads: Setting::Set(2),
+    ..Default::default()
+  });
+  let before = embedder().unwrap();
+  assert_eq!(before.manifest().query_prefix, "");
+  let plain = before.embed_query("which gene controls flowering").unwrap();
+
+  // The directory holds this id with these files: nothing is fetched (the server does not exist),
+  // the query prefix is written into the manifest and the cached model is dropped.
+  let m = ModelDir::open(&dir).unwrap().manifest;
+  let spec = DownloadSpec {
+    base_url: "http://127.0.0.1:9".into(),
+    repo: "org/model".into(),
+    revision: "a".repeat(40),
+    files: m
+      .files
+      .iter()
+      .map(|(local, f)| RemoteFile { remote: local.clone(), local: local.clone(), sha256: f.sha256.clone() })
+      .collect(),
+    id: m.id.clone(),
+    kind: m.kind,
+    dims: m.dims,
+    pooling: m.pooling,
+    max_length: m.max_length,
+    normalize: m.normalize,
+    license: m.license.clone(),
+    max_batch: m.max_batch,
+    positive_class: None,
+    query_prefix: Some("query: ".into()),
+    document_prefix: None,
+    chunk_tokens: None,
+  };
+  download_model(&spec, &dir, &CancelFlag::new(), &mut |_| {}).unwrap();
+  let after = embedder().unwrap();
+  assert!(!std::sync::Arc::ptr_eq(&before, &after), "the model loaded before the update is still served");
+  assert_eq!(after.manifest().query_prefix, "query: ");
+  let prefixed = after.embed_query("which gene controls flowering").unwrap();
+  assert_ne!(plain, prefixed, "the new query prefix does not reach query vectors");
+  // Without a change, the loaded model stays cached.
+  download_model(&spec, &dir, &CancelFlag::new(), &mut |_| {}).unwrap();
+  assert!(std::sync::Arc::ptr_eq(&after, &embedder().unwrap()));
+  configure(ConfigChange { embed_model: Setting::Reset, ..Default::default() });
 }

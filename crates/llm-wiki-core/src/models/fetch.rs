@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::manifest::{FileInfo, ModelDir, ModelKind, ModelManifest, Pooling};
+use super::tokens::MIN_CHUNK_TOKENS;
 use crate::error::{Error, Result};
 use crate::store::CancelFlag;
 
@@ -53,8 +54,17 @@ pub struct DownloadSpec {
   /// per-batch activation scales, whose vectors would otherwise depend on their batch neighbours.
   pub max_batch: Option<usize>,
   /// Cross-encoders with a multi-class head: index of the "relevant" class (manifest
-  /// `positiveClass`; `None` = 1).
+  /// `positiveClass`). `None`: an existing directory's value is kept (1 for a new one).
   pub positive_class: Option<usize>,
+  /// Text prepended to queries before embedding (manifest `queryPrefix`; E5 models want
+  /// `"query: "`). `None`: an existing directory's value is kept (empty for a new one).
+  pub query_prefix: Option<String>,
+  /// Text prepended to passages before embedding (manifest `documentPrefix`). Stored vectors
+  /// depend on it, so an existing directory of the same id must already have it. `None`: kept.
+  pub document_prefix: Option<String>,
+  /// Embedding models: largest chunk in the model's tokens (manifest `chunkTokens`, at least
+  /// [`MIN_CHUNK_TOKENS`]); `Some(0)` removes it (the engine's default size). `None`: kept.
+  pub chunk_tokens: Option<usize>,
 }
 
 /// Progress of a download.
@@ -117,6 +127,9 @@ pub fn default_embed_spec() -> DownloadSpec {
     // text per run keeps a chunk's vector independent of what it is batched with.
     max_batch: Some(1),
     positive_class: None,
+    query_prefix: None,
+    document_prefix: None,
+    chunk_tokens: None,
   }
 }
 
@@ -183,7 +196,56 @@ impl DownloadSpec {
         return Err(Error::invalid(format!("files[].local {:?} appears twice", f.local)));
       }
     }
-    Ok(())
+    match self.chunk_tokens {
+      Some(n) if self.kind != ModelKind::Embed && n != 0 => {
+        Err(Error::invalid("chunkTokens applies to embedding models only (kind embed)"))
+      }
+      Some(n) if n != 0 && n < MIN_CHUNK_TOKENS => Err(Error::invalid(format!(
+        "chunkTokens must be 0 (the engine's default) or at least {MIN_CHUNK_TOKENS}, got {n}"
+      ))),
+      _ => Ok(()),
+    }
+  }
+
+  /// What an existing manifest of the same id holds that this spec contradicts: the files' bytes
+  /// and every setting a stored vector depends on. Vectors are tied to the model id (the store
+  /// keeps a chunk's vector while the id stays), so these change only with a new id.
+  fn conflicts_with(&self, m: &ModelManifest) -> Vec<&'static str> {
+    let files: BTreeMap<&str, String> =
+      self.files.iter().map(|f| (f.local.as_str(), f.sha256.to_ascii_lowercase())).collect();
+    let held: BTreeMap<&str, String> =
+      m.files.iter().map(|(k, v)| (k.as_str(), v.sha256.to_ascii_lowercase())).collect();
+    let mut out = Vec::new();
+    let mut check = |differs: bool, what: &'static str| {
+      if differs {
+        out.push(what);
+      }
+    };
+    check(files != held, "files");
+    check(self.kind != m.kind, "kind");
+    check(self.dims != m.dims, "dims");
+    check(self.pooling != m.pooling, "pooling");
+    check(self.max_length != m.max_length, "maxLength");
+    check(self.normalize != m.normalize, "normalize");
+    check(self.max_batch != m.max_batch, "maxBatch");
+    check(self.document_prefix.as_ref().is_some_and(|p| *p != m.document_prefix), "documentPrefix");
+    out
+  }
+
+  /// `m` with the settings this spec names that leave stored vectors valid (query prefix, chunk
+  /// size, positive class); every other field, the calibration included, as it was.
+  fn updated(&self, m: &ModelManifest) -> ModelManifest {
+    let mut u = m.clone();
+    if let Some(p) = &self.query_prefix {
+      u.query_prefix = p.clone();
+    }
+    if let Some(n) = self.chunk_tokens {
+      u.chunk_tokens = (n != 0).then_some(n);
+    }
+    if self.positive_class.is_some() {
+      u.positive_class = self.positive_class;
+    }
+    u
   }
 }
 
@@ -293,9 +355,13 @@ pub fn download_file(
   Ok(actual)
 }
 
-/// Download every file of `spec` into `dir` and write its manifest; an existing complete and
-/// verified directory is returned without network access. An invalid spec (see
-/// [`DownloadSpec::validate`]) fails with `invalid_argument` before anything is written.
+/// Download every file of `spec` into `dir` and write its manifest. An existing complete and
+/// verified directory of the same id is used without network access: the settings the spec names
+/// that leave stored vectors valid (query prefix, chunk size, positive class) are written into its
+/// manifest in place (the calibration kept; models this process loaded from it are dropped so the
+/// next use reads them), and a spec contradicting its files or a vector setting fails with
+/// `invalid_argument` (vectors are tied to the id: such a change needs a new id). An invalid
+/// spec (see [`DownloadSpec::validate`]) fails with `invalid_argument` before anything is written.
 pub fn download_model(
   spec: &DownloadSpec,
   dir: &Path,
@@ -305,7 +371,23 @@ pub fn download_model(
   spec.validate()?;
   if let Ok(existing) = ModelDir::open(dir) {
     if existing.manifest.id == spec.id && existing.verify().is_ok() {
-      return Ok(existing);
+      let conflicts = spec.conflicts_with(&existing.manifest);
+      if !conflicts.is_empty() {
+        return Err(Error::invalid(format!(
+          "{} already holds model {:?} with other {}; vectors are tied to the model id, so give the \
+           changed model a new id (or another dir)",
+          dir.display(),
+          spec.id,
+          conflicts.join(", ")
+        )));
+      }
+      let updated = spec.updated(&existing.manifest);
+      if updated == existing.manifest {
+        return Ok(existing);
+      }
+      crate::fsutil::write_json(&dir.join("manifest.json"), &updated)?;
+      super::forget_loaded(dir);
+      return ModelDir::open(dir);
     }
   }
   std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
@@ -327,11 +409,11 @@ pub fn download_model(
     dims: spec.dims,
     pooling: spec.pooling,
     max_length: spec.max_length,
-    query_prefix: String::new(),
-    document_prefix: String::new(),
+    query_prefix: spec.query_prefix.clone().unwrap_or_default(),
+    document_prefix: spec.document_prefix.clone().unwrap_or_default(),
     normalize: spec.normalize,
     max_batch: spec.max_batch,
-    chunk_tokens: None,
+    chunk_tokens: spec.chunk_tokens.filter(|&n| n != 0),
     positive_class: spec.positive_class,
     calibration: None,
     files,
@@ -534,6 +616,92 @@ mod tests {
     assert_eq!((last.downloaded, last.total), (model.len() as u64, Some(model.len() as u64)));
     // A second call finds the verified directory and does not download again.
     download_model(&spec("http://127.0.0.1:9", &model), t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
+  }
+
+  #[test]
+  fn a_second_call_updates_what_keeps_vectors_valid_and_refuses_the_rest() {
+    use crate::models::manifest::Calibration;
+    let model: Vec<u8> = b"onnx bytes".to_vec();
+    let (base, hits) =
+      serve(vec![("model.onnx", model.clone()), ("tokenizer.json", TOKENIZER.to_vec())], false);
+    let t = tempfile::tempdir().unwrap();
+    let first = DownloadSpec {
+      query_prefix: Some("query: ".into()),
+      document_prefix: Some("passage: ".into()),
+      chunk_tokens: Some(96),
+      ..spec(&base, &model)
+    };
+    let dir = download_model(&first, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
+    let m = &dir.manifest;
+    assert_eq!(
+      (m.query_prefix.as_str(), m.document_prefix.as_str(), m.chunk_tokens),
+      ("query: ", "passage: ", Some(96))
+    );
+    let fetched = hits.load(Ordering::SeqCst);
+    assert_eq!(fetched, 2);
+    // A calibration fitted since (what `calibrate --write` stores) must survive an update.
+    let fitted = Calibration {
+      cosine_floor: Some(0.2),
+      cosine_span: Some(0.4),
+      logit_scale: None,
+      logit_bias: None,
+      fitted_on: "test".into(),
+    };
+    let calibrated = ModelManifest { calibration: Some(fitted.clone()), ..dir.manifest.clone() };
+    crate::fsutil::write_json(&t.path().join("manifest.json"), &calibrated).unwrap();
+    let read = |p: &Path| ModelDir::open(p).unwrap().manifest;
+
+    // Settings that leave stored vectors valid are written in place, without the network.
+    let offline = spec("http://127.0.0.1:9", &model);
+    let changed =
+      DownloadSpec { query_prefix: Some("q: ".into()), chunk_tokens: Some(128), ..offline.clone() };
+    let dir = download_model(&changed, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
+    assert_eq!((dir.manifest.query_prefix.as_str(), dir.manifest.chunk_tokens), ("q: ", Some(128)));
+    assert_eq!(dir.manifest.document_prefix, "passage: ");
+    assert_eq!(dir.manifest.calibration.as_ref(), Some(&fitted));
+    assert_eq!(read(t.path()), dir.manifest);
+    // Options left out keep what the directory has; chunkTokens 0 removes the size.
+    download_model(&offline, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
+    assert_eq!(read(t.path()).chunk_tokens, Some(128));
+    let reset = DownloadSpec { chunk_tokens: Some(0), ..offline.clone() };
+    assert_eq!(
+      download_model(&reset, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap().manifest.chunk_tokens,
+      None
+    );
+    assert_eq!(read(t.path()).query_prefix, "q: ");
+
+    // Under the same id, other bytes or a setting stored vectors depend on are refused, and the
+    // directory is left as it was.
+    let before = std::fs::read(t.path().join("manifest.json")).unwrap();
+    let mut other_bytes = offline.clone();
+    other_bytes.files[0].sha256 = sha(b"another model");
+    for (bad, named) in [
+      (DownloadSpec { document_prefix: Some("doc: ".into()), ..offline.clone() }, "documentPrefix"),
+      (DownloadSpec { pooling: Pooling::Cls, ..offline.clone() }, "pooling"),
+      (DownloadSpec { max_length: 128, ..offline.clone() }, "maxLength"),
+      (other_bytes, "files"),
+    ] {
+      let err = download_model(&bad, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap_err();
+      assert_eq!(err.code(), "invalid_argument", "{err}");
+      assert!(err.to_string().contains(named) && err.to_string().contains("new id"), "{err}");
+      assert_eq!(std::fs::read(t.path().join("manifest.json")).unwrap(), before);
+    }
+    // The same change under a new id is a new model: downloaded again.
+    let renamed = DownloadSpec { id: "org/model:cls".into(), pooling: Pooling::Cls, ..spec(&base, &model) };
+    let dir = download_model(&renamed, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
+    assert_eq!((dir.manifest.id.as_str(), dir.manifest.pooling), ("org/model:cls", Pooling::Cls));
+    assert_eq!(hits.load(Ordering::SeqCst), fetched + 2);
+  }
+
+  #[test]
+  fn chunk_tokens_is_checked_before_anything_is_fetched() {
+    let ok = spec("http://127.0.0.1:9", b"m");
+    for (n, valid) in [(0, true), (8, false), (15, false), (16, true), (96, true)] {
+      let s = DownloadSpec { chunk_tokens: Some(n), ..ok.clone() };
+      assert_eq!(s.validate().is_ok(), valid, "{n}");
+    }
+    let rerank = DownloadSpec { kind: ModelKind::Rerank, chunk_tokens: Some(96), ..ok };
+    assert_eq!(rerank.validate().unwrap_err().code(), "invalid_argument");
   }
 
   #[test]

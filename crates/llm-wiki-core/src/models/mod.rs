@@ -29,7 +29,7 @@ pub mod runtime;
 pub mod tokens;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -405,6 +405,13 @@ fn start_reaper() {
 pub fn release_idle() -> usize {
   let idle = effective_config().idle_release.unwrap_or(Duration::from_secs(300));
   cache().release_idle(idle, Loaded::in_use)
+}
+
+/// Drop the cached models loaded from `dir` (after its manifest changed in place): the next use
+/// loads them again with the new manifest. A caller holding one keeps it until it lets go.
+pub fn forget_loaded(dir: &Path) {
+  let target = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+  cache().retain(|k| k.dir.canonicalize().unwrap_or_else(|_| k.dir.clone()) != target);
 }
 
 /// Number of models currently loaded (models still loading are not counted; never waits).
