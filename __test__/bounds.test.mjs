@@ -9,7 +9,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { describe, test } from 'node:test'
 
-import { EXPLICIT, addon, makeVault, noPersonalVault, reindexOne, tmpDir, topicPages, uniqueWord } from './helpers.mjs'
+import { EXPLICIT, addon, makeVault, noPersonalVault, reindexOne, runCli, tmpDir, topicPages, uniqueWord } from './helpers.mjs'
 
 const LEXICAL = { policy: EXPLICIT, mode: 'lexical' }
 
@@ -169,5 +169,24 @@ describe('downloadModel', () => {
     })
     await assert.rejects(addon.downloadModel({ ...options(baseUrl, path.join(dir, '..', 'other')), chunkTokens: 8 }), (e) => e.code === 'invalid_argument')
     assert.equal(manifest().documentPrefix, 'passage: ')
+  })
+
+  test('the CLI downloads the same way and updates chunkTokens in place', async (t) => {
+    const { baseUrl, seen } = await hub(t)
+    const dir = path.join(tmpDir(t), 'model')
+    const args = ['download', '--dir', dir, '--base-url', baseUrl, '--repo', 'org/model', '--revision', COMMIT, '--id', 'org/model:test',
+      '--file', `onnx/model.onnx:model.onnx:${sha(MODEL)}`, '--file', `tokenizer.json:tokenizer.json:${sha(TOKENIZER)}`]
+    const first = await runCli([...args, '--chunk-tokens', '96', '--json'])
+    assert.equal(first.code, 0, first.stderr)
+    assert.equal(JSON.parse(first.stdout).manifest.chunkTokens, 96)
+    assert.deepEqual(fs.readFileSync(path.join(dir, 'model.onnx')), MODEL)
+    const fetched = seen.length
+    const second = await runCli([...args, '--chunk-tokens', '0'])
+    assert.equal(second.code, 0, second.stderr)
+    assert.match(second.stdout, /^org\/model:test ready in .*: embed, 384 dims, chunks engine default/)
+    assert.equal(seen.length, fetched, 'nothing downloaded again')
+    const bad = await runCli([...args, '--file', 'no-colons'])
+    assert.equal(bad.code, 1)
+    assert.match(bad.stderr, /invalid_argument.*REMOTE:LOCAL:SHA256/)
   })
 })

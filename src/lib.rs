@@ -348,7 +348,6 @@ pub fn download_model<'env>(
   options: Option<DownloadModelOptions>,
 ) -> Result<PromiseRaw<'env, DownloadedModel>> {
   use llm_wiki_core::models::fetch;
-  use llm_wiki_core::models::manifest::{ModelKind, Pooling};
   let o = options.unwrap_or(DownloadModelOptions {
     dir: None,
     base_url: None,
@@ -371,74 +370,30 @@ pub fn download_model<'env>(
   });
   let cancel = cancel_flag(o.signal.as_ref(), o.aborted.unwrap_or(false));
   let progress = o.on_progress.map(Arc::new);
-  let positive_class = o.positive_class;
-  let (query_prefix, document_prefix, chunk_tokens) = (o.query_prefix, o.document_prefix, o.chunk_tokens);
-  let (dir, base_url, repo, revision, files, id, kind, dims, pooling, max_length, max_batch) = (
-    o.dir,
-    o.base_url,
-    o.repo,
-    o.revision,
-    o.files,
-    o.id,
-    o.kind,
-    o.dims,
-    o.pooling,
-    o.max_length,
-    o.max_batch,
-  );
+  let dir = o.dir;
+  let request = fetch::DownloadRequest {
+    base_url: o.base_url,
+    repo: o.repo,
+    revision: o.revision,
+    files: o.files.map(|f| {
+      f.into_iter()
+        .map(|f| fetch::RemoteFile { remote: f.remote, local: f.local, sha256: f.sha256.unwrap_or_default() })
+        .collect()
+    }),
+    id: o.id,
+    kind: o.kind,
+    dims: o.dims.map(|d| d as usize),
+    pooling: o.pooling,
+    max_length: o.max_length.map(|m| m as usize),
+    max_batch: o.max_batch.map(|b| b as usize),
+    positive_class: o.positive_class.map(|c| c as usize),
+    query_prefix: o.query_prefix,
+    document_prefix: o.document_prefix,
+    chunk_tokens: o.chunk_tokens.map(|n| n as usize),
+  };
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Background, move || {
-    let mut spec = fetch::default_embed_spec();
-    if let Some(b) = base_url {
-      spec.base_url = b;
-    }
-    if let Some(r) = repo {
-      spec.repo = r;
-    }
-    if let Some(r) = revision {
-      spec.revision = r;
-    }
-    let custom_files = files.is_some();
-    if let Some(f) = files {
-      spec.files = f
-        .into_iter()
-        .map(|f| fetch::RemoteFile { remote: f.remote, local: f.local, sha256: f.sha256.unwrap_or_default() })
-        .collect();
-    }
-    if let Some(i) = id {
-      spec.id = i;
-    }
-    if let Some(k) = kind {
-      spec.kind = match k.as_str() {
-        "embed" => ModelKind::Embed,
-        "rerank" => ModelKind::Rerank,
-        o => return Err(invalid(format!("kind must be embed | rerank, got {o:?}"))),
-      };
-    }
-    if let Some(p) = pooling {
-      spec.pooling = match p.as_str() {
-        "mean" => Pooling::Mean,
-        "cls" => Pooling::Cls,
-        "none" => Pooling::None,
-        o => return Err(invalid(format!("pooling must be mean | cls | none, got {o:?}"))),
-      };
-    }
-    if let Some(d) = dims {
-      spec.dims = d as usize;
-    }
-    if let Some(m) = max_length {
-      spec.max_length = m as usize;
-    }
-    // An explicit file list describes another model: its batching is what the caller says.
-    if let Some(b) = max_batch {
-      spec.max_batch = Some((b as usize).max(1));
-    } else if custom_files {
-      spec.max_batch = None;
-    }
-    spec.positive_class = positive_class.map(|c| c as usize);
-    spec.query_prefix = query_prefix;
-    spec.document_prefix = document_prefix;
-    spec.chunk_tokens = chunk_tokens.map(|n| n as usize);
+    let spec = fetch::DownloadSpec::from_request(request).map_err(core_err)?;
     let dir = match dir {
       Some(d) => {
         let p = std::path::PathBuf::from(&d);
@@ -447,7 +402,7 @@ pub fn download_model<'env>(
         }
         p
       }
-      None => llm_wiki_core::models::user_model_root().join(llm_wiki_core::models::DEFAULT_EMBED_DIR),
+      None => fetch::default_download_dir(),
     };
     let md = fetch::download_model(&spec, &dir, &cancel, &mut |p| {
       if let Some(cb) = &progress {

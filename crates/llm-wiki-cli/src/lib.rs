@@ -1,6 +1,5 @@
 //! The user commands of `llm-wiki-retrieval` — `index`, `status`, `recall`, `run`, `memory`,
-//! `neighbours`, `path`, `resolve`, `watch` — over a vault
-//! directory. The npm package's `bin` runs them inside the addon ([`run`]); the evaluation crate's
+//! `neighbours`, `path`, `resolve`, `watch` over a vault directory, and `download` of a model. The npm package's `bin` runs them inside the addon ([`run`]); the evaluation crate's
 //! development binary adds its `bench` and `reliability` subcommands to the same [`Command`] enum.
 //! Nothing here depends on the evaluation code, so the published addon does not contain it.
 
@@ -17,6 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use llm_wiki_core::error::{Error, Result};
 use llm_wiki_core::memory::explore;
 use llm_wiki_core::memory::{recall_memory, MemoryOptions};
+use llm_wiki_core::models::fetch;
 use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
 use llm_wiki_core::store::{read_index_status, reindex_vault, Component, Progress, ReindexOptions, Scope};
 use llm_wiki_core::vault::VaultPaths;
@@ -228,6 +228,11 @@ pub enum Command {
     #[arg(long)]
     json: bool,
   },
+  /// Download a model into a model directory: by default all-MiniLM-L6-v2 (int8 ONNX) from the
+  /// Hugging Face hub at a pinned commit, every file's sha256 verified, partial files resumed.
+  /// For a directory already holding the id nothing is downloaded: the query prefix, chunk size
+  /// and positive class given are written into its manifest (docs/INSTALL.md).
+  Download(DownloadArgs),
   /// A shortest link path between two pages (links followed either way).
   Path {
     vault: PathBuf,
@@ -237,6 +242,86 @@ pub enum Command {
     #[arg(long, default_value_t = 4)]
     max_hops: u32,
   },
+}
+
+/// The flags of `download` (the manifest's settings, as `downloadModel`'s options).
+#[derive(clap::Args, Debug)]
+pub struct DownloadArgs {
+  /// Model directory (default: the user model root's all-MiniLM-L6-v2-int8).
+  #[arg(long)]
+  dir: Option<PathBuf>,
+  /// Server root (default https://huggingface.co, or $HF_ENDPOINT).
+  #[arg(long)]
+  base_url: Option<String>,
+  /// Repository (owner/name).
+  #[arg(long)]
+  repo: Option<String>,
+  /// Commit id to fetch from (40 hex digits; branch and tag names are refused).
+  #[arg(long)]
+  revision: Option<String>,
+  /// A file of another model, `REMOTE:LOCAL:SHA256` (repeatable), e.g.
+  /// `onnx/model.onnx:model.onnx:<64 hex digits>`.
+  #[arg(long = "file", value_name = "REMOTE:LOCAL:SHA256")]
+  files: Vec<String>,
+  /// Model id written to the manifest (vectors are tied to it).
+  #[arg(long)]
+  id: Option<String>,
+  /// embed | rerank.
+  #[arg(long)]
+  kind: Option<String>,
+  /// Output dimensions (embedding models).
+  #[arg(long)]
+  dims: Option<usize>,
+  /// mean | cls | none.
+  #[arg(long)]
+  pooling: Option<String>,
+  /// Longest input in tokens.
+  #[arg(long)]
+  max_length: Option<usize>,
+  /// Largest inference batch (1 for models with per-batch activation scales).
+  #[arg(long)]
+  max_batch: Option<usize>,
+  /// Cross-encoders with a multi-class head: index of the "relevant" class.
+  #[arg(long)]
+  positive_class: Option<usize>,
+  /// Text prepended to queries before embedding (E5: "query: ").
+  #[arg(long)]
+  query_prefix: Option<String>,
+  /// Text prepended to chunks before embedding (E5: "passage: ").
+  #[arg(long)]
+  document_prefix: Option<String>,
+  /// Largest chunk in the model's tokens (at least 16; 0 = the engine's default, 200).
+  #[arg(long)]
+  chunk_tokens: Option<usize>,
+  /// Print the model directory and its manifest as JSON.
+  #[arg(long)]
+  json: bool,
+}
+
+impl DownloadArgs {
+  /// The engine's download request, with the `--file` arguments parsed.
+  fn request(&self) -> Result<fetch::DownloadRequest> {
+    let files = match self.files.is_empty() {
+      true => None,
+      false => Some(self.files.iter().map(|f| parse_remote_file(f)).collect::<Result<Vec<_>>>()?),
+    };
+    Ok(fetch::DownloadRequest {
+      base_url: self.base_url.clone(),
+      repo: self.repo.clone(),
+      revision: self.revision.clone(),
+      files,
+      id: self.id.clone(),
+      kind: self.kind.clone(),
+      dims: self.dims,
+      pooling: self.pooling.clone(),
+      max_length: self.max_length,
+      max_batch: self.max_batch,
+      positive_class: self.positive_class,
+      query_prefix: self.query_prefix.clone(),
+      document_prefix: self.document_prefix.clone(),
+      chunk_tokens: self.chunk_tokens,
+    })
+  }
 }
 
 fn parse_components(names: &[String]) -> Result<Vec<Component>> {
@@ -263,6 +348,18 @@ fn progress_bar() -> (ProgressBar, Arc<dyn Fn(Progress) + Send + Sync>) {
     b.set_message(p.message);
   });
   (bar, sink)
+}
+
+/// `REMOTE:LOCAL:SHA256` of `download --file` (split from the right: a local name and a
+/// checksum never contain a colon).
+fn parse_remote_file(arg: &str) -> Result<fetch::RemoteFile> {
+  let mut parts = arg.rsplitn(3, ':');
+  match (parts.next(), parts.next(), parts.next()) {
+    (Some(sha256), Some(local), Some(remote)) if !remote.is_empty() && !local.is_empty() => {
+      Ok(fetch::RemoteFile { remote: remote.into(), local: local.into(), sha256: sha256.into() })
+    }
+    _ => Err(Error::invalid(format!("--file {arg:?} must be REMOTE:LOCAL:SHA256"))),
+  }
 }
 
 fn vault_paths(root: &Path) -> Result<VaultPaths> {
@@ -517,6 +614,45 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
     }
     Command::Watch { vault, components, debounce_ms, poll, poll_interval_ms, duration, json } => {
       watch(&vault, &components, debounce_ms, poll, poll_interval_ms, duration, json, out)?;
+    }
+    Command::Download(args) => {
+      let spec = fetch::DownloadSpec::from_request(args.request()?)?;
+      let json = args.json;
+      let dir = match args.dir {
+        Some(d) => std::path::absolute(&d).map_err(|e| Error::io("resolve", &d, e))?,
+        None => fetch::default_download_dir(),
+      };
+      let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(0) };
+      bar.set_style(
+        ProgressStyle::with_template("{prefix:>16} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}")
+          .unwrap_or_else(|_| ProgressStyle::default_bar())
+          .progress_chars("=> "),
+      );
+      let model = fetch::download_model(&spec, &dir, &llm_wiki_core::store::CancelFlag::new(), &mut |p| {
+        bar.set_prefix(p.file);
+        bar.set_length(p.total.unwrap_or(p.downloaded));
+        bar.set_position(p.downloaded);
+      });
+      bar.finish_and_clear();
+      let model = model?;
+      let m = &model.manifest;
+      if json {
+        let report = serde_json::json!({ "dir": model.dir, "manifest": m });
+        writeln!(out, "{}", serde_json::to_string_pretty(&report).unwrap_or_default()).ok();
+      } else {
+        let chunks = m.chunk_tokens.map_or("engine default".to_string(), |n| n.to_string());
+        writeln!(
+          out,
+          "{} ready in {}: {}, {} dims, chunks {chunks}, query prefix {:?}, document prefix {:?}",
+          m.id,
+          model.dir.display(),
+          format!("{:?}", m.kind).to_lowercase(),
+          m.dims,
+          m.query_prefix,
+          m.document_prefix
+        )
+        .ok();
+      }
     }
     Command::Path { vault, from, to, max_hops } => {
       let paths = vault_paths(&vault)?;

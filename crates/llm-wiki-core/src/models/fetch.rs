@@ -67,6 +67,46 @@ pub struct DownloadSpec {
   pub chunk_tokens: Option<usize>,
 }
 
+/// A download as its callers state it (the JS options, the CLI's flags): every field optional,
+/// names as in the manifest's JSON. [`DownloadSpec::from_request`] fills in the default model.
+#[derive(Debug, Clone, Default)]
+pub struct DownloadRequest {
+  /// [`DownloadSpec::base_url`].
+  pub base_url: Option<String>,
+  /// [`DownloadSpec::repo`].
+  pub repo: Option<String>,
+  /// [`DownloadSpec::revision`].
+  pub revision: Option<String>,
+  /// Another model's files (each needs its sha256); the default model's when absent.
+  pub files: Option<Vec<RemoteFile>>,
+  /// [`DownloadSpec::id`].
+  pub id: Option<String>,
+  /// `embed` or `rerank`.
+  pub kind: Option<String>,
+  /// [`DownloadSpec::dims`].
+  pub dims: Option<usize>,
+  /// `mean`, `cls` or `none`.
+  pub pooling: Option<String>,
+  /// [`DownloadSpec::max_length`].
+  pub max_length: Option<usize>,
+  /// [`DownloadSpec::max_batch`] (at least 1).
+  pub max_batch: Option<usize>,
+  /// [`DownloadSpec::positive_class`].
+  pub positive_class: Option<usize>,
+  /// [`DownloadSpec::query_prefix`].
+  pub query_prefix: Option<String>,
+  /// [`DownloadSpec::document_prefix`].
+  pub document_prefix: Option<String>,
+  /// [`DownloadSpec::chunk_tokens`].
+  pub chunk_tokens: Option<usize>,
+}
+
+/// Where a download goes when the caller names no directory: the default model's directory
+/// under the user model root (`<user cache>/llm-wiki-retrieval/models/all-MiniLM-L6-v2-int8`).
+pub fn default_download_dir() -> PathBuf {
+  super::user_model_root().join(super::DEFAULT_EMBED_DIR)
+}
+
 /// Progress of a download.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DownloadProgress {
@@ -171,6 +211,61 @@ fn local_path(dir: &Path, local: &str) -> Result<PathBuf> {
 }
 
 impl DownloadSpec {
+  /// The spec of a request: the default model with what the request names changed. An
+  /// explicit file list describes another model, whose batching is then what the request says
+  /// (unlimited when it says nothing). A `kind` or `pooling` outside its names fails with
+  /// `invalid_argument`; everything else is checked by [`DownloadSpec::validate`].
+  pub fn from_request(r: DownloadRequest) -> Result<DownloadSpec> {
+    let mut spec = default_embed_spec();
+    let custom_files = r.files.is_some();
+    if let Some(b) = r.base_url {
+      spec.base_url = b;
+    }
+    if let Some(repo) = r.repo {
+      spec.repo = repo;
+    }
+    if let Some(rev) = r.revision {
+      spec.revision = rev;
+    }
+    if let Some(files) = r.files {
+      spec.files = files;
+    }
+    if let Some(id) = r.id {
+      spec.id = id;
+    }
+    if let Some(k) = r.kind {
+      spec.kind = match k.as_str() {
+        "embed" => ModelKind::Embed,
+        "rerank" => ModelKind::Rerank,
+        o => return Err(Error::invalid(format!("kind must be embed | rerank, got {o:?}"))),
+      };
+    }
+    if let Some(p) = r.pooling {
+      spec.pooling = match p.as_str() {
+        "mean" => Pooling::Mean,
+        "cls" => Pooling::Cls,
+        "none" => Pooling::None,
+        o => return Err(Error::invalid(format!("pooling must be mean | cls | none, got {o:?}"))),
+      };
+    }
+    if let Some(d) = r.dims {
+      spec.dims = d;
+    }
+    if let Some(m) = r.max_length {
+      spec.max_length = m;
+    }
+    if let Some(b) = r.max_batch {
+      spec.max_batch = Some(b.max(1));
+    } else if custom_files {
+      spec.max_batch = None;
+    }
+    spec.positive_class = r.positive_class;
+    spec.query_prefix = r.query_prefix;
+    spec.document_prefix = r.document_prefix;
+    spec.chunk_tokens = r.chunk_tokens;
+    Ok(spec)
+  }
+
   /// Check the spec before anything is fetched: a commit revision, a sha256 for every file and
   /// file names that stay inside a model directory.
   pub fn validate(&self) -> Result<()> {
@@ -691,6 +786,38 @@ mod tests {
     let dir = download_model(&renamed, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
     assert_eq!((dir.manifest.id.as_str(), dir.manifest.pooling), ("org/model:cls", Pooling::Cls));
     assert_eq!(hits.load(Ordering::SeqCst), fetched + 2);
+  }
+
+  #[test]
+  fn a_request_changes_only_what_it_names() {
+    let plain = DownloadSpec::from_request(DownloadRequest::default()).unwrap();
+    let default = default_embed_spec();
+    assert_eq!((plain.id.as_str(), plain.max_batch, plain.files.len()), (default.id.as_str(), Some(1), 2));
+    let other = DownloadSpec::from_request(DownloadRequest {
+      files: Some(vec![RemoteFile {
+        remote: "m.onnx".into(),
+        local: "model.onnx".into(),
+        sha256: sha(b"m"),
+      }]),
+      id: Some("org/other".into()),
+      kind: Some("rerank".into()),
+      pooling: Some("cls".into()),
+      chunk_tokens: Some(0),
+      ..Default::default()
+    })
+    .unwrap();
+    // Other files are another model: the default model's one-text batches are not assumed.
+    assert_eq!(
+      (other.kind, other.pooling, other.max_batch, other.chunk_tokens),
+      (ModelKind::Rerank, Pooling::Cls, None, Some(0))
+    );
+    assert_eq!((other.dims, other.max_length), (default.dims, default.max_length));
+    for bad in [
+      DownloadRequest { kind: Some("classifier".into()), ..Default::default() },
+      DownloadRequest { pooling: Some("max".into()), ..Default::default() },
+    ] {
+      assert_eq!(DownloadSpec::from_request(bad).unwrap_err().code(), "invalid_argument");
+    }
   }
 
   #[test]
