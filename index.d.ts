@@ -173,9 +173,9 @@ export declare function downloadModel(options?: DownloadModelOptions | undefined
  * Calling it again for a `dir` that already holds the same `id` (files present and verified)
  * downloads nothing: `queryPrefix`, `chunkTokens` and `positiveClass`, when given, are written
  * into its manifest (options left out keep the manifest's values; a fitted calibration is kept),
- * while other `files` or another `dims`, `pooling`, `maxLength`, `maxBatch` or
- * `documentPrefix` reject with `invalid_argument` — stored vectors are tied to the id, so such a
- * model needs a new `id`.
+ * and so is `maxBatch` (the default model's 1 unless given), while other `files` or another
+ * `dims`, `pooling`, `maxLength` or `documentPrefix` reject with `invalid_argument` — stored
+ * vectors are tied to the id, so such a model needs a new `id`.
  */
 export interface DownloadModelOptions {
   /** Target model directory (absolute). Default: `<user cache>/all-MiniLM-L6-v2-int8`. */

@@ -231,7 +231,7 @@ pub enum Command {
   /// Download a model into a model directory: by default all-MiniLM-L6-v2 (int8 ONNX) from the
   /// Hugging Face hub at a pinned commit, every file's sha256 verified, partial files resumed.
   /// For a directory already holding the id nothing is downloaded: the query prefix, chunk size
-  /// and positive class given are written into its manifest (docs/INSTALL.md).
+  /// and positive class given, and the batch limit, are written into its manifest (docs/INSTALL.md).
   Download(DownloadArgs),
   /// A shortest link path between two pages (links followed either way).
   Path {

@@ -322,15 +322,18 @@ impl DownloadSpec {
     check(self.pooling != m.pooling, "pooling");
     check(self.max_length != m.max_length, "maxLength");
     check(self.normalize != m.normalize, "normalize");
-    check(self.max_batch != m.max_batch, "maxBatch");
     check(self.document_prefix.as_ref().is_some_and(|p| *p != m.document_prefix), "documentPrefix");
     out
   }
 
   /// `m` with the settings this spec names that leave stored vectors valid (query prefix, chunk
-  /// size, positive class); every other field, the calibration included, as it was.
+  /// size, positive class) and its batch limit; every other field, the calibration included, as
+  /// it was. The batch limit only decides whether later texts are embedded alone (a
+  /// batch-dependent model's vectors then stop depending on their neighbours): a directory
+  /// written before the default model's manifest said `maxBatch: 1` gets it this way.
   fn updated(&self, m: &ModelManifest) -> ModelManifest {
     let mut u = m.clone();
+    u.max_batch = self.max_batch;
     if let Some(p) = &self.query_prefix {
       u.query_prefix = p.clone();
     }
@@ -452,7 +455,7 @@ pub fn download_file(
 
 /// Download every file of `spec` into `dir` and write its manifest. An existing complete and
 /// verified directory of the same id is used without network access: the settings the spec names
-/// that leave stored vectors valid (query prefix, chunk size, positive class) are written into its
+/// that leave stored vectors valid (query prefix, chunk size, positive class, batch limit) are written into its
 /// manifest in place (the calibration kept; models this process loaded from it are dropped so the
 /// next use reads them), and a spec contradicting its files or a vector setting fails with
 /// `invalid_argument` (vectors are tied to the id: such a change needs a new id). An invalid
@@ -755,6 +758,17 @@ mod tests {
     assert_eq!(dir.manifest.document_prefix, "passage: ");
     assert_eq!(dir.manifest.calibration.as_ref(), Some(&fitted));
     assert_eq!(read(t.path()), dir.manifest);
+    // The batch limit is the spec's: a manifest written without the default model's limit gets it.
+    let limited = DownloadSpec { max_batch: Some(1), ..offline.clone() };
+    assert_eq!(
+      download_model(&limited, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap().manifest.max_batch,
+      Some(1)
+    );
+    let unlimited = DownloadSpec { max_batch: None, ..offline.clone() };
+    assert_eq!(
+      download_model(&unlimited, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap().manifest.max_batch,
+      None
+    );
     // Options left out keep what the directory has; chunkTokens 0 removes the size.
     download_model(&offline, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
     assert_eq!(read(t.path()).chunk_tokens, Some(128));
