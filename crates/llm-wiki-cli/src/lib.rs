@@ -1,6 +1,8 @@
 //! The user commands of `llm-wiki-retrieval` — `index`, `status`, `recall`, `run`, `memory`,
-//! `neighbours`, `path`, `resolve`, `watch` over a vault directory, and `download` of a model. The npm package's `bin` runs them inside the addon ([`run`]); the evaluation crate's
-//! development binary adds its `bench` and `reliability` subcommands to the same [`Command`] enum.
+//! `neighbours`, `path`, `resolve`, `feedback`, `calibrate`, `watch` over a vault directory, and
+//! `download` of a model. The npm package's `bin` runs them inside the addon ([`run`]); the
+//! evaluation crate's development binary adds its `bench` and `reliability` subcommands to the
+//! same [`Command`] enum.
 //! Nothing here depends on the evaluation code, so the published addon does not contain it.
 
 pub mod trec;
