@@ -38,6 +38,15 @@ impl Default for ChunkConfig {
   }
 }
 
+impl ChunkConfig {
+  /// These sizes with chunks of at most `limit` tokens; the overlap is then at most a quarter of
+  /// a chunk (an overlap sized for long chunks would make short ones mostly repetition).
+  pub fn at_most(&self, limit: usize) -> ChunkConfig {
+    let max_tokens = self.max_tokens.min(limit);
+    ChunkConfig { max_tokens, overlap_tokens: self.overlap_tokens.min(max_tokens / 4) }
+  }
+}
+
 /// Sections of at least this many top-level blocks (paragraphs, whole lists, tables, code blocks,
 /// quotes) are checked for [`SHORT_BLOCK_TOKENS`]: a bulleted list is one block, so a list-heavy
 /// note does not meet the rule; many short paragraphs do. Not fitted: chosen before the first measurement.
@@ -72,8 +81,7 @@ pub fn finer_chunking(cfg: &ChunkConfig, blocks: &mut [usize]) -> ChunkConfig {
   if *median > SHORT_BLOCK_TOKENS {
     return *cfg;
   }
-  let max_tokens = cfg.max_tokens.min(SHORT_BLOCK_CHUNK_TOKENS);
-  ChunkConfig { max_tokens, overlap_tokens: cfg.overlap_tokens.min(max_tokens / 4) }
+  cfg.at_most(SHORT_BLOCK_CHUNK_TOKENS)
 }
 
 /// One retrievable passage of a page.

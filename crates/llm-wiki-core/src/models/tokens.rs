@@ -100,9 +100,7 @@ impl TokenizerCounter {
   /// quarter of the chunk.
   pub fn chunking(&self, cfg: &ChunkConfig) -> ChunkConfig {
     let wanted = self.chunk_tokens.map_or(usize::MAX, |n| n.max(MIN_CHUNK_TOKENS));
-    let max_tokens =
-      cfg.max_tokens.min(wanted).min(self.window.saturating_sub(WINDOW_RESERVE).max(MIN_CHUNK_TOKENS));
-    ChunkConfig { max_tokens, overlap_tokens: cfg.overlap_tokens.min(max_tokens / 4) }
+    cfg.at_most(wanted.min(self.window.saturating_sub(WINDOW_RESERVE).max(MIN_CHUNK_TOKENS)))
   }
 
   /// Tokens of `text` as one input, without special tokens (what [`TokenCounter::count`]
