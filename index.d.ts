@@ -173,7 +173,8 @@ export declare function downloadModel(options?: DownloadModelOptions | undefined
  * Calling it again for a `dir` that already holds the same `id` (files present and verified)
  * downloads nothing: `queryPrefix`, `chunkTokens` and `positiveClass`, when given, are written
  * into its manifest (options left out keep the manifest's values; a fitted calibration is kept),
- * and so is `maxBatch` (the default model's 1 unless given), while other `files` or another
+ * and so is `maxBatch` (its default as below: 1 for the default model, unlimited for custom
+ * `files`, unless given), while other `files` or another
  * `dims`, `pooling`, `maxLength` or `documentPrefix` reject with `invalid_argument` — stored
  * vectors are tied to the id, so such a model needs a new `id`.
  */
