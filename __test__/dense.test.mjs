@@ -215,7 +215,7 @@ describe('fallbacks (design error table)', () => {
     useModels()
     const { paths } = await vectorVault(t)
     const bad = tmpDir(t)
-    for (const f of ['manifest.json', 'tokenizer.json']) fs.copyFileSync(path.join(int8, f), path.join(bad, f))
+    for (const f of ['manifest.json', 'tokenizer.json', 'query.onnx']) fs.copyFileSync(path.join(int8, f), path.join(bad, f))
     fs.writeFileSync(path.join(bad, 'model.onnx'), Buffer.alloc(fs.statSync(path.join(int8, 'model.onnx')).size, 7))
     addon.configure({ modelRoots: [modelRoot], embedModel: bad })
     const r = await addon.recallWiki(paths, 'backup copies', { policy: EXPLICIT, mode: 'hybrid' })
@@ -230,7 +230,7 @@ describe('fallbacks (design error table)', () => {
     noPersonalVault(root)
     const v = makeVault(path.join(root, 'vault'), { pages: NOTES })
     const bad = tmpDir(t)
-    for (const f of ['manifest.json', 'model.onnx']) fs.copyFileSync(path.join(int8, f), path.join(bad, f))
+    for (const f of ['manifest.json', 'model.onnx', 'query.onnx']) fs.copyFileSync(path.join(int8, f), path.join(bad, f))
     fs.writeFileSync(path.join(bad, 'tokenizer.json'), Buffer.alloc(fs.statSync(path.join(int8, 'tokenizer.json')).size, 7))
     const reindex = async () => {
       const r = (await addon.reindexWiki({ root: v.root }, { components: ['lexical'] })).results[0].result

@@ -46,6 +46,11 @@ text's vector depends on that text only, never on its batch neighbours, and the
 integer products cannot saturate on AVX2 (vpmaddubsw), giving the same integer
 results on AVX2, AVX-512 VNNI and ARM NEON. The embedders' manifest ids end with
 "@" and the first 12 hex digits of model.onnx's sha256.
+
+The int8 embedder's directory also gets query.onnx, for queries only: the fp32
+graph through onnxruntime's quantize_dynamic (weights within +-64), whose
+one activation scale per run is harmless for a text always embedded alone and
+whose fused graph embeds a query faster; it must reach cosine >= 0.98 alone.
 """
 
 from __future__ import annotations
@@ -78,6 +83,10 @@ RECIPE_VERSION = 1
 # 1: onnxruntime quantize_dynamic (one activation scale per batch, 8-bit
 #    weights: batch-dependent vectors, int16 saturation on AVX2);
 # 2: per-row activation scales and 7-bit weights in our own graph.
+# Bump whenever the query graph's recipe changes (only that step is rebuilt;
+# the embedder's id names model.onnx, whose stored vectors it does not touch).
+# 1: onnxruntime quantize_dynamic of the fp32 model, per-channel 7-bit weights.
+QUERY_RECIPE_VERSION = 1
 INT8_RECIPE_VERSION = 2
 
 ORT_VERSION = "1.32.0"
@@ -167,7 +176,9 @@ MODEL_SOURCES = {
     "fp32": f"{SOURCE_DESC}; converted to ONNX opset {OPSET} fp32 by scripts/fetch_models.py",
     "int8": f"{SOURCE_DESC}; converted to ONNX opset {OPSET} by scripts/fetch_models.py with int8 dense "
     f"layers: uint8 activations quantized per token row at run time, int8 weights per output column "
-    f"limited to +-{WEIGHT_QMAX}, int32 accumulation; int8 token-embedding rows",
+    f"limited to +-{WEIGHT_QMAX}, int32 accumulation; int8 token-embedding rows; query.onnx (queries "
+    f"only): onnxruntime quantize_dynamic of the fp32 graph, per-channel int8 weights limited to +-64 "
+    f"(reduce_range), one activation scale per run",
     "cross-int8": f"{SOURCE_DESC} body + random pooler/classifier head (numpy RandomState "
     f"seed {HEAD_SEED}), NOT a trained reranker: for plumbing tests only; converted to ONNX "
     f"opset {OPSET} by scripts/fetch_models.py with the same int8 dense layers as the int8 embedder "
@@ -849,6 +860,60 @@ def check_int8_embed(model, golden: dict) -> float:
     return float(single.min())
 
 
+def build_query_model(fp32_model: Path) -> bytes:
+    """The fp32 graph through onnxruntime's dynamic quantizer, for queries only.
+
+    Its activations get one scale per run (so a text's vector would depend on
+    its batch neighbours), which is harmless for a query, always embedded alone;
+    onnxruntime fuses the quantized layers into a few hundred nodes where our
+    per-row graph runs ~780, which is most of a query's embedding time on two
+    threads (docs/BENCHMARKS.md, "A query graph"). reduce_range keeps the
+    weights within +-64, for the same AVX2 reason as WEIGHT_QMAX.
+    """
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # It advises shape-inference pre-processing, which changes nothing for a BERT graph.
+    logging.getLogger().setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "query.onnx"
+        quantize_dynamic(str(fp32_model), str(out), weight_type=QuantType.QInt8, per_channel=True,
+                         reduce_range=True)
+        check_weight_range(out)
+        return out.read_bytes()
+
+
+def check_weight_range(model: Path) -> None:
+    """No int8 weight beyond +-64: 255*64*2 = 32640 < 32767, so vpmaddubsw's
+    saturating int16 pair sums stay exact on AVX2 (onnxruntime's reduce_range
+    promises this; a changed quantizer must not silently break it)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    worst = max((int(np.abs(numpy_helper.to_array(t).astype(np.int32)).max())
+                 for t in onnx.load(str(model)).graph.initializer if t.data_type == onnx.TensorProto.INT8),
+                default=0)
+    if worst > 64:
+        raise Fail(f"query graph has int8 weights up to {worst}; more than 64 can saturate on AVX2")
+
+
+def check_query_embed(model, golden: dict) -> float:
+    """The query graph, each golden text alone (as queries run), against fp64."""
+    import numpy as np
+
+    sess = ort_session(model)
+    ref = np.array([c["embedding"] for c in golden["cases"]])
+    got = embed_with(sess, golden["cases"], False)
+    cos = (got * ref).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(ref, axis=-1))
+    log(f"  check int8 query graph vs fp64 numpy (alone): cosine min={cos.min():.5f} mean={cos.mean():.5f} "
+        f"(limit >= {INT8_MIN_COSINE})")
+    if not cos.min() >= INT8_MIN_COSINE:
+        raise Fail(f"int8 query embeddings too far from the reference: min cosine {cos.min():.5f}")
+    return float(cos.min())
+
+
 def check_cross(model, golden: dict, limit: float, label: str) -> float:
     import numpy as np
 
@@ -914,7 +979,8 @@ def file_entry(path: Path) -> dict:
 
 def manifest_bytes(model_dir: Path, model_id: str, kind: str, variant: str, dims: int) -> bytes:
     embed = kind == "embed"
-    files = {name: file_entry(model_dir / name) for name in ("model.onnx", "tokenizer.json")}
+    names = ["model.onnx", "tokenizer.json"] + (["query.onnx"] if variant == "int8" else [])
+    files = {name: file_entry(model_dir / name) for name in names}
     if embed:
         # Stored vectors are valid only for the id that produced them: an id that
         # names the model bytes changes with any recipe change, so an index built
@@ -1017,6 +1083,15 @@ def inner_main(args: argparse.Namespace) -> int:
         atomic_write_bytes(int8_model, data)
         stamps.write("int8", int8_key, [int8_model])
 
+    query_model = dirs["int8"] / "query.onnx"
+    query_key = {**base_key, "query_recipe": QUERY_RECIPE_VERSION, "step": "int8-query"}
+    if not up_to_date("int8-query", query_key, [query_model], "int8 query model"):
+        log("int8 query model: onnxruntime quantize_dynamic of the fp32 model (per-channel, weights <= +-64)")
+        data = build_query_model(fp32_model)
+        check_query_embed(data, golden_emb)
+        atomic_write_bytes(query_model, data)
+        stamps.write("int8-query", query_key, [query_model])
+
     cross_key = {**base_key, **int8_recipe, "step": "cross-int8"}
     if not up_to_date("cross-int8", cross_key, [cross_model], "cross-encoder model"):
         log(f"cross-encoder model: MiniLM body + random head (seed {HEAD_SEED}), fp32 check, then int8")
@@ -1050,11 +1125,11 @@ def inner_main(args: argparse.Namespace) -> int:
     log("self-check: onnxruntime on the files on disk vs golden fp64 values")
     check_fp32_embed(fp32_model, golden_emb)
     check_int8_embed(int8_model, golden_emb)
+    check_query_embed(query_model, golden_emb)
     check_cross(cross_model, golden_ce, CROSS_INT8_MAX_ABS_DIFF, "int8")
 
     log("outputs:")
-    for dirname, *_ in MODELS:
-        p = out / dirname / "model.onnx"
+    for p in [out / dirname / "model.onnx" for dirname, *_ in MODELS] + [query_model]:
         log(f"  {p.relative_to(out)}  {p.stat().st_size:>10,} B  sha256 {sha256_file(p)}")
     lib = json.loads((out / "runtime" / "runtime.json").read_text())["path"]
     log(f"  runtime {lib}  {Path(lib).stat().st_size:,} B")

@@ -110,7 +110,7 @@ fn model_with_chunk_tokens(root: &Path, dir: &Path, tokens: usize) -> PathBuf {
   let from = root.join(DEFAULT_EMBED_DIR);
   let m = dir.join(format!("chunk-{tokens}"));
   fs::create_dir_all(&m).unwrap();
-  for name in ["model.onnx", "tokenizer.json"] {
+  for name in ["model.onnx", "tokenizer.json", "query.onnx"] {
     fs::copy(from.join(name), m.join(name)).unwrap();
   }
   let mut manifest: serde_json::Value =

@@ -153,7 +153,7 @@ fn corrupt_model_is_a_typed_error() {
   let root = model_root_or_skip!();
   let t = tempfile::tempdir().unwrap();
   let src = root.join("all-MiniLM-L6-v2-int8");
-  for f in ["manifest.json", "tokenizer.json"] {
+  for f in ["manifest.json", "tokenizer.json", "query.onnx"] {
     std::fs::copy(src.join(f), t.path().join(f)).unwrap();
   }
   // Same size as the real model, garbage content: the manifest check passes, loading fails.
@@ -246,6 +246,41 @@ fn int8_vectors_do_not_depend_on_batch_neighbours() {
 #[test]
 fn fp32_vectors_do_not_depend_on_batch_neighbours() {
   assert_batch_independent("all-MiniLM-L6-v2-fp32");
+}
+
+/// Queries of a model whose manifest lists a query graph run on it (other arithmetic than the
+/// documents' graph: close, not equal); without one they run on the model itself.
+#[test]
+fn queries_run_on_the_query_graph_when_the_manifest_lists_one() {
+  let root = model_root_or_skip!();
+  let int8 = ModelDir::open(&root.join(llm_wiki_core::models::DEFAULT_EMBED_DIR)).unwrap();
+  assert!(
+    int8.query_model_file().is_some(),
+    "scripts/fetch_models.py lists query.onnx for the int8 embedder"
+  );
+  let fp32 = ModelDir::open(&root.join("all-MiniLM-L6-v2-fp32")).unwrap();
+  assert_eq!(fp32.query_model_file(), None);
+  for (dir, own_graph) in [(int8, true), (fp32, false)] {
+    let e = Embedder::load(&dir, &session(&root)).unwrap();
+    let (mut worst, mut differ) = (0f64, 0usize);
+    for t in mixed_texts() {
+      let doc = e.embed(std::slice::from_ref(&t), TextKind::Query, &CancelFlag::new(), &mut |_| {}).unwrap();
+      let query = e.embed_query(&t).unwrap();
+      assert_eq!(query.len(), doc[0].len());
+      worst = worst.max(cosine_distance(&query, &doc[0]));
+      differ += usize::from(query != doc[0]);
+    }
+    let id = &dir.manifest.id;
+    eprintln!("{id}: {differ} query vectors differ from the model's, worst cosine distance {worst:e}");
+    if own_graph {
+      // Measured 0.017 on the mixed texts (x86, AVX-512 VNNI); the recipe's own check holds both graphs ≥ 0.98
+      // to the fp64 reference, so two of them stay within ≈ 0.04 of each other.
+      assert!(differ > 0, "{id}: the query graph was not used");
+      assert!(worst <= 0.05, "{id}: a query vector is {worst:e} (cosine distance) from the document graph's");
+    } else {
+      assert_eq!(differ, 0, "{id}: queries must run on the model itself");
+    }
+  }
 }
 
 /// Indexes record the model id their vectors came from; a recipe that changes the vectors must
@@ -360,13 +395,35 @@ fn incremental_and_cold_reindex_store_identical_vectors() {
 
 /// `maxBatch` in a manifest caps the texts per inference run (for models whose vectors depend on
 /// their batch, such as dynamic per-tensor int8); without it the engine batches EMBED_BATCH.
+/// A query graph that cannot load fails the queries with a typed error (recall then falls back
+/// to lexical, `dense_failed`) and leaves document embedding working.
+#[test]
+fn a_corrupt_query_graph_fails_queries_only() {
+  let root = model_root_or_skip!();
+  let t = tempfile::tempdir().unwrap();
+  let src = root.join(llm_wiki_core::models::DEFAULT_EMBED_DIR);
+  for f in ["manifest.json", "tokenizer.json", "model.onnx"] {
+    std::fs::copy(src.join(f), t.path().join(f)).unwrap();
+  }
+  let size = std::fs::metadata(src.join("query.onnx")).unwrap().len() as usize;
+  std::fs::write(t.path().join("query.onnx"), vec![7u8; size]).unwrap();
+  let e = Embedder::load(&ModelDir::open(t.path()).unwrap(), &session(&root)).unwrap();
+  let docs = e.embed(&mixed_texts(), TextKind::Document, &CancelFlag::new(), &mut |_| {}).unwrap();
+  assert_eq!(docs.len(), mixed_texts().len());
+  for _ in 0..2 {
+    let err = e.embed_query("backup copies").unwrap_err();
+    assert_eq!(err.code(), "model_unavailable");
+    assert!(err.to_string().contains("query.onnx"), "{err}");
+  }
+}
+
 #[test]
 fn manifest_max_batch_limits_inference_batches() {
   use llm_wiki_core::models::{DEFAULT_EMBED_DIR, EMBED_BATCH};
   let root = model_root_or_skip!();
   let src = root.join(DEFAULT_EMBED_DIR);
   let t = tempfile::tempdir().unwrap();
-  for f in ["model.onnx", "tokenizer.json"] {
+  for f in ["model.onnx", "tokenizer.json", "query.onnx"] {
     fs::copy(src.join(f), t.path().join(f)).unwrap();
   }
   let mut manifest: serde_json::Value =
@@ -475,7 +532,7 @@ fn a_download_that_updates_the_manifest_in_place_reaches_the_loaded_model() {
   let t = tempfile::tempdir().unwrap();
   let dir = t.path().join("minilm");
   fs::create_dir_all(&dir).unwrap();
-  for f in ["manifest.json", "model.onnx", "tokenizer.json"] {
+  for f in ["manifest.json", "model.onnx", "tokenizer.json", "query.onnx"] {
     fs::copy(root.join("all-MiniLM-L6-v2-int8").join(f), dir.join(f)).unwrap();
   }
   configure(ConfigChange {

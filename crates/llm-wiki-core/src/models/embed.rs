@@ -68,17 +68,32 @@ impl Embedder {
     cancel: &CancelFlag,
     on_batch: &mut dyn FnMut(usize),
   ) -> Result<Vec<Vec<f32>>> {
+    self.embed_on(texts, kind, cancel, on_batch, false)
+  }
+
+  /// [`Embedder::embed`]; `query_graph`: one text per run on the model's query graph
+  /// ([`OnnxModel::run_query`]).
+  fn embed_on(
+    &self,
+    texts: &[String],
+    kind: TextKind,
+    cancel: &CancelFlag,
+    on_batch: &mut dyn FnMut(usize),
+    query_graph: bool,
+  ) -> Result<Vec<Vec<f32>>> {
     let m = &self.model.dir.manifest;
     let prefix = match kind {
       TextKind::Query => &m.query_prefix,
       TextKind::Document => &m.document_prefix,
     };
     let mut out = Vec::with_capacity(texts.len());
-    for batch in texts.chunks(self.batch_size()) {
+    let batch_size = if query_graph { 1 } else { self.batch_size() };
+    for batch in texts.chunks(batch_size) {
       cancel.check()?;
       let inputs: Vec<String> = batch.iter().map(|t| format!("{prefix}{t}")).collect();
       let tokens = self.model.tokenize(inputs)?;
-      let (shape, data) = self.model.run(&tokens)?;
+      let (shape, data) =
+        if query_graph { self.model.run_query(&tokens)? } else { self.model.run(&tokens)? };
       let (b, s, d) = match shape.as_slice() {
         [b, s, d] => (*b, *s, *d),
         other => return Err(Error::Inference(format!("expected [batch, seq, dims] output, got {other:?}"))),
@@ -120,9 +135,10 @@ impl Embedder {
     Ok(out)
   }
 
-  /// Embed one query.
+  /// Embed one query (on the model's query graph when its manifest lists one).
   pub fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-    let mut v = self.embed(&[query.to_string()], TextKind::Query, &CancelFlag::new(), &mut |_| {})?;
+    let mut v =
+      self.embed_on(&[query.to_string()], TextKind::Query, &CancelFlag::new(), &mut |_| {}, true)?;
     v.pop().ok_or_else(|| Error::Inference("no vector returned".into()))
   }
 }

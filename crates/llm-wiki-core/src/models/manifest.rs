@@ -121,6 +121,13 @@ fn yes() -> bool {
   true
 }
 
+/// Optional file of an embedding model directory: the same model as `model.onnx`, quantized for
+/// queries only. A query is always embedded alone, so a graph whose activation scale is shared by
+/// a whole batch (onnxruntime's dynamic quantization, several times fewer nodes than a per-row
+/// graph) gives it the vector it would get anywhere; stored vectors always come from
+/// `model.onnx`, whose checksum names the model id.
+pub const QUERY_MODEL_FILE: &str = "query.onnx";
+
 /// A model directory with its parsed manifest.
 #[derive(Debug, Clone)]
 pub struct ModelDir {
@@ -147,7 +154,8 @@ impl ModelDir {
         dir.display()
       )));
     }
-    for name in ["model.onnx", "tokenizer.json"] {
+    let optional = manifest.files.get_key_value(QUERY_MODEL_FILE).map(|(name, _)| name.as_str());
+    for name in ["model.onnx", "tokenizer.json"].into_iter().chain(optional) {
       let info = manifest.files.get(name).ok_or_else(|| {
         Error::ModelUnavailable(format!("{}: manifest does not list {name}", dir.display()))
       })?;
@@ -185,6 +193,12 @@ impl ModelDir {
   /// The ONNX model file.
   pub fn model_file(&self) -> PathBuf {
     self.dir.join("model.onnx")
+  }
+
+  /// Embedding models: the graph queries run on, when the manifest lists [`QUERY_MODEL_FILE`]
+  /// (else queries run on [`ModelDir::model_file`]).
+  pub fn query_model_file(&self) -> Option<PathBuf> {
+    self.manifest.files.contains_key(QUERY_MODEL_FILE).then(|| self.dir.join(QUERY_MODEL_FILE))
   }
 
   /// The `tokenizer.json` of the model.
@@ -255,5 +269,29 @@ mod tests {
     std::fs::write(t.path().join("model.onnx"), b"short").unwrap();
     assert_eq!(ModelDir::open(t.path()).unwrap_err().code(), "model_unavailable");
     assert_eq!(ModelDir::open(&t.path().join("nope")).unwrap_err().code(), "model_unavailable");
+  }
+
+  /// A query graph is used only when the manifest lists it, and a listed one is checked like the
+  /// model itself (size on open, checksum on verify).
+  #[test]
+  fn a_listed_query_graph_is_checked_like_the_model() {
+    let t = tempfile::tempdir().unwrap();
+    write_model(t.path(), b"onnx-bytes");
+    std::fs::write(t.path().join(QUERY_MODEL_FILE), b"query-bytes").unwrap();
+    assert_eq!(ModelDir::open(t.path()).unwrap().query_model_file(), None, "present but not listed");
+    let path = t.path().join("manifest.json");
+    let mut m: ModelManifest = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let info = FileInfo { sha256: crate::store::manifest::sha256_hex(b"query-bytes"), size: 11 };
+    m.files.insert(QUERY_MODEL_FILE.into(), info);
+    std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+    let dir = ModelDir::open(t.path()).unwrap();
+    assert_eq!(dir.query_model_file(), Some(t.path().join(QUERY_MODEL_FILE)));
+    dir.verify().unwrap();
+    std::fs::write(t.path().join(QUERY_MODEL_FILE), b"query-bytez").unwrap();
+    assert_eq!(dir.verify().unwrap_err().code(), "model_unavailable");
+    std::fs::write(t.path().join(QUERY_MODEL_FILE), b"short").unwrap();
+    assert_eq!(ModelDir::open(t.path()).unwrap_err().code(), "model_unavailable");
+    std::fs::remove_file(t.path().join(QUERY_MODEL_FILE)).unwrap();
+    assert_eq!(ModelDir::open(t.path()).unwrap_err().code(), "model_unavailable");
   }
 }

@@ -1,6 +1,7 @@
 //! A loaded ONNX text model: session + tokenizer with explicit padding/truncation. Shared by the
 //! embedder (mean/CLS pooling) and the cross-encoder (pair logits).
 
+use std::path::Path;
 use std::sync::Mutex;
 
 use ort::session::builder::GraphOptimizationLevel;
@@ -41,14 +42,85 @@ pub struct TokenBatch {
 pub struct OnnxModel {
   /// The model directory it was loaded from.
   pub dir: ModelDir,
-  session: Mutex<Session>,
+  graph: Mutex<Graph>,
+  /// The manifest's query graph ([`ModelDir::query_model_file`]), opened on the first query so
+  /// a process that only indexes never holds it; `None` inside: not opened yet. A graph that
+  /// failed to open keeps its error (every query reports it; the model is reloaded by
+  /// `configure` or after its idle release).
+  query_graph: Mutex<Option<std::result::Result<Graph, String>>>,
+  env: ort::environment::Environment,
+  threads: usize,
+  preferred_output: String,
   tokenizer: Tokenizer,
+}
+
+/// One ONNX session and what its graph takes and gives.
+struct Graph {
+  session: Session,
   uses_token_type_ids: bool,
   output_name: String,
 }
 
 fn ort_err(e: impl std::fmt::Display) -> Error {
   Error::Inference(e.to_string())
+}
+
+impl Graph {
+  /// A session of `file` on `threads` intra-op threads, without spinning; its inputs checked and
+  /// its output chosen (`preferred_output`, else the first).
+  fn open(
+    env: &ort::environment::Environment,
+    file: &Path,
+    threads: usize,
+    preferred_output: &str,
+  ) -> Result<Self> {
+    let build = || -> std::result::Result<Session, String> {
+      let b = Session::builder(env).map_err(|e| e.to_string())?;
+      let b = b.with_optimization_level(GraphOptimizationLevel::Level3).map_err(|e| e.to_string())?;
+      let b = b.with_intra_threads(threads.max(1)).map_err(|e| e.to_string())?;
+      let b = b.with_inter_threads(1).map_err(|e| e.to_string())?;
+      let b = b.with_memory_pattern(false).map_err(|e| e.to_string())?;
+      let b = b.with_config_entry("session.intra_op.allow_spinning", "0").map_err(|e| e.to_string())?;
+      let mut b = b.with_config_entry("session.inter_op.allow_spinning", "0").map_err(|e| e.to_string())?;
+      b.commit_from_file(file).map_err(|e| e.to_string())
+    };
+    let session = std::panic::catch_unwind(std::panic::AssertUnwindSafe(build))
+      .unwrap_or_else(|_| Err("ONNX Runtime panicked while loading the model".into()))
+      .map_err(|e| Error::ModelUnavailable(format!("{}: {e}", file.display())))?;
+    let inputs: Vec<String> = session.inputs().iter().map(|i| i.name().to_string()).collect();
+    for required in ["input_ids", "attention_mask"] {
+      if !inputs.iter().any(|i| i == required) {
+        return Err(Error::ModelUnavailable(format!("{} has no '{required}' input", file.display())));
+      }
+    }
+    let outputs: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
+    let output_name = outputs
+      .iter()
+      .find(|o| *o == preferred_output)
+      .or_else(|| outputs.first())
+      .cloned()
+      .ok_or_else(|| Error::ModelUnavailable(format!("{} has no outputs", file.display())))?;
+    Ok(Graph { session, uses_token_type_ids: inputs.iter().any(|i| i == "token_type_ids"), output_name })
+  }
+
+  /// Run on a batch; returns the output's shape and values.
+  fn run(&mut self, t: &TokenBatch) -> Result<(Vec<usize>, Vec<f32>)> {
+    let shape = vec![t.batch as i64, t.seq as i64];
+    let ids = Tensor::from_array((shape.clone(), t.input_ids.clone())).map_err(ort_err)?;
+    let mask = Tensor::from_array((shape.clone(), t.attention_mask.clone())).map_err(ort_err)?;
+    let outputs = if self.uses_token_type_ids {
+      let types = Tensor::from_array((shape, t.token_type_ids.clone())).map_err(ort_err)?;
+      self.session.run(ort::inputs!["input_ids" => ids, "attention_mask" => mask, "token_type_ids" => types])
+    } else {
+      self.session.run(ort::inputs!["input_ids" => ids, "attention_mask" => mask])
+    }
+    .map_err(ort_err)?;
+    let value = outputs
+      .get(self.output_name.as_str())
+      .ok_or_else(|| Error::Inference(format!("output '{}' missing", self.output_name)))?;
+    let (shape, data) = value.try_extract_tensor::<f32>().map_err(ort_err)?;
+    Ok((shape.iter().map(|&d| d.max(0) as usize).collect(), data.to_vec()))
+  }
 }
 
 impl OnnxModel {
@@ -77,41 +149,15 @@ impl OnnxModel {
         stride: 0,
       }))
       .map_err(|e| Error::ModelUnavailable(format!("tokenizer truncation: {e}")))?;
-    let build = || -> std::result::Result<Session, String> {
-      let b = Session::builder(&env).map_err(|e| e.to_string())?;
-      let b = b.with_optimization_level(GraphOptimizationLevel::Level3).map_err(|e| e.to_string())?;
-      let b = b.with_intra_threads(cfg.threads.max(1)).map_err(|e| e.to_string())?;
-      let b = b.with_inter_threads(1).map_err(|e| e.to_string())?;
-      let b = b.with_memory_pattern(false).map_err(|e| e.to_string())?;
-      let b = b.with_config_entry("session.intra_op.allow_spinning", "0").map_err(|e| e.to_string())?;
-      let mut b = b.with_config_entry("session.inter_op.allow_spinning", "0").map_err(|e| e.to_string())?;
-      b.commit_from_file(dir.model_file()).map_err(|e| e.to_string())
-    };
-    let session = std::panic::catch_unwind(std::panic::AssertUnwindSafe(build))
-      .unwrap_or_else(|_| Err("ONNX Runtime panicked while loading the model".into()))
-      .map_err(|e| Error::ModelUnavailable(format!("{}: {e}", dir.model_file().display())))?;
-    let inputs: Vec<String> = session.inputs().iter().map(|i| i.name().to_string()).collect();
-    for required in ["input_ids", "attention_mask"] {
-      if !inputs.iter().any(|i| i == required) {
-        return Err(Error::ModelUnavailable(format!(
-          "{} has no '{required}' input",
-          dir.model_file().display()
-        )));
-      }
-    }
-    let outputs: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
-    let output_name = outputs
-      .iter()
-      .find(|o| *o == preferred_output)
-      .or_else(|| outputs.first())
-      .cloned()
-      .ok_or_else(|| Error::ModelUnavailable("model has no outputs".into()))?;
+    let graph = Graph::open(&env, &dir.model_file(), cfg.threads, preferred_output)?;
     Ok(OnnxModel {
       dir: dir.clone(),
-      session: Mutex::new(session),
+      graph: Mutex::new(graph),
+      query_graph: Mutex::new(None),
+      env,
+      threads: cfg.threads,
+      preferred_output: preferred_output.to_string(),
       tokenizer,
-      uses_token_type_ids: inputs.iter().any(|i| i == "token_type_ids"),
-      output_name,
     })
   }
 
@@ -140,22 +186,26 @@ impl OnnxModel {
 
   /// Run the model; returns the output's shape and values.
   pub fn run(&self, t: &TokenBatch) -> Result<(Vec<usize>, Vec<f32>)> {
-    let shape = vec![t.batch as i64, t.seq as i64];
-    let ids = Tensor::from_array((shape.clone(), t.input_ids.clone())).map_err(ort_err)?;
-    let mask = Tensor::from_array((shape.clone(), t.attention_mask.clone())).map_err(ort_err)?;
-    let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-    let outputs = if self.uses_token_type_ids {
-      let types = Tensor::from_array((shape, t.token_type_ids.clone())).map_err(ort_err)?;
-      session.run(ort::inputs!["input_ids" => ids, "attention_mask" => mask, "token_type_ids" => types])
-    } else {
-      session.run(ort::inputs!["input_ids" => ids, "attention_mask" => mask])
+    self.graph.lock().unwrap_or_else(|p| p.into_inner()).run(t)
+  }
+
+  /// [`OnnxModel::run`] for one query: on the manifest's query graph when it lists one
+  /// (opened on first use), else on the model itself.
+  pub fn run_query(&self, t: &TokenBatch) -> Result<(Vec<usize>, Vec<f32>)> {
+    let Some(file) = self.dir.query_model_file() else {
+      return self.run(t);
+    };
+    let mut query = self.query_graph.lock().unwrap_or_else(|p| p.into_inner());
+    let graph = query.get_or_insert_with(|| {
+      Graph::open(&self.env, &file, self.threads, &self.preferred_output).map_err(|e| match e {
+        Error::ModelUnavailable(msg) => msg,
+        other => other.to_string(),
+      })
+    });
+    match graph {
+      Ok(graph) => graph.run(t),
+      Err(msg) => Err(Error::ModelUnavailable(msg.clone())),
     }
-    .map_err(ort_err)?;
-    let value = outputs
-      .get(self.output_name.as_str())
-      .ok_or_else(|| Error::Inference(format!("output '{}' missing", self.output_name)))?;
-    let (shape, data) = value.try_extract_tensor::<f32>().map_err(ort_err)?;
-    Ok((shape.iter().map(|&d| d.max(0) as usize).collect(), data.to_vec()))
   }
 }
 

@@ -155,6 +155,10 @@ pub fn machine_context() -> Value {
     "buildProfile": if cfg!(debug_assertions) { "debug" } else { "release" },
     "models": {
       "embed": models::embed_model_id(&cfg),
+      // The graph queries run on: the manifest's query graph, or the model itself.
+      "embedQueryGraph": embed_dir.as_deref().and_then(|d| models::ModelDir::open(d).ok()).map(|d| {
+        d.query_model_file().map_or("model.onnx", |_| models::manifest::QUERY_MODEL_FILE)
+      }),
       "embedDir": embed_dir.map(|d| report_path(&d)),
       "rerank": models::rerank_model_id(&cfg),
       "runtimeLibrary": runtime.map(|p| report_path(&p)),
@@ -180,7 +184,7 @@ pub(super) fn context_markdown(ctx: &Value) -> String {
   let models = &ctx["models"];
   format!(
     "- Command: `{}`\n- Machine: {} · {} logical CPUs · {} RAM · {} (kernel {}, {}) · load average at start {}\n- Engine: {} {} ({} build) · \
-     embedder {} · cross-encoder {} · inference threads {}\n- Started: {}\n",
+     embedder {} (queries on {}) · cross-encoder {} · inference threads {}\n- Started: {}\n",
     s("command"),
     s("cpuModel"),
     ctx["logicalCpus"],
@@ -193,6 +197,7 @@ pub(super) fn context_markdown(ctx: &Value) -> String {
     s("engineVersion"),
     s("buildProfile"),
     models["embed"].as_str().unwrap_or("none"),
+    models["embedQueryGraph"].as_str().unwrap_or("-"),
     models["rerank"].as_str().unwrap_or("none"),
     ctx["threads"]["inference"],
     s("startedAt"),
