@@ -159,7 +159,7 @@ test(
     const manifest = JSON.parse(fs.readFileSync(path.join(int8, 'manifest.json'), 'utf8'))
     manifest.files['tokenizer.json'].size = 0
     fs.writeFileSync(path.join(model, 'manifest.json'), JSON.stringify(manifest))
-    fs.symlinkSync(path.join(int8, 'model.onnx'), path.join(model, 'model.onnx'))
+    for (const f of ['model.onnx', 'query.onnx']) fs.symlinkSync(path.join(int8, f), path.join(model, f))
     const fifo = path.join(model, 'tokenizer.json')
     const mk = spawnSync('mkfifo', [fifo])
     assert.equal(mk.status, 0, `mkfifo: ${mk.stderr}`)
