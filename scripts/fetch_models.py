@@ -83,11 +83,12 @@ RECIPE_VERSION = 1
 # 1: onnxruntime quantize_dynamic (one activation scale per batch, 8-bit
 #    weights: batch-dependent vectors, int16 saturation on AVX2);
 # 2: per-row activation scales and 7-bit weights in our own graph.
+INT8_RECIPE_VERSION = 2
 # Bump whenever the query graph's recipe changes (only that step is rebuilt;
 # the embedder's id names model.onnx, whose stored vectors it does not touch).
-# 1: onnxruntime quantize_dynamic of the fp32 model, per-channel 7-bit weights.
+# 1: onnxruntime quantize_dynamic of the fp32 model, per-channel weights
+#    within +-64 (reduce_range).
 QUERY_RECIPE_VERSION = 1
-INT8_RECIPE_VERSION = 2
 
 ORT_VERSION = "1.32.0"
 # onnx/protobuf/numpy/ml_dtypes influence the bytes of the generated files,
@@ -828,18 +829,21 @@ def check_fp32_embed(model, golden: dict) -> float:
     return worst
 
 
+def golden_cosines(got, golden: dict):
+    """Cosine of each embedded golden case with its fp64 reference vector."""
+    import numpy as np
+
+    ref = np.array([c["embedding"] for c in golden["cases"]])
+    return (got * ref).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(ref, axis=-1))
+
+
 def check_int8_embed(model, golden: dict) -> float:
     import numpy as np
 
     sess = ort_session(model)
-    ref = np.array([c["embedding"] for c in golden["cases"]])
-
-    def cosines(got):
-        return (got * ref).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(ref, axis=-1))
-
     alone = embed_with(sess, golden["cases"], False)
     together = embed_with(sess, golden["cases"], True)
-    single, batch = cosines(alone), cosines(together)
+    single, batch = golden_cosines(alone, golden), golden_cosines(together, golden)
     # The same texts in the opposite order: other neighbours, other positions.
     reverse = embed_with(sess, golden["cases"][::-1], True)[::-1]
     moved = max(float(1.0 - (a * b).sum() / (np.linalg.norm(a) * np.linalg.norm(b)))
@@ -901,12 +905,7 @@ def check_weight_range(model: Path) -> None:
 
 def check_query_embed(model, golden: dict) -> float:
     """The query graph, each golden text alone (as queries run), against fp64."""
-    import numpy as np
-
-    sess = ort_session(model)
-    ref = np.array([c["embedding"] for c in golden["cases"]])
-    got = embed_with(sess, golden["cases"], False)
-    cos = (got * ref).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(ref, axis=-1))
+    cos = golden_cosines(embed_with(ort_session(model), golden["cases"], False), golden)
     log(f"  check int8 query graph vs fp64 numpy (alone): cosine min={cos.min():.5f} mean={cos.mean():.5f} "
         f"(limit >= {INT8_MIN_COSINE})")
     if not cos.min() >= INT8_MIN_COSINE:

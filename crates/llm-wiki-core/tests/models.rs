@@ -393,8 +393,6 @@ fn incremental_and_cold_reindex_store_identical_vectors() {
   }
 }
 
-/// `maxBatch` in a manifest caps the texts per inference run (for models whose vectors depend on
-/// their batch, such as dynamic per-tensor int8); without it the engine batches EMBED_BATCH.
 /// A query graph that cannot load fails the queries with a typed error (recall then falls back
 /// to lexical, `dense_failed`) and leaves document embedding working.
 #[test]
@@ -417,6 +415,8 @@ fn a_corrupt_query_graph_fails_queries_only() {
   }
 }
 
+/// `maxBatch` in a manifest caps the texts per inference run (for models whose vectors depend on
+/// their batch, such as dynamic per-tensor int8); without it the engine batches EMBED_BATCH.
 #[test]
 fn manifest_max_batch_limits_inference_batches() {
   use llm_wiki_core::models::{DEFAULT_EMBED_DIR, EMBED_BATCH};

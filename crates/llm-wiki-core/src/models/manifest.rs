@@ -154,8 +154,8 @@ impl ModelDir {
         dir.display()
       )));
     }
-    let optional = manifest.files.get_key_value(QUERY_MODEL_FILE).map(|(name, _)| name.as_str());
-    for name in ["model.onnx", "tokenizer.json"].into_iter().chain(optional) {
+    let query_graph = manifest.files.contains_key(QUERY_MODEL_FILE).then_some(QUERY_MODEL_FILE);
+    for name in ["model.onnx", "tokenizer.json"].into_iter().chain(query_graph) {
       let info = manifest.files.get(name).ok_or_else(|| {
         Error::ModelUnavailable(format!("{}: manifest does not list {name}", dir.display()))
       })?;
