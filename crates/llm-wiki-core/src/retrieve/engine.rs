@@ -191,7 +191,7 @@ impl VaultReader {
   /// Take a snapshot, reloading to the latest commit when the index changed.
   pub fn snapshot(self: &Arc<Self>) -> Result<Snapshot> {
     // A failed reload (e.g. the directory was just replaced) keeps the previous snapshot.
-    let _ = self.lexical.reader.reload();
+    let _ = self.lexical.reload_if_changed();
     for _ in 0..3 {
       let searcher = self.lexical.reader.searcher();
       let commit = self

@@ -48,9 +48,8 @@ impl ExactMatch {
 }
 
 /// Exact identity of the query with a page's id, title, alias or file name (case, `-`/`_` and
-/// whitespace insensitive).
-pub fn exact_match(query: &str, page_id: &str, entry: &ManifestEntry) -> Option<ExactMatch> {
-  let q = identity_key(query);
+/// whitespace insensitive). `q` is the query's [`identity_key`], taken once per query.
+pub fn exact_match(q: &str, page_id: &str, entry: &ManifestEntry) -> Option<ExactMatch> {
   if q.is_empty() {
     return None;
   }
@@ -194,7 +193,7 @@ pub fn lexical_candidates(
     // coverage is 0.
     let word_matched = matched.iter().zip(terms).any(|(m, t)| *m && is_word(t));
     let cov = if word_matched { salient.coverage(&matched) } else { 0.0 };
-    let exact = exact_match(query, page_id, entry);
+    let exact = exact_match(&query_key, page_id, entry);
     let named = exact.is_none() && names_page(&query_key, entry, &salient);
     let all = mask.iter().fold(0u8, |a, m| a | m);
     let matched_fields =

@@ -21,7 +21,7 @@ use super::confidence::{hybrid_confidence, CalibrationSource, DenseCalibration, 
 use super::dense::{dense_candidates, page_cosines, DenseCandidate};
 use super::fusion::{evidence_fusion, rrf};
 use super::lexical::{exact_match, lexical_candidates, LexicalCandidate};
-use super::query::interrogative_prefix;
+use super::query::{identity_key, interrogative_prefix};
 pub use super::ranking::{ModeContext, SubQuery, VaultHit};
 use super::rescore;
 use crate::analysis::{analyze, wiki_analyzer};
@@ -229,6 +229,7 @@ fn fuse_hits(
   let missing: Vec<String> = pages.iter().filter(|p| !dense_by.contains_key(p.as_str())).cloned().collect();
   let extra = page_cosines(ctx.snap, &dense.vectors, qvec, &missing);
   let lexidx = &ctx.snap.reader.lexical;
+  let query_key = identity_key(ctx.query);
   fused
     .into_iter()
     .take(ctx.limit)
@@ -240,7 +241,7 @@ fn fuse_hits(
         None => extra.get(&page_id).map(|(c, id)| (*c, Some(id.clone()))).unwrap_or((0.0, None)),
       };
       let exact = lx.and_then(|c| c.exact).or_else(|| {
-        ctx.snap.manifest.entries.get(&page_id).and_then(|e| exact_match(ctx.query, &page_id, e))
+        ctx.snap.manifest.entries.get(&page_id).and_then(|e| exact_match(&query_key, &page_id, e))
       });
       let named = lx.is_some_and(|c| c.named);
       // An uncalibrated model's cosine is no evidence for the floors: the page keeps its lexical

@@ -70,12 +70,30 @@ pub fn normalize_subqueries(
     .collect()
 }
 
-/// Canonical form for identity comparison: lowercase, `-`/`_` as spaces, single spaces.
+/// Canonical form for identity comparison: NFKC, lowercase, `-`/`_` as spaces, single spaces.
 pub fn identity_key(s: &str) -> String {
+  // Lexical recall takes the key of every candidate's id, title and aliases on each query; NFKC
+  // leaves ASCII unchanged, so ASCII text (most names) skips the two normalization passes, which
+  // were most of a lexical query's CPU (docs/BENCHMARKS.md, "Identity keys").
+  if s.is_ascii() {
+    return join_words(&s.to_ascii_lowercase());
+  }
   // Lowercasing can leave a decomposable pair (`T\u{308}` has no precomposed capital; its lowercase
   // `t\u{308}` composes to `ẗ`), so normalize again after it: the key of a key is the key.
   let lower: String = s.nfkc().collect::<String>().to_lowercase().nfkc().collect();
-  lower.replace(['-', '_'], " ").split_whitespace().collect::<Vec<_>>().join(" ")
+  join_words(&lower)
+}
+
+/// The words of `s` (split at whitespace, `-` and `_`) joined by single spaces.
+fn join_words(s: &str) -> String {
+  let mut out = String::with_capacity(s.len());
+  for word in s.split(|c: char| c.is_whitespace() || c == '-' || c == '_').filter(|w| !w.is_empty()) {
+    if !out.is_empty() {
+      out.push(' ');
+    }
+    out.push_str(word);
+  }
+  out
 }
 
 /// True when the query starts with an interrogative word (or a CJK question word).
@@ -135,6 +153,33 @@ mod tests {
   fn identity() {
     assert_eq!(identity_key(" Wiki_Reindex  Tool "), "wiki reindex tool");
     assert_eq!(identity_key("QMD"), identity_key("qmd"));
+    assert_eq!(identity_key("-_ \t\u{b}\u{c}\r\n"), "");
+    // Full-width letters and hyphen fold to ASCII (NFKC) before the separators are read.
+    assert_eq!(identity_key("Ｗiki－Tool"), "wiki tool");
+  }
+
+  /// The ASCII shortcut gives the key the full path (NFKC, Unicode lowercase, NFKC) gives.
+  #[test]
+  fn ascii_keys_match_the_unicode_path() {
+    let full = |s: &str| {
+      let lower: String = s.nfkc().collect::<String>().to_lowercase().nfkc().collect();
+      lower.replace(['-', '_'], " ").split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let every_ascii: String = (0u8..128).map(char::from).collect();
+    let mut samples = vec![every_ascii.clone(), every_ascii.chars().rev().collect()];
+    // Every pair of ASCII characters, in a context: separators, case and controls side by side.
+    for a in 0u8..128 {
+      for b in 0u8..128 {
+        samples.push(format!("x{}{}Y", char::from(a), char::from(b)));
+      }
+    }
+    samples.extend(
+      ["  Wiki_Reindex--Tool  ", "src/a.rs", "QMD v2.5_beta", "\u{b}tab\u{c}feed\u{1c}"].map(String::from),
+    );
+    for s in &samples {
+      assert!(s.is_ascii());
+      assert_eq!(identity_key(s), full(s), "{s:?}");
+    }
   }
 
   #[test]

@@ -17,9 +17,11 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Mutex;
 
 use sha2::Digest;
 use tantivy::collector::TopDocs;
+use tantivy::directory::Directory;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
   Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING,
@@ -137,6 +139,7 @@ pub fn page_key(page_id: &str) -> u64 {
 /// tantivy would otherwise count every document in N and in the average length of fields only
 /// one kind carries, distorting length normalization.
 struct KindStats<'a> {
+  index: &'a LexicalIndex,
   searcher: &'a Searcher,
   docs: u64,
 }
@@ -149,9 +152,21 @@ impl tantivy::query::Bm25StatisticsProvider for KindStats<'_> {
     Ok(self.docs)
   }
   fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-    self.searcher.doc_freq(term)
+    self.index.doc_freq_of(self.searcher, term)
   }
 }
+
+/// Document frequencies of one index state (segments and their deletes): a recall asks the
+/// frequency of every query term in every segment for the page list, again for the passage of
+/// each of its pages, and the next query asks again for most of the same terms.
+#[derive(Default)]
+struct DocFreqMemo {
+  segments: std::collections::BTreeMap<tantivy::index::SegmentId, Option<tantivy::Opstamp>>,
+  freqs: HashMap<Term, u64>,
+}
+
+/// Most terms [`DocFreqMemo`] keeps before it starts over (a few MB at most; not fitted).
+const DOC_FREQ_MEMO_MAX: usize = 65_536;
 
 /// What a commit publishes, recorded in its `commit` document. Vector batches change only the
 /// segment list, so they commit without writing a page manifest.
@@ -171,9 +186,16 @@ pub struct LexicalIndex {
   pub index: Index,
   /// Its schema fields.
   pub fields: Fields,
-  /// Reader reloaded on every commit.
+  /// Reader, reloaded when a commit changed `meta.json` ([`Self::reload_if_changed`]).
   pub reader: IndexReader,
+  /// `meta.json` as read before the reader's last (re)load.
+  loaded_meta: Mutex<Option<Vec<u8>>>,
+  /// Document frequencies of the latest searcher asked ([`Self::doc_freq_of`]).
+  doc_freqs: Mutex<DocFreqMemo>,
 }
+
+/// tantivy's commit record, replaced by an atomic rename on every commit.
+const META_FILE: &str = "meta.json";
 
 /// A section-level search hit.
 #[derive(Debug, Clone)]
@@ -228,8 +250,55 @@ impl LexicalIndex {
     // Custom analyzers are not persisted by tantivy: register on every open.
     index.tokenizers().register(WIKI_ANALYZER, wiki_analyzer());
     let (_, fields) = schema();
+    // Read before the reader opens, so the reader is at least as new as these bytes.
+    let meta = index.directory().atomic_read(Path::new(META_FILE)).ok();
     let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-    Ok(LexicalIndex { index, fields, reader })
+    Ok(LexicalIndex { index, fields, reader, loaded_meta: Mutex::new(meta), doc_freqs: Mutex::default() })
+  }
+
+  /// `searcher.doc_freq(term)`, memoized for the searcher's index state. The state is the
+  /// searcher's segments and their delete opstamps, which fix every frequency whichever reader
+  /// the searcher came from; a searcher of another state starts the memo over.
+  fn doc_freq_of(&self, searcher: &Searcher, term: &Term) -> tantivy::Result<u64> {
+    let segments = searcher.generation().segments();
+    {
+      let memo = self.doc_freqs.lock().unwrap_or_else(|p| p.into_inner());
+      if memo.segments == *segments {
+        if let Some(&n) = memo.freqs.get(term) {
+          return Ok(n);
+        }
+      }
+    }
+    let n = searcher.doc_freq(term)?;
+    let mut memo = self.doc_freqs.lock().unwrap_or_else(|p| p.into_inner());
+    if memo.segments != *segments || memo.freqs.len() >= DOC_FREQ_MEMO_MAX {
+      memo.segments = segments.clone();
+      memo.freqs.clear();
+    }
+    memo.freqs.insert(term.clone(), n);
+    Ok(n)
+  }
+
+  /// Reload the reader if the index has a newer commit. A reload takes tantivy's meta lock,
+  /// re-opens every segment reader and starts a searcher with cold document-store caches — a
+  /// tenth of a millisecond or more that every recall paid (docs/BENCHMARKS.md, "Identity keys
+  /// and reloads") —, so it is skipped while `meta.json` holds the bytes read before the last
+  /// reload: every commit rewrites it (new segment list, opstamp and payload) by atomic rename.
+  /// Reading the bytes before reloading means a commit landing in between is picked up by the
+  /// next call, never missed.
+  pub fn reload_if_changed(&self) -> Result<()> {
+    let meta = self
+      .index
+      .directory()
+      .atomic_read(Path::new(META_FILE))
+      .map_err(|e| Error::Index(format!("cannot read the lexical index's {META_FILE}: {e}")))?;
+    let mut loaded = self.loaded_meta.lock().unwrap_or_else(|p| p.into_inner());
+    if loaded.as_deref() == Some(meta.as_slice()) {
+      return Ok(());
+    }
+    self.reader.reload()?;
+    *loaded = Some(meta);
+    Ok(())
   }
 
   /// Create an empty index in `dir` (created if missing).
@@ -389,7 +458,7 @@ impl LexicalIndex {
 
   /// Number of documents of a kind (`section` or `chunk`), at least 1.
   pub fn kind_count(&self, searcher: &Searcher, kind: &str) -> Result<u64> {
-    Ok(searcher.doc_freq(&Term::from_field_text(self.fields.kind, kind))?.max(1))
+    Ok(self.doc_freq_of(searcher, &Term::from_field_text(self.fields.kind, kind))?.max(1))
   }
 
   /// BM25 (OR semantics) over the scoring field; the top `limit` sections. Only section documents
@@ -418,7 +487,7 @@ impl LexicalIndex {
         (Occur::Should, q)
       })
       .collect();
-    let stats = KindStats { searcher, docs: self.kind_count(searcher, "section")? };
+    let stats = KindStats { index: self, searcher, docs: self.kind_count(searcher, "section")? };
     let top = searcher.search_with_statistics_provider(
       &BooleanQuery::new(clauses),
       &TopDocs::with_limit(limit).order_by_score(),
@@ -454,7 +523,7 @@ impl LexicalIndex {
       (Occur::Must, zero_score(term_query(f.kind, "chunk"))),
     ];
     clauses.extend(terms.iter().map(|t| (Occur::Should, term_query(f.chunk_body, t))));
-    let stats = KindStats { searcher, docs: self.kind_count(searcher, "chunk")? };
+    let stats = KindStats { index: self, searcher, docs: self.kind_count(searcher, "chunk")? };
     let top = searcher.search_with_statistics_provider(
       &BooleanQuery::new(clauses),
       &TopDocs::with_limit(256).order_by_score(),
@@ -507,7 +576,7 @@ impl LexicalIndex {
 
   /// Document frequency of a term among sections (scoring field).
   pub fn doc_freq(&self, searcher: &Searcher, term: &str) -> Result<u64> {
-    Ok(searcher.doc_freq(&Term::from_field_text(self.fields.all, term))?)
+    Ok(self.doc_freq_of(searcher, &Term::from_field_text(self.fields.all, term))?)
   }
 
   /// For each document in `addrs` and each of `terms`, a bit mask of the [`MATCH_FIELDS`] in
@@ -654,5 +723,74 @@ mod tests {
     assert_eq!(count("p45"), 1);
     assert_eq!(count("n39"), 1);
     assert_eq!(idx.commit_of(&searcher).unwrap().unwrap().generation, 39);
+  }
+
+  /// Recall reloads the reader only for a new commit: an unchanged index keeps its searcher
+  /// (segment readers, document-store caches), a commit by another index handle — another
+  /// process's writer — is seen by the next call, and so is a commit that only replaces the
+  /// commit record (how a vector batch publishes its segments).
+  #[test]
+  fn the_reader_reloads_only_when_a_commit_changed_the_index() {
+    let t = tempfile::tempdir().unwrap();
+    let writer_side = LexicalIndex::create(t.path()).unwrap();
+    let mut w = writer_side.writer(1).unwrap();
+    commit_doc(&writer_side, &mut w, 1);
+    w.commit().unwrap();
+    let reader_side = LexicalIndex::open(t.path()).unwrap();
+    let generation_of = |idx: &LexicalIndex| idx.reader.searcher().generation().generation_id();
+    let before = generation_of(&reader_side);
+    for _ in 0..3 {
+      reader_side.reload_if_changed().unwrap();
+    }
+    assert_eq!(generation_of(&reader_side), before, "an unchanged index was reloaded");
+
+    let page = writer_side.fields.page_id;
+    w.add_document(tantivy::doc!(writer_side.fields.kind => "chunk", page => "new")).unwrap();
+    commit_doc(&writer_side, &mut w, 2);
+    w.commit().unwrap();
+    reader_side.reload_if_changed().unwrap();
+    let searcher = reader_side.reader.searcher();
+    assert_ne!(searcher.generation().generation_id(), before);
+    assert_eq!(reader_side.commit_of(&searcher).unwrap().unwrap().generation, 2);
+    let q = TermQuery::new(Term::from_field_text(page, "new"), tantivy::schema::IndexRecordOption::Basic);
+    assert_eq!(searcher.search(&q, &tantivy::collector::Count).unwrap(), 1);
+
+    // The commit record alone.
+    let after_docs = generation_of(&reader_side);
+    writer_side.set_commit(&w, &CommitInfo { generation: 3, manifest_generation: 2, vectors: None }).unwrap();
+    w.commit().unwrap();
+    reader_side.reload_if_changed().unwrap();
+    assert_ne!(generation_of(&reader_side), after_docs);
+    assert_eq!(reader_side.commit_of(&reader_side.reader.searcher()).unwrap().unwrap().generation, 3);
+    w.wait_merging_threads().unwrap();
+  }
+
+  /// Memoized document frequencies belong to an index state: a searcher of a newer commit (more
+  /// documents, or deletes) and a searcher still held from an older one each get their own.
+  #[test]
+  fn memoized_document_frequencies_follow_the_searchers_index_state() {
+    let t = tempfile::tempdir().unwrap();
+    let idx = LexicalIndex::create(t.path()).unwrap();
+    let (kind, page) = (idx.fields.kind, idx.fields.page_id);
+    let mut w = idx.writer(1).unwrap();
+    let add =
+      |w: &mut IndexWriter, id: &str| w.add_document(tantivy::doc!(kind => "chunk", page => id)).unwrap();
+    add(&mut w, "a");
+    commit_doc(&idx, &mut w, 1);
+    w.commit().unwrap();
+    idx.reload_if_changed().unwrap();
+    let old = idx.reader.searcher();
+    assert_eq!(idx.kind_count(&old, "chunk").unwrap(), 1);
+    assert_eq!(idx.kind_count(&old, "chunk").unwrap(), 1, "asked twice");
+    add(&mut w, "b");
+    add(&mut w, "c");
+    commit_doc(&idx, &mut w, 2);
+    w.commit().unwrap();
+    idx.reload_if_changed().unwrap();
+    let new = idx.reader.searcher();
+    assert_eq!(idx.kind_count(&new, "chunk").unwrap(), 3);
+    assert_eq!(idx.kind_count(&old, "chunk").unwrap(), 1, "the older searcher's state");
+    assert_eq!(idx.kind_count(&new, "chunk").unwrap(), 3);
+    w.wait_merging_threads().unwrap();
   }
 }

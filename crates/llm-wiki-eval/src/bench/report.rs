@@ -80,6 +80,10 @@ pub(super) fn shell_quote(arg: &str) -> String {
   }
 }
 
+/// CPU flags (x86 `flags`, ARM `Features` in /proc/cpuinfo) reported with a run.
+const SIMD_FLAGS: &[&str] =
+  &["avx2", "fma", "avx512f", "avx512_vnni", "avx512vnni", "avx_vnni", "amx_int8", "asimd", "asimddp", "sve"];
+
 /// Machine, engine and model context of a run, plus the exact command line.
 pub fn machine_context() -> Value {
   let cpuinfo = read_opt("/proc/cpuinfo").unwrap_or_default();
@@ -90,6 +94,11 @@ pub fn machine_context() -> Value {
     })
   };
   let cpu_model = field("model name").or_else(|| field("Model")).or_else(|| field("Hardware"));
+  // The vector instructions inference and the int8 scan can use: a shared VM can move between
+  // hosts (AVX-512 VNNI one day, AVX2 only the next), which moves latencies.
+  let simd: Vec<&str> = field("flags").or_else(|| field("Features")).map_or_else(Vec::new, |flags| {
+    SIMD_FLAGS.iter().copied().filter(|s| flags.split_whitespace().any(|f| f == *s)).collect()
+  });
   let logical =
     cpuinfo.lines().filter(|l| l.split(':').next().is_some_and(|k| k.trim() == "processor")).count();
   let physical: HashSet<(String, String)> = {
@@ -142,6 +151,7 @@ pub fn machine_context() -> Value {
   .collect();
   json!({
     "cpuModel": cpu_model,
+    "cpuSimd": simd,
     "physicalCores": if physical.is_empty() { Value::Null } else { json!(physical.len()) },
     "logicalCpus": logical,
     "availableParallelism": available,
@@ -183,10 +193,14 @@ pub(super) fn context_markdown(ctx: &Value) -> String {
   let ram = ctx.get("ramBytes").and_then(Value::as_u64).map_or("?".into(), |b| format!("{:.1} GiB", gib(b)));
   let models = &ctx["models"];
   format!(
-    "- Command: `{}`\n- Machine: {} · {} logical CPUs · {} RAM · {} (kernel {}, {}) · load average at start {}\n- Engine: {} {} ({} build) · \
+    "- Command: `{}`\n- Machine: {} ({}) · {} logical CPUs · {} RAM · {} (kernel {}, {}) · load average at start {}\n- Engine: {} {} ({} build) · \
      embedder {} (queries on {}) · cross-encoder {} · inference threads {}\n- Started: {}\n",
     s("command"),
     s("cpuModel"),
+    ctx["cpuSimd"].as_array().map_or("?".into(), |f| {
+      let f: Vec<&str> = f.iter().filter_map(Value::as_str).collect();
+      if f.is_empty() { "no SIMD flags listed".to_string() } else { f.join(" ") }
+    }),
     ctx["logicalCpus"],
     ram,
     s("os"),
