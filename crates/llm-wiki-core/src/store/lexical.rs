@@ -625,6 +625,15 @@ mod tests {
     idx.set_commit(w, &CommitInfo { generation, manifest_generation: generation, vectors: None }).unwrap();
   }
 
+  /// A new index in `dir` with generation 1 committed, and its writer.
+  fn committed_index(dir: &Path) -> (LexicalIndex, IndexWriter) {
+    let idx = LexicalIndex::create(dir).unwrap();
+    let mut w = idx.writer(1).unwrap();
+    commit_doc(&idx, &mut w, 1);
+    w.commit().unwrap();
+    (idx, w)
+  }
+
   /// A writer killed inside `commit()` leaves the files it wrote before `meta.json`, among them
   /// `<segment>.<opstamp>.del`, registered in `.managed.json`. The next writer replays the same
   /// operations from the same opstamp, so it must not find those names taken (found by the crash
@@ -633,10 +642,7 @@ mod tests {
   #[test]
   fn files_of_a_writer_that_died_mid_commit_do_not_block_the_next_commit() {
     let t = tempfile::tempdir().unwrap();
-    let idx = LexicalIndex::create(t.path()).unwrap();
-    let mut w = idx.writer(1).unwrap();
-    commit_doc(&idx, &mut w, 1);
-    w.commit().unwrap();
+    let (idx, w) = committed_index(t.path());
     w.wait_merging_threads().unwrap();
     drop(idx);
 
@@ -732,10 +738,7 @@ mod tests {
   #[test]
   fn the_reader_reloads_only_when_a_commit_changed_the_index() {
     let t = tempfile::tempdir().unwrap();
-    let writer_side = LexicalIndex::create(t.path()).unwrap();
-    let mut w = writer_side.writer(1).unwrap();
-    commit_doc(&writer_side, &mut w, 1);
-    w.commit().unwrap();
+    let (writer_side, mut w) = committed_index(t.path());
     let reader_side = LexicalIndex::open(t.path()).unwrap();
     let generation_of = |idx: &LexicalIndex| idx.reader.searcher().generation().generation_id();
     let before = generation_of(&reader_side);
