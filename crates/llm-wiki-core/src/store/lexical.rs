@@ -773,24 +773,22 @@ mod tests {
   #[test]
   fn memoized_document_frequencies_follow_the_searchers_index_state() {
     let t = tempfile::tempdir().unwrap();
-    let idx = LexicalIndex::create(t.path()).unwrap();
+    let (idx, mut w) = committed_index(t.path());
     let (kind, page) = (idx.fields.kind, idx.fields.page_id);
-    let mut w = idx.writer(1).unwrap();
-    let add =
-      |w: &mut IndexWriter, id: &str| w.add_document(tantivy::doc!(kind => "chunk", page => id)).unwrap();
-    add(&mut w, "a");
-    commit_doc(&idx, &mut w, 1);
-    w.commit().unwrap();
-    idx.reload_if_changed().unwrap();
-    let old = idx.reader.searcher();
+    // Adds chunk documents, commits them as `generation` and returns the reloaded searcher.
+    let mut commit_chunks = |ids: &[&str], generation: u64| {
+      for id in ids {
+        w.add_document(tantivy::doc!(kind => "chunk", page => *id)).unwrap();
+      }
+      commit_doc(&idx, &mut w, generation);
+      w.commit().unwrap();
+      idx.reload_if_changed().unwrap();
+      idx.reader.searcher()
+    };
+    let old = commit_chunks(&["a"], 2);
     assert_eq!(idx.kind_count(&old, "chunk").unwrap(), 1);
     assert_eq!(idx.kind_count(&old, "chunk").unwrap(), 1, "asked twice");
-    add(&mut w, "b");
-    add(&mut w, "c");
-    commit_doc(&idx, &mut w, 2);
-    w.commit().unwrap();
-    idx.reload_if_changed().unwrap();
-    let new = idx.reader.searcher();
+    let new = commit_chunks(&["b", "c"], 3);
     assert_eq!(idx.kind_count(&new, "chunk").unwrap(), 3);
     assert_eq!(idx.kind_count(&old, "chunk").unwrap(), 1, "the older searcher's state");
     assert_eq!(idx.kind_count(&new, "chunk").unwrap(), 3);
