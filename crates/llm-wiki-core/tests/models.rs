@@ -148,20 +148,64 @@ fn cross_encoder_logits_match_reference() {
   assert_eq!(CrossEncoder::load(&embed_dir, &session(&root)).err().unwrap().code(), "model_unavailable");
 }
 
+/// A model directory whose `model.onnx` is garbage of the right size, next to the real tokenizer,
+/// query graph and manifest (which lists the query graph).
+fn corrupt_model_dir(root: &Path) -> tempfile::TempDir {
+  let t = tempfile::tempdir().unwrap();
+  let src = root.join(llm_wiki_core::models::DEFAULT_EMBED_DIR);
+  for f in ["manifest.json", "tokenizer.json", "query.onnx"] {
+    fs::copy(src.join(f), t.path().join(f)).unwrap();
+  }
+  // Same size as the real model, garbage content: the manifest's size check passes.
+  let size = fs::metadata(src.join("model.onnx")).unwrap().len() as usize;
+  fs::write(t.path().join("model.onnx"), vec![7u8; size]).unwrap();
+  t
+}
+
+/// A model graph that cannot load is a typed error: without a query graph at load; with one (the
+/// model graph then opens on first use, so recall-only processes never hold it) queries still
+/// run, and preparing or embedding documents fails typed, every time.
 #[test]
 fn corrupt_model_is_a_typed_error() {
   let root = model_root_or_skip!();
-  let t = tempfile::tempdir().unwrap();
-  let src = root.join("all-MiniLM-L6-v2-int8");
-  for f in ["manifest.json", "tokenizer.json", "query.onnx"] {
-    std::fs::copy(src.join(f), t.path().join(f)).unwrap();
-  }
-  // Same size as the real model, garbage content: the manifest check passes, loading fails.
-  let size = std::fs::metadata(src.join("model.onnx")).unwrap().len() as usize;
-  std::fs::write(t.path().join("model.onnx"), vec![7u8; size]).unwrap();
+  let t = corrupt_model_dir(&root);
   let dir = ModelDir::open(t.path()).unwrap();
   assert_eq!(dir.verify().unwrap_err().code(), "model_unavailable");
+  let e = Embedder::load(&dir, &session(&root)).unwrap();
+  assert!(!e.documents_graph_is_open());
+  assert_eq!(e.embed_query("backup copies").unwrap().len(), e.dims());
+  assert!(!e.documents_graph_is_open(), "a query does not open the model graph");
+  for _ in 0..2 {
+    assert_eq!(e.prepare_documents().unwrap_err().code(), "model_unavailable");
+    let err = e.embed(&mixed_texts(), TextKind::Document, &CancelFlag::new(), &mut |_| {}).unwrap_err();
+    assert_eq!(err.code(), "model_unavailable");
+    assert!(err.to_string().contains("model.onnx"), "{err}");
+  }
+  // Without a query graph the model graph is the only one: loading fails.
+  let mut manifest: serde_json::Value =
+    serde_json::from_slice(&fs::read(t.path().join("manifest.json")).unwrap()).unwrap();
+  manifest["files"].as_object_mut().unwrap().remove("query.onnx").unwrap();
+  fs::write(t.path().join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+  fs::remove_file(t.path().join("query.onnx")).unwrap();
+  let dir = ModelDir::open(t.path()).unwrap();
   assert_eq!(Embedder::load(&dir, &session(&root)).err().unwrap().code(), "model_unavailable");
+}
+
+/// The real model: a query leaves the model graph closed; preparing opens it, once.
+#[test]
+fn queries_do_not_open_the_model_graph() {
+  let root = model_root_or_skip!();
+  let dir = ModelDir::open(&root.join(llm_wiki_core::models::DEFAULT_EMBED_DIR)).unwrap();
+  assert!(dir.query_model_file().is_some(), "the default model lists a query graph");
+  let e = Embedder::load(&dir, &session(&root)).unwrap();
+  let q = e.embed_query("backup copies").unwrap();
+  assert!(!e.documents_graph_is_open());
+  e.prepare_documents().unwrap();
+  assert!(e.documents_graph_is_open());
+  e.prepare_documents().unwrap();
+  let d =
+    e.embed(&["backup copies".to_string()], TextKind::Document, &CancelFlag::new(), &mut |_| {}).unwrap();
+  assert_eq!(d[0].len(), q.len());
 }
 
 #[test]
@@ -413,6 +457,36 @@ fn a_corrupt_query_graph_fails_queries_only() {
     assert_eq!(err.code(), "model_unavailable");
     assert!(err.to_string().contains("query.onnx"), "{err}");
   }
+}
+
+/// Indexing with a model graph that cannot load records vectors as unavailable (as a model that
+/// fails to load does), instead of failing the reindex mid-run.
+#[test]
+fn indexing_with_a_corrupt_model_graph_reports_vectors_unavailable() {
+  use llm_wiki_core::models::{configure, ConfigChange, Setting};
+  use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
+  use llm_wiki_core::vault::VaultPaths;
+  let _config = CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+  let root = model_root_or_skip!();
+  let model = corrupt_model_dir(&root);
+  configure(ConfigChange {
+    model_roots: Setting::Set(vec![root.clone()]),
+    embed_model: Setting::Set(model.path().to_path_buf()),
+    threads: Setting::Set(2),
+    ..Default::default()
+  });
+  let t = tempfile::tempdir().unwrap();
+  let p = VaultPaths::new_layout(t.path());
+  fs::create_dir_all(&p.wiki).unwrap();
+  fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
+  write_page(&p.wiki, "p0", "Backup copies are kept for thirty days.");
+  let opts =
+    ReindexOptions { components: vec![Component::Lexical, Component::Vectors], ..Default::default() };
+  let r = reindex_vault(&p, &opts);
+  configure(ConfigChange { embed_model: Setting::Reset, ..Default::default() });
+  assert!(r.ok, "{:?}", r.errors);
+  let w = r.warnings.iter().find(|w| w.code == "vectors_unavailable").expect("vectors_unavailable");
+  assert!(w.message.contains("model.onnx"), "{}", w.message);
 }
 
 /// `maxBatch` in a manifest caps the texts per inference run (for models whose vectors depend on

@@ -36,6 +36,18 @@ impl Embedder {
     Ok(Embedder { model: OnnxModel::load(dir, cfg, "last_hidden_state")? })
   }
 
+  /// Open the graph documents are embedded on, if it is not open yet: a model whose manifest lists
+  /// a query graph opens it on first use, so a process that only recalls never holds it.
+  /// Indexing calls this before its first batch to learn early that the model cannot run.
+  pub fn prepare_documents(&self) -> Result<()> {
+    self.model.prepare()
+  }
+
+  /// Whether the graph documents are embedded on is open (see [`Embedder::prepare_documents`]).
+  pub fn documents_graph_is_open(&self) -> bool {
+    self.model.graph_is_open()
+  }
+
   /// Model id (vectors are only comparable within one id).
   pub fn id(&self) -> &str {
     &self.model.dir.manifest.id

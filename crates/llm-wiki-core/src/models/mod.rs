@@ -446,6 +446,15 @@ pub fn embedder() -> Result<Arc<Embedder>> {
   }
 }
 
+/// [`embedder`] with the graph documents are embedded on open ([`Embedder::prepare_documents`]):
+/// for indexing, which learns before its first batch whether the model can run, and for load
+/// timings that should include that graph.
+pub fn document_embedder() -> Result<Arc<Embedder>> {
+  let e = embedder()?;
+  e.prepare_documents()?;
+  Ok(e)
+}
+
 /// The configured cross-encoder, `Ok(None)` when none is configured.
 pub fn cross_encoder() -> Result<Option<Arc<CrossEncoder>>> {
   let c = effective_config();

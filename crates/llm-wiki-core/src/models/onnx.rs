@@ -1,7 +1,7 @@
 //! A loaded ONNX text model: session + tokenizer with explicit padding/truncation. Shared by the
 //! embedder (mean/CLS pooling) and the cross-encoder (pair logits).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use ort::session::builder::GraphOptimizationLevel;
@@ -42,16 +42,26 @@ pub struct TokenBatch {
 pub struct OnnxModel {
   /// The model directory it was loaded from.
   pub dir: ModelDir,
-  graph: Mutex<Graph>,
+  /// The model's graph (`model.onnx`): documents, pairs, and queries when there is no query
+  /// graph. Opened by [`OnnxModel::load`] when it is the only graph; when the manifest lists a
+  /// query graph, on first use (or [`OnnxModel::prepare`]), so a process that only recalls never
+  /// holds it (for the default model ≈ 70 ms and ≈ 29 MiB: docs/BENCHMARKS.md).
+  graph: LazyGraph,
   /// The manifest's query graph ([`ModelDir::query_model_file`]), opened on the first query so
-  /// a process that only indexes never holds it; `None` inside: not opened yet. A graph that
-  /// failed to open keeps its error (every query reports it; the model is reloaded by
-  /// `configure` or after its idle release).
-  query_graph: Mutex<Option<std::result::Result<Graph, String>>>,
+  /// a process that only indexes never holds it.
+  query_graph: Option<LazyGraph>,
   env: ort::environment::Environment,
   threads: usize,
   preferred_output: String,
   tokenizer: Tokenizer,
+}
+
+/// A graph file opened on first use. One that failed to open keeps its error: every use reports
+/// it (the model is reloaded by `configure` or after its idle release).
+struct LazyGraph {
+  file: PathBuf,
+  /// `None`: not opened yet.
+  slot: Mutex<Option<std::result::Result<Graph, String>>>,
 }
 
 /// One ONNX session and what its graph takes and gives.
@@ -63,6 +73,12 @@ struct Graph {
 
 fn ort_err(e: impl std::fmt::Display) -> Error {
   Error::Inference(e.to_string())
+}
+
+impl LazyGraph {
+  fn new(file: PathBuf) -> Self {
+    LazyGraph { file, slot: Mutex::new(None) }
+  }
 }
 
 impl Graph {
@@ -124,7 +140,8 @@ impl Graph {
 }
 
 impl OnnxModel {
-  /// Load `dir` (manifest checked, model + tokenizer opened) on the shared ORT environment.
+  /// Load `dir` on the shared ORT environment: manifest checked, tokenizer opened, and the
+  /// model's graph unless the manifest lists a query graph (then on first use, see `graph`).
   pub fn load(dir: &ModelDir, cfg: &SessionConfig, preferred_output: &str) -> Result<Self> {
     let env = runtime::environment(&cfg.runtime_lib)?;
     // The tokenizer as shipped may pad/truncate to a fixed 128: override both.
@@ -149,16 +166,42 @@ impl OnnxModel {
         stride: 0,
       }))
       .map_err(|e| Error::ModelUnavailable(format!("tokenizer truncation: {e}")))?;
-    let graph = Graph::open(&env, &dir.model_file(), cfg.threads, preferred_output)?;
-    Ok(OnnxModel {
+    let query_graph = dir.query_model_file().map(LazyGraph::new);
+    let model = OnnxModel {
       dir: dir.clone(),
-      graph: Mutex::new(graph),
-      query_graph: Mutex::new(None),
+      graph: LazyGraph::new(dir.model_file()),
+      query_graph,
       env,
       threads: cfg.threads,
       preferred_output: preferred_output.to_string(),
       tokenizer,
-    })
+    };
+    if model.query_graph.is_none() {
+      // Every use needs this graph: a model that cannot run fails here, as it always did.
+      model.prepare()?;
+    }
+    Ok(model)
+  }
+
+  /// Open the model's graph now if it is not open yet (indexing calls this before its first
+  /// batch, so a graph that cannot open is reported as an unavailable model, not mid-run).
+  pub fn prepare(&self) -> Result<()> {
+    self.with_graph(&self.graph, |_| Ok(()))
+  }
+
+  /// Run `f` on `lazy`'s graph, opening it first if needed.
+  fn with_graph<R>(&self, lazy: &LazyGraph, f: impl FnOnce(&mut Graph) -> Result<R>) -> Result<R> {
+    let mut slot = lazy.slot.lock().unwrap_or_else(|p| p.into_inner());
+    let graph = slot.get_or_insert_with(|| {
+      Graph::open(&self.env, &lazy.file, self.threads, &self.preferred_output).map_err(|e| match e {
+        Error::ModelUnavailable(msg) => msg,
+        other => other.to_string(),
+      })
+    });
+    match graph {
+      Ok(graph) => f(graph),
+      Err(msg) => Err(Error::ModelUnavailable(msg.clone())),
+    }
   }
 
   /// Tokenize single texts or (query, passage) pairs into one padded batch.
@@ -186,26 +229,18 @@ impl OnnxModel {
 
   /// Run the model; returns the output's shape and values.
   pub fn run(&self, t: &TokenBatch) -> Result<(Vec<usize>, Vec<f32>)> {
-    self.graph.lock().unwrap_or_else(|p| p.into_inner()).run(t)
+    self.with_graph(&self.graph, |g| g.run(t))
   }
 
   /// [`OnnxModel::run`] for one query: on the manifest's query graph when it lists one
   /// (opened on first use), else on the model itself.
   pub fn run_query(&self, t: &TokenBatch) -> Result<(Vec<usize>, Vec<f32>)> {
-    let Some(file) = self.dir.query_model_file() else {
-      return self.run(t);
-    };
-    let mut query = self.query_graph.lock().unwrap_or_else(|p| p.into_inner());
-    let graph = query.get_or_insert_with(|| {
-      Graph::open(&self.env, &file, self.threads, &self.preferred_output).map_err(|e| match e {
-        Error::ModelUnavailable(msg) => msg,
-        other => other.to_string(),
-      })
-    });
-    match graph {
-      Ok(graph) => graph.run(t),
-      Err(msg) => Err(Error::ModelUnavailable(msg.clone())),
-    }
+    self.with_graph(self.query_graph.as_ref().unwrap_or(&self.graph), |g| g.run(t))
+  }
+
+  /// Whether the model's own graph (`model.onnx`) is open.
+  pub fn graph_is_open(&self) -> bool {
+    matches!(*self.graph.slot.lock().unwrap_or_else(|p| p.into_inner()), Some(Ok(_)))
   }
 }
 

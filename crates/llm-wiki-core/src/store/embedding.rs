@@ -448,7 +448,7 @@ pub fn vector_phase(
     }
     return Ok(());
   }
-  let embedder = match models::embedder() {
+  let embedder = match models::document_embedder() {
     Ok(e) => e,
     Err(e @ (Error::ModelUnavailable(_) | Error::RuntimeUnavailable(_))) => return unavailable(res, &e),
     Err(e) => return Err(e),

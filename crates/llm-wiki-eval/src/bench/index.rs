@@ -229,10 +229,10 @@ pub(super) fn build_lexical(paths: &VaultPaths, label: &str, common: &BenchCommo
   Ok(Indexed { paths: paths.clone(), report, embedder: None })
 }
 
-/// Load the embedder (timed) and run the vectors component.
+/// Load the embedder with its document graph (timed) and run the vectors component.
 pub(super) fn add_vectors(ix: &mut Indexed, label: &str, common: &BenchCommon) -> Result<()> {
   let started = Instant::now();
-  let e = match models::embedder() {
+  let e = match models::document_embedder() {
     Err(e) => {
       common.say(format!("{label}: no embedder ({e}); dense modes will fall back to lexical"));
       ix.report.warnings.push(format!("embedder_unavailable: {e}"));
