@@ -211,18 +211,39 @@ describe('fallbacks (design error table)', () => {
     assert.equal(r.ids[0], 'concepts/backups')
   })
 
-  test('corrupt model: recall degrades to lexical with dense_unavailable', async (t) => {
+  test('corrupt model: recall degrades to lexical with dense_unavailable; a sound query graph keeps hybrid', async (t) => {
     useModels()
-    const { paths } = await vectorVault(t)
+    const { v, paths } = await vectorVault(t)
+    const garbageModel = (dir) =>
+      fs.writeFileSync(path.join(dir, 'model.onnx'), Buffer.alloc(fs.statSync(path.join(int8, 'model.onnx')).size, 7))
+    // Without a query graph (a hub download lists none) the model's graph is the only one: it must load.
+    const manifest = JSON.parse(fs.readFileSync(path.join(int8, 'manifest.json'), 'utf8'))
+    const { 'query.onnx': _query, ...files } = manifest.files
     const bad = tmpDir(t)
-    for (const f of ['manifest.json', 'tokenizer.json', 'query.onnx']) fs.copyFileSync(path.join(int8, f), path.join(bad, f))
-    fs.writeFileSync(path.join(bad, 'model.onnx'), Buffer.alloc(fs.statSync(path.join(int8, 'model.onnx')).size, 7))
+    fs.writeFileSync(path.join(bad, 'manifest.json'), JSON.stringify({ ...manifest, files }))
+    fs.copyFileSync(path.join(int8, 'tokenizer.json'), path.join(bad, 'tokenizer.json'))
+    garbageModel(bad)
     addon.configure({ modelRoots: [modelRoot], embedModel: bad })
     const r = await addon.recallWiki(paths, 'backup copies', { policy: EXPLICIT, mode: 'hybrid' })
     assert.equal(r.mode, 'lexical')
     assert.ok(r.diagnostics.some((d) => d.code === 'dense_unavailable'), JSON.stringify(r.diagnostics))
     assert.ok(r.trace.some((x) => x.startsWith('fallback:hybrid->lexical')))
     assert.equal(r.results[0].id, 'concepts/backups')
+    // With a query graph, queries never run model.onnx (it opens on the first document): hybrid
+    // still answers; embedding a new chunk needs it, and the reindex warns instead of failing.
+    const withQuery = tmpDir(t)
+    for (const f of ['manifest.json', 'tokenizer.json', 'query.onnx']) fs.copyFileSync(path.join(int8, f), path.join(withQuery, f))
+    garbageModel(withQuery)
+    addon.configure({ modelRoots: [modelRoot], embedModel: withQuery })
+    const h = await addon.recallWiki(paths, 'backup copies', { policy: EXPLICIT, mode: 'hybrid' })
+    assert.equal(h.mode, 'hybrid', JSON.stringify(h.diagnostics))
+    assert.equal(h.results[0].id, 'concepts/backups')
+    fs.appendFileSync(path.join(v.wiki, 'concepts/tls.md'), '\nRotate the keys every year.\n')
+    const re = (await addon.reindexWiki(paths, { components: ['lexical', 'vectors'] })).results[0].result
+    assert.equal(re.ok, true, JSON.stringify(re.errors))
+    const warning = re.warnings.find((w) => w.code === 'vectors_unavailable')
+    assert.ok(warning && warning.message.includes('model.onnx'), JSON.stringify(re.warnings))
+    assert.equal(re.vectors.generated, 0)
   })
 
   test('unloadable tokenizer: reindex warns tokenizer_unavailable and chunks by the estimate; a working one rebuilds once', async (t) => {
