@@ -281,9 +281,10 @@ impl LexicalIndex {
 
   /// Reload the reader if the index has a newer commit. A reload takes tantivy's meta lock,
   /// re-opens every segment reader and starts a searcher with cold document-store caches — a
-  /// tenth of a millisecond or more that every recall paid (docs/BENCHMARKS.md, "Identity keys
-  /// and reloads") —, so it is skipped while `meta.json` holds the bytes read before the last
-  /// reload: every commit rewrites it (new segment list, opstamp and payload) by atomic rename.
+  /// tenth of a millisecond or more that every recall paid (docs/BENCHMARKS.md, "Identity keys,
+  /// reloads and document frequencies") —, so it is skipped while `meta.json` holds the bytes
+  /// read before the last reload: every commit rewrites it (new segment list, opstamp and
+  /// payload) by atomic rename.
   /// Reading the bytes before reloading means a commit landing in between is picked up by the
   /// next call, never missed.
   pub fn reload_if_changed(&self) -> Result<()> {
