@@ -6,8 +6,9 @@ use llm_wiki_core::testkit::{page_text, temp_vault, write_file};
 
 /// Peak RSS of a CLI reindex (child process, so other tests do not count) of the largest page
 /// accepted (just under the 16 MiB limit) and a 100,000-character line. Measured 125 MiB on the
-/// 2-core machine of docs/RELIABILITY.md; tantivy's writer takes 40 MB per thread (≤ 4 threads),
-/// so 1 GiB holds on any machine while catching a page copied per chunk or per section.
+/// 2-core machine of docs/RELIABILITY.md; a full rebuild's tantivy writer may take 240 MB (shared
+/// by its threads), so 1 GiB holds on any machine while catching a page copied per chunk or per
+/// section.
 #[cfg(target_os = "linux")]
 #[test]
 fn reindex_memory_is_bounded_on_the_largest_pages() {

@@ -242,6 +242,18 @@ pub const SMALL_LAYER_DOCS: u32 = 100;
 /// larger and are never touched by incremental commits).
 pub const MAX_INCREMENTAL_MERGE_DOCS: usize = 5_000;
 
+/// Indexing memory of each thread of a writer over an existing index (page and vector commits
+/// index a few pages at a time; tantivy's own default is about this size).
+pub const WRITER_BUDGET_PER_THREAD: usize = 40_000_000;
+
+/// Indexing memory of a full rebuild's writer, shared by its threads: a thread flushes a segment
+/// when its share is full, so the budget sets the segment count of a cold build, which nothing
+/// merges later (see [`LexicalIndex::cold_writer`]). Chosen on the 100k-page synthetic vault of
+/// `bench scale` (not fitted on retrieval data): 2 × 120 MB leaves 8 segments where 2 × 80 MB
+/// left 12 and 2 × 40 MB 30 (a query visits every segment: 30 made warm lexical recall 60–80 %
+/// slower than 9); each 80 MB more or less moves the build's peak RSS by about as much.
+pub const COLD_WRITER_BUDGET: usize = 240_000_000;
+
 /// How long opening a writer waits out a busy tantivy writer lock (see [`LexicalIndex::writer`]).
 const WRITER_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -320,16 +332,48 @@ impl LexicalIndex {
     Self::finish(index)
   }
 
-  /// A writer with a bounded thread count and memory budget.
+  /// A writer over an existing index (a page commit, a vector commit): a bounded thread count,
+  /// [`WRITER_BUDGET_PER_THREAD`] per thread, and a merge policy that merges only small segments,
+  /// so a commit never re-merges (or waits for a merge of) the large segments of the cold build.
+  /// Small segments — each page commit adds one — all share one level below
+  /// [`SMALL_LAYER_DOCS`] documents and are merged eight at a time; a segment above
+  /// [`MAX_INCREMENTAL_MERGE_DOCS`] is never merged again by these writers (deleted documents in
+  /// it stay as tombstones, invisible to search, until a full rebuild compacts the index).
   pub fn writer(&self, threads: usize) -> Result<IndexWriter> {
     let threads = threads.clamp(1, 4);
+    let w = self.open_writer(threads, threads * WRITER_BUDGET_PER_THREAD)?;
+    let mut policy = tantivy::merge_policy::LogMergePolicy::default();
+    policy.set_min_layer_size(SMALL_LAYER_DOCS);
+    policy.set_max_docs_before_merge(MAX_INCREMENTAL_MERGE_DOCS);
+    policy.set_min_num_segments(8);
+    w.set_merge_policy(Box::new(policy));
+    Ok(w)
+  }
+
+  /// The writer of a full rebuild (a new store): at most two indexing threads sharing
+  /// [`COLD_WRITER_BUDGET`], and no merges. Each thread flushes a segment when its share of the
+  /// budget is full, so the build ends with about (indexed text ÷ share) segments of similar
+  /// size — 8 for the 100k-page synthetic vault — whatever the machine: more threads would mean
+  /// smaller shares, more segments and slower queries for the life of the store. Merging while
+  /// the build ran (tantivy's default policy over the 40 MB-per-thread segments the build used
+  /// to write) cost a share of its CPU and, through the merged segments' memory maps, a quarter
+  /// of its peak RSS. One thread with the whole budget leaves 3 segments and queries 20 % faster,
+  /// but bounds the build by that thread (+10 % wall on two cores, more on larger machines);
+  /// docs/BENCHMARKS.md, "Cold build: one writer budget, no merges".
+  pub fn cold_writer(&self, threads: usize) -> Result<IndexWriter> {
+    let w = self.open_writer(threads.clamp(1, 2), COLD_WRITER_BUDGET)?;
+    w.set_merge_policy(Box::new(tantivy::merge_policy::NoMergePolicy));
+    Ok(w)
+  }
+
+  fn open_writer(&self, threads: usize, budget: usize) -> Result<IndexWriter> {
     // tantivy's writer lock is an advisory file lock taken without waiting. Callers hold the
     // store's writer lock, so a busy one is transient: a process forked by this one (Node's
     // child processes, a test's) inherits the lock file's descriptor until it execs, or the
     // previous writer of this process is still closing. Retried briefly instead of failing.
     let started = std::time::Instant::now();
     let w = loop {
-      match self.index.writer_with_num_threads(threads, threads * 40_000_000) {
+      match self.index.writer_with_num_threads(threads, budget) {
         Err(tantivy::TantivyError::LockFailure(tantivy::directory::error::LockError::LockBusy, _))
           if started.elapsed() < WRITER_LOCK_WAIT =>
         {
@@ -342,23 +386,6 @@ impl LexicalIndex {
     // after a later commit, but that commit replays the same opstamps and would find their names
     // taken. We hold the store's writer lock, so nothing else can be writing them.
     w.garbage_collect_files().wait()?;
-    Ok(w)
-  }
-
-  /// A writer for an incremental commit (a few changed pages over an existing index): the same
-  /// writer with a merge policy that merges only small segments, so a one-page commit never
-  /// re-merges (or waits for a merge of) the large segments of the cold build. Small segments —
-  /// each page commit adds one — all share one level below [`SMALL_LAYER_DOCS`] documents and
-  /// are merged eight at a time; a segment above [`MAX_INCREMENTAL_MERGE_DOCS`] is never
-  /// merged again by incremental writers (deleted documents in it stay as tombstones, invisible
-  /// to search, until a full rebuild compacts the index).
-  pub fn incremental_writer(&self, threads: usize) -> Result<IndexWriter> {
-    let w = self.writer(threads)?;
-    let mut policy = tantivy::merge_policy::LogMergePolicy::default();
-    policy.set_min_layer_size(SMALL_LAYER_DOCS);
-    policy.set_max_docs_before_merge(MAX_INCREMENTAL_MERGE_DOCS);
-    policy.set_min_num_segments(8);
-    w.set_merge_policy(Box::new(policy));
     Ok(w)
   }
 
@@ -698,7 +725,7 @@ mod tests {
     let idx = LexicalIndex::create(t.path()).unwrap();
     let kind = idx.fields.kind;
     let page = idx.fields.page_id;
-    let mut w = idx.writer(1).unwrap();
+    let mut w = idx.cold_writer(1).unwrap();
     for i in 0..(MAX_INCREMENTAL_MERGE_DOCS + 50) {
       w.add_document(tantivy::doc!(kind => "chunk", page => format!("p{i}"))).unwrap();
     }
@@ -708,7 +735,7 @@ mod tests {
     let big = idx.index.searchable_segment_ids().unwrap();
     assert_eq!(big.len(), 1);
     for g in 2..40u64 {
-      let mut w = idx.incremental_writer(1).unwrap();
+      let mut w = idx.writer(1).unwrap();
       // A page edit: its old documents deleted (from the big segment), new ones added.
       idx.delete_page(&w, &format!("p{g}"));
       w.add_document(tantivy::doc!(kind => "chunk", page => format!("n{g}"))).unwrap();
@@ -730,6 +757,35 @@ mod tests {
     assert_eq!(count("p45"), 1);
     assert_eq!(count("n39"), 1);
     assert_eq!(idx.commit_of(&searcher).unwrap().unwrap().generation, 39);
+  }
+
+  /// A full rebuild's segments are never merged: not by the cold writer while it builds, and not
+  /// by the writers of later page or vector commits, even when eight of them are of one size (the
+  /// level at which tantivy's default policy merges them all, mapping the whole index at once).
+  #[test]
+  fn cold_build_segments_are_never_merged() {
+    let t = tempfile::tempdir().unwrap();
+    let idx = LexicalIndex::create(t.path()).unwrap();
+    let kind = idx.fields.kind;
+    let page = idx.fields.page_id;
+    let mut w = idx.cold_writer(1).unwrap();
+    // A commit per segment stands for a flush of a full budget.
+    for s in 0..9 {
+      for i in 0..(MAX_INCREMENTAL_MERGE_DOCS + 10) {
+        w.add_document(tantivy::doc!(kind => "chunk", page => format!("s{s}p{i}"))).unwrap();
+      }
+      commit_doc(&idx, &mut w, s + 1);
+      w.commit().unwrap();
+    }
+    w.wait_merging_threads().unwrap();
+    let built = idx.index.searchable_segment_ids().unwrap();
+    assert_eq!(built.len(), 9, "the cold writer merged segments");
+    let mut w = idx.writer(1).unwrap();
+    commit_doc(&idx, &mut w, 10);
+    w.commit().unwrap();
+    w.wait_merging_threads().unwrap();
+    let after = idx.index.searchable_segment_ids().unwrap();
+    assert!(built.iter().all(|s| after.contains(s)), "a commit's writer merged the cold build's segments");
   }
 
   /// Recall reloads the reader only for a new commit: an unchanged index keeps its searcher
