@@ -10,6 +10,7 @@ pub mod events_lock;
 pub mod feedback;
 pub(crate) mod fnv;
 pub mod fsutil;
+pub mod intern;
 pub mod memory;
 pub mod models;
 pub mod pool;

@@ -4,6 +4,7 @@
 //! anchor split off); they are resolved against the vault's page ids by [`super::graph`],
 //! because a wikilink by bare name needs the whole id set.
 
+use arcstr::ArcStr;
 use pulldown_cmark::{Event, LinkType, Options, Parser, Tag};
 use serde::{Deserialize, Serialize};
 
@@ -64,12 +65,14 @@ impl Link<'_> {
   }
 }
 
-/// Where one link's strings sit in [`LinkList::text`], and its line and kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct LinkSpan {
-  /// End of the target (it starts where the previous link's anchor ends).
-  target_end: u32,
-  /// End of the anchor (equal to `target_end` when there is none or it is empty).
+/// One link of a [`LinkList`]: its interned target, where its anchor ends in
+/// [`LinkList::anchors`], its line and kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PackedLink {
+  /// The target, shared with every other link to the same target ([`crate::intern`]).
+  target: ArcStr,
+  /// End of the anchor (it starts where the previous link's anchor ends; equal to that start
+  /// when there is none or it is empty).
   anchor_end: u32,
   /// The line in the low 30 bits; bit 30: a wiki link; bit 31: an anchor is present.
   line_flags: u32,
@@ -79,15 +82,17 @@ const LINE_MASK: u32 = (1 << 30) - 1;
 const WIKI_BIT: u32 = 1 << 30;
 const ANCHOR_BIT: u32 = 1 << 31;
 
-/// The outbound links of one page, packed: every target and anchor in one string and 12 bytes
-/// per link, where a `Vec<RawLink>` spends 56 bytes per link plus one or two heap strings (with
-/// the allocator's overhead each). A 100k-page vault holds millions of links in its manifest for
-/// the whole of a build; this is its largest part. Serialized exactly as a `Vec<RawLink>` (the
-/// manifest's `links` array, docs/STORE-FORMAT.md), so the format does not change.
+/// The outbound links of one page, packed: 16 bytes per link (an interned target, the anchor's
+/// end, line and kind) and the page's anchors in one string, where a `Vec<RawLink>` spends 56
+/// bytes per link plus one or two heap strings (with the allocator's overhead each). A 100k-page
+/// vault holds millions of links in its manifest for the whole of a build, and they name the
+/// same pages again and again: each distinct target is held once ([`crate::intern`]).
+/// Serialized exactly as a `Vec<RawLink>` (the manifest's `links` array,
+/// docs/STORE-FORMAT.md), so the format does not change.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct LinkList {
-  text: Box<str>,
-  spans: Box<[LinkSpan]>,
+  anchors: Box<str>,
+  links: Box<[PackedLink]>,
 }
 
 impl std::fmt::Debug for LinkList {
@@ -99,31 +104,31 @@ impl std::fmt::Debug for LinkList {
 impl LinkList {
   /// Number of links.
   pub fn len(&self) -> usize {
-    self.spans.len()
+    self.links.len()
   }
 
   /// True when there is no link.
   pub fn is_empty(&self) -> bool {
-    self.spans.is_empty()
+    self.links.is_empty()
   }
 
   /// The links in order.
   pub fn iter(&self) -> impl Iterator<Item = Link<'_>> + '_ {
     let mut start = 0usize;
-    self.spans.iter().map(move |s| {
-      let (t, a) = (s.target_end as usize, s.anchor_end as usize);
+    self.links.iter().map(move |l| {
+      let end = l.anchor_end as usize;
       let link = Link {
-        target: &self.text[start..t],
-        anchor: (s.line_flags & ANCHOR_BIT != 0).then(|| &self.text[t..a]),
-        kind: if s.line_flags & WIKI_BIT != 0 { LinkKind::Wiki } else { LinkKind::Markdown },
-        line: s.line_flags & LINE_MASK,
+        target: l.target.as_str(),
+        anchor: (l.line_flags & ANCHOR_BIT != 0).then(|| &self.anchors[start..end]),
+        kind: if l.line_flags & WIKI_BIT != 0 { LinkKind::Wiki } else { LinkKind::Markdown },
+        line: l.line_flags & LINE_MASK,
       };
-      start = a;
+      start = end;
       link
     })
   }
 
-  /// Pack links (in order). Fails when a line does not fit in 30 bits or the strings of one page
+  /// Pack links (in order). Fails when a line does not fit in 30 bits or the anchors of one page
   /// exceed 4 GiB (neither can come from a page within [`crate::store::reindex::MAX_PAGE_BYTES`]).
   pub fn try_from_links<'a>(links: impl IntoIterator<Item = Link<'a>>) -> Result<LinkList, String> {
     let mut p = Packer::default();
@@ -141,7 +146,7 @@ impl LinkList {
       kind: l.kind,
       line: l.line.min(LINE_MASK),
     });
-    Self::try_from_links(view).expect("lines clamped; a page's links are far below 4 GiB")
+    Self::try_from_links(view).expect("lines clamped; a page's anchors are far below 4 GiB")
   }
 
   /// Owned copies of the links.
@@ -214,8 +219,8 @@ struct LinkIn<'a> {
 /// Builds a [`LinkList`] one link at a time.
 #[derive(Default)]
 struct Packer {
-  text: String,
-  spans: Vec<LinkSpan>,
+  anchors: String,
+  links: Vec<PackedLink>,
 }
 
 impl Packer {
@@ -223,22 +228,23 @@ impl Packer {
     if l.line > LINE_MASK {
       return Err(format!("link line {} out of range", l.line));
     }
-    self.text.push_str(l.target);
-    let target_end = self.text.len();
-    self.text.push_str(l.anchor.unwrap_or(""));
-    let anchor_end = self.text.len();
-    let (Ok(target_end), Ok(anchor_end)) = (u32::try_from(target_end), u32::try_from(anchor_end)) else {
-      return Err("links of one page exceed 4 GiB".into());
+    self.anchors.push_str(l.anchor.unwrap_or(""));
+    let Ok(anchor_end) = u32::try_from(self.anchors.len()) else {
+      return Err("anchors of one page exceed 4 GiB".into());
     };
     let flags =
       if l.kind == LinkKind::Wiki { WIKI_BIT } else { 0 } | if l.anchor.is_some() { ANCHOR_BIT } else { 0 };
-    self.spans.push(LinkSpan { target_end, anchor_end, line_flags: l.line | flags });
+    self.links.push(PackedLink {
+      target: crate::intern::intern(l.target),
+      anchor_end,
+      line_flags: l.line | flags,
+    });
     Ok(())
   }
 
   /// The list, without spare capacity.
   fn finish(self) -> LinkList {
-    LinkList { text: self.text.into_boxed_str(), spans: self.spans.into_boxed_slice() }
+    LinkList { anchors: self.anchors.into_boxed_str(), links: self.links.into_boxed_slice() }
   }
 }
 
@@ -432,6 +438,12 @@ mod tests {
     assert_eq!(read.to_raw(), want);
     let from_reader: LinkList = serde_json::from_reader(escaped.as_bytes()).unwrap();
     assert_eq!(from_reader, read);
+    // Every list naming a target shares one copy of it, however it was built.
+    let again: LinkList = serde_json::from_str(&json).unwrap();
+    for (a, b) in packed.links.iter().zip(again.links.iter()) {
+      assert!(a.target.is_empty() || ArcStr::ptr_eq(&a.target, &b.target));
+    }
+    assert_eq!(std::mem::size_of::<PackedLink>(), 16);
   }
 
   #[test]

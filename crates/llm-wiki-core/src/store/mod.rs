@@ -13,6 +13,7 @@ pub mod manifest;
 pub mod migrate;
 pub mod recover;
 pub mod reindex;
+pub mod spill;
 pub mod state;
 pub mod status;
 pub mod swap;

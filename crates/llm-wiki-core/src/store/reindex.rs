@@ -26,6 +26,7 @@ use super::lock;
 use super::manifest::{
   sha256_hex, ChunkIds, ExcludedEntry, JournalPos, Manifest, ManifestDelta, ManifestEntry,
 };
+use super::spill::{EntrySpill, SPILL_FILE};
 use super::state::{remember_tally, tally_of, StateFile, StateModels, StateVectors, Tally};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
 use super::swap::{self, crash_point};
@@ -47,6 +48,24 @@ const BATCH: usize = 256;
 /// Pages indexed between two returns of freed memory to the system ([`release_freed_memory`]).
 /// Not fitted: each return took 2–12 ms in the 100k-page build, ten of them well under 0.1 % of it.
 const RELEASE_EVERY_PAGES: u32 = 10_000;
+/// A full build of at least this many pages keeps its manifest entries in a file until its
+/// writer has flushed ([`super::spill`]). Not fitted: below it the entries (≈ 2.2 KB per page)
+/// are a few tens of MB, less than the spill's write and parse are worth.
+const SPILL_FROM_PAGES: usize = 10_000;
+
+#[cfg(test)]
+thread_local! {
+  /// A lower threshold for the tests of this thread (so small vaults exercise the spill).
+  static SPILL_FROM_OVERRIDE: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+fn spill_from_pages() -> usize {
+  #[cfg(test)]
+  if let Some(n) = SPILL_FROM_OVERRIDE.with(|o| o.get()) {
+    return n;
+  }
+  SPILL_FROM_PAGES
+}
 
 /// Return the heap memory this process has freed to the system. glibc keeps what a thread frees
 /// in that thread's arena: indexing threads free page texts, parsed pages, chunks and writer
@@ -201,11 +220,14 @@ struct Sink<'a> {
   /// An incremental run over an existing index ([`LexicalIndex::writer`], which merges only small
   /// segments); otherwise a full rebuild ([`LexicalIndex::cold_writer`]).
   incremental: bool,
+  /// Where a large full build writes its manifest entries until the commit ([`super::spill`]);
+  /// `None`: they are held in the run's delta.
+  spill: Option<EntrySpill>,
 }
 
 impl<'a> Sink<'a> {
   fn new(lexical: &'a LexicalIndex, threads: usize, incremental: bool) -> Self {
-    Sink { lexical, writer: None, threads, incremental }
+    Sink { lexical, writer: None, threads, incremental, spill: None }
   }
 
   /// The index and its writer (opened now if needed).
@@ -223,12 +245,21 @@ impl<'a> Sink<'a> {
 
   /// Commit what the writer holds, then close it once its merges are done (an incremental
   /// writer merges only small segments, so the wait is bounded by the change, not the vault).
-  fn commit(&mut self) -> Result<()> {
+  /// `before_commit` runs once the writer has flushed its segments (they stay invisible until
+  /// the commit) and before the commit that makes them visible; its error rolls back.
+  fn commit(&mut self, before_commit: impl FnOnce() -> Result<()>) -> Result<()> {
     let mut w = self.writer.take().ok_or_else(|| Error::Index("nothing to commit".into()))?;
-    if let Err(e) = w.prepare_commit().and_then(|p| p.commit()) {
+    let committed = match w.prepare_commit() {
+      Ok(prepared) => match before_commit() {
+        Ok(()) => prepared.commit().map_err(Error::from),
+        Err(e) => Err(e),
+      },
+      Err(e) => Err(e.into()),
+    };
+    if let Err(e) = committed {
       let _ = w.rollback();
       let _ = w.wait_merging_threads();
-      return Err(e.into());
+      return Err(e);
     }
     crash_point("after-commit");
     w.wait_merging_threads()?;
@@ -383,11 +414,16 @@ fn scan_pages(
           lexical.add_page(w, &file.id, &page.meta, &chunks)?;
           res.chunks.added += chunks.chunks.len() as u32;
           indexed_since_release += 1;
-          // Kept as a copy made on this thread: the entry is held to the end of the run, and a
-          // worker's heap is where page texts and chunks come and go; its copy, allocated here
-          // without spare capacity, does not pin the worker's heap pages (20k-page cold build:
-          // peak RSS −9 %, docs/BENCHMARKS.md "Cold build memory").
-          delta.set.insert(file.id.clone(), Arc::new(entry.clone()));
+          match sink.spill.as_mut() {
+            Some(spill) => spill.push(&file.id, &entry)?,
+            // Kept as a copy made on this thread: the entry is held to the end of the run, and a
+            // worker's heap is where page texts and chunks come and go; its copy, allocated here
+            // without spare capacity, does not pin the worker's heap pages (20k-page cold build:
+            // peak RSS −9 %, docs/BENCHMARKS.md "Cold build memory").
+            None => {
+              delta.set.insert(file.id.clone(), Arc::new(entry.clone()));
+            }
+          }
         }
         Loaded::Invalid(d) => {
           res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
@@ -459,10 +495,11 @@ fn open_current(layout: &StoreLayout, vault_id: &str) -> Option<Generation> {
   (state.is_current_format() && gen.manifest.vault_id == vault_id).then_some(gen)
 }
 
-/// Publish what the sink holds as the commit `commit` of `dir`: the manifest is written first,
-/// then the single tantivy commit makes it visible.
-/// `manifest` (already at the commit's generation) is written first — one journal record
-/// `delta` after `prior`, or a new base — then the single tantivy commit makes it visible.
+/// Publish what the sink holds as the commit `commit` of `dir`: `manifest` (already at the
+/// commit's generation) is written first — one journal record `delta` after `prior`, or a new
+/// base —, then the single tantivy commit makes it visible. A build that spilled its entries
+/// (`sink.spill`) has the writer flush its segments (invisible until the commit) before they are read back
+/// into `manifest` and it is written.
 fn commit_generation(
   sink: &mut Sink,
   dir: &StoreDir,
@@ -476,11 +513,28 @@ fn commit_generation(
   let result = (|| {
     let (lexical, w) = sink.writer()?;
     lexical.set_commit(w, commit)?;
-    manifest.write_generation(dir, prior.map(|p| p.0), prior.map(|p| p.1))?;
-    crash_point("after-manifest");
-    opts.cancel.check()?;
-    crash_point("before-commit");
-    sink.commit()?;
+    let write_manifest = |manifest: &mut Manifest| -> Result<()> {
+      manifest.write_generation(dir, prior.map(|p| p.0), prior.map(|p| p.1))?;
+      crash_point("after-manifest");
+      opts.cancel.check()?;
+      crash_point("before-commit");
+      Ok(())
+    };
+    match sink.spill.take() {
+      // Written while the indexing threads work through the documents still queued (on a small
+      // vault, most of them): the flush then overlaps the write.
+      None => {
+        write_manifest(manifest)?;
+        sink.commit(|| Ok(()))?;
+      }
+      // The entries come back once the writer's last segments are flushed and its arenas freed
+      // (returned to the system first), so the two are never resident together.
+      Some(spill) => sink.commit(|| {
+        release_freed_memory();
+        manifest.entries = spill.read_back()?;
+        write_manifest(manifest)
+      })?,
+    }
     Ok(())
   })();
   if result.is_err() {
@@ -801,7 +855,7 @@ fn run_locked(
     }
     _ => None,
   };
-  let (files, coverage) = match hinted {
+  let (mut files, coverage) = match hinted {
     Some((files, gone)) => (files, Coverage::Hinted { gone }),
     None => {
       let discovery = discover_pages(&paths.root, &paths.wiki);
@@ -902,7 +956,12 @@ fn run_locked(
             + 1;
         drop(previous);
         let mut sink = Sink::new(&lexical, threads, false);
+        sink.spill = (files.len() >= spill_from_pages())
+          .then(|| EntrySpill::create(staging.dir.join(SPILL_FILE)))
+          .transpose()?;
         let scan = scan_pages(&files, Coverage::Walk, None, opts, &chunker, &mut sink, res)?;
+        // Not needed past the scan: freed before the manifest comes back and the lint runs.
+        release_files(std::mem::take(&mut files));
         let commit = CommitInfo { generation: first, manifest_generation: first, vectors: carried };
         let mut manifest = Manifest {
           version: super::manifest::MANIFEST_VERSION,
@@ -1120,6 +1179,55 @@ mod tests {
     assert!(again.ok && !again.full_rebuild, "{:?}", again.errors);
     assert_eq!(again.documents.unchanged, 30);
     assert_eq!(loads(), before, "the run after a cold build re-read the manifest");
+  }
+
+  /// A full build that keeps its entries in a spill file until the writer has flushed commits
+  /// the same manifest as one that holds them in memory, leaves no spill file in the published
+  /// store, and its index answers queries.
+  #[test]
+  fn a_spilled_cold_build_commits_the_same_manifest() {
+    let (_t, p) = crate::testkit::temp_vault();
+    for i in 0..40 {
+      let body = format!(
+        "Body {i} about lanterns links [[concepts/p{:02}#Claim]] and [up](../concepts/p{:02}.md).\n\n## Claim\n\nText {i}.",
+        (i + 1) % 40,
+        (i + 7) % 40
+      );
+      crate::testkit::write_page(&p, &format!("concepts/p{i:02}"), &format!("Lantern {i}"), &body);
+    }
+    crate::testkit::write_file(&p.wiki.join("concepts/broken.md"), "---\ntitle: [unclosed\n---\nx");
+    let build = |spill_from: Option<usize>| {
+      SPILL_FROM_OVERRIDE.with(|o| o.set(spill_from));
+      let opts = ReindexOptions {
+        components: vec![Component::Lexical],
+        threads: 2,
+        force: true,
+        ..Default::default()
+      };
+      let r = reindex_vault(&p, &opts);
+      SPILL_FROM_OVERRIDE.with(|o| o.set(None));
+      assert!(r.ok && r.full_rebuild, "{:?}", r.errors);
+      assert_eq!(r.documents.indexed, 40);
+      let store = StoreLayout::new(p.retrieval()).current().expect("a published store");
+      assert!(!store.dir.join(SPILL_FILE).exists(), "a spill file was left in the store");
+      super::super::manifest::forget_store(&store);
+      let m = Manifest::load(&store.manifest_file(r.generation), None).unwrap();
+      assert_eq!(m.excluded.len(), 1);
+      (m, r)
+    };
+    let (held, _) = build(None);
+    let (spilled, r) = build(Some(1));
+    assert_eq!(spilled.entries.len(), 40);
+    assert_eq!(spilled.entries, held.entries);
+    assert_eq!(spilled.excluded, held.excluded);
+    assert!(spilled.entries["concepts/p03"].links.links.len() == 2);
+    assert_eq!(r.chunks.total, held.entries.values().map(|e| e.chunks.len() as u32).sum::<u32>());
+    use crate::retrieve::modes::RetrievalMode;
+    use crate::retrieve::recall::{recall_wiki, RecallOptions, RecallPolicy};
+    let policy = RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: 10, max_results: 5 };
+    let hits = recall_wiki(&p, "lantern 17", &RecallOptions::new(policy, RetrievalMode::Lexical)).unwrap();
+    let ids: Vec<&str> = hits.results.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids.first(), Some(&"concepts/p17"), "{ids:?}");
   }
 
   /// A process that never committed (a fresh CLI or MCP process) parses the manifest once: its
