@@ -498,8 +498,8 @@ fn open_current(layout: &StoreLayout, vault_id: &str) -> Option<Generation> {
 /// Publish what the sink holds as the commit `commit` of `dir`: `manifest` (already at the
 /// commit's generation) is written first — one journal record `delta` after `prior`, or a new
 /// base —, then the single tantivy commit makes it visible. A build that spilled its entries
-/// (`sink.spill`) has the writer flush its segments (invisible until the commit) before they are read back
-/// into `manifest` and it is written.
+/// (`sink.spill`) has the writer flush its segments (invisible until the commit) before they
+/// are read back into `manifest` and it is written.
 fn commit_generation(
   sink: &mut Sink,
   dir: &StoreDir,
@@ -1220,7 +1220,7 @@ mod tests {
     assert_eq!(spilled.entries.len(), 40);
     assert_eq!(spilled.entries, held.entries);
     assert_eq!(spilled.excluded, held.excluded);
-    assert!(spilled.entries["concepts/p03"].links.links.len() == 2);
+    assert_eq!(spilled.entries["concepts/p03"].links.links.len(), 2);
     assert_eq!(r.chunks.total, held.entries.values().map(|e| e.chunks.len() as u32).sum::<u32>());
     use crate::retrieve::modes::RetrievalMode;
     use crate::retrieve::recall::{recall_wiki, RecallOptions, RecallPolicy};
