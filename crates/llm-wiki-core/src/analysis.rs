@@ -229,15 +229,15 @@ thread_local! {
 }
 
 /// The analyzer: splits text into lowercased alphanumeric runs and CJK bigrams and maps each
-/// through [`token_filters`] (by way of the thread's term cache). Positions count every split
-/// token, dropped ones included, as the filter chain leaves them.
+/// through [`token_filters`] (by way of the thread's term cache). A token's position is its byte
+/// offset in the text: the lexical index records positions in the scoring field only to place a
+/// term's occurrences in the chunks of a section (byte ranges of its text), and nothing searches
+/// phrases.
 #[derive(Clone, Default)]
 pub struct WikiTokenizer {
   /// Token buffers, reused across texts (`len` of them are this text's).
   tokens: Vec<Token>,
   len: usize,
-  /// Split tokens so far in this text (the next token's position).
-  position: usize,
   /// A CJK unigram or bigram being looked up.
   gram: String,
 }
@@ -268,8 +268,6 @@ impl TokenStream for WikiTokenStream<'_> {
 impl WikiTokenizer {
   /// Look up the term of one split token and append it (unless the filters drop it).
   fn push(&mut self, cache: &mut TermCache, from: usize, to: usize, raw: &str, word: bool) {
-    let position = self.position;
-    self.position += 1;
     if self.len == self.tokens.len() {
       self.tokens.push(Token::default());
     }
@@ -277,7 +275,7 @@ impl WikiTokenizer {
     if cache.term(raw, word, &mut token.text) {
       token.offset_from = from;
       token.offset_to = to;
-      token.position = position;
+      token.position = from;
       token.position_length = 1;
       self.len += 1;
     }
@@ -295,7 +293,6 @@ impl WikiTokenizer {
     // The buffers a huge text left are not kept for the next one.
     self.tokens.truncate(KEPT_TOKEN_BUFFERS);
     self.len = 0;
-    self.position = 0;
     let mut word_start: Option<usize> = None;
     let mut cjk: Vec<(usize, char)> = Vec::new();
     let flush_word = |this: &mut Self, cache: &mut TermCache, start: &mut Option<usize>, end: usize| {
@@ -376,7 +373,8 @@ mod tests {
 
   /// The analyzer as a chain of tantivy's own filters, for non-CJK text (where splitting at
   /// non-alphanumeric characters is `SimpleTokenizer`'s, and lowercasing without a final capital
-  /// sigma is `LowerCaser`'s): what the term cache must reproduce, token for token.
+  /// sigma is `LowerCaser`'s): what the term cache must reproduce, token for token, each with
+  /// its byte offset.
   fn reference(text: &str) -> Vec<(String, usize)> {
     use tantivy::tokenizer::{LowerCaser, SimpleTokenizer};
     let mut a = TextAnalyzer::builder(SimpleTokenizer::default())
@@ -389,15 +387,17 @@ mod tests {
     let mut out = Vec::new();
     let mut s = a.token_stream(text);
     while s.advance() {
-      out.push((s.token().text.clone(), s.token().position));
+      out.push((s.token().text.clone(), s.token().offset_from));
     }
     out
   }
 
+  /// Terms and positions, checking that a position is the token's byte offset.
   fn cached(a: &mut TextAnalyzer, text: &str) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     let mut s = a.token_stream(text);
     while s.advance() {
+      assert_eq!(s.token().position, s.token().offset_from);
       out.push((s.token().text.clone(), s.token().position));
     }
     out

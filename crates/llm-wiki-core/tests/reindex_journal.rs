@@ -277,19 +277,24 @@ fn hinted_malformed_pages_are_excluded_and_recover() {
 }
 
 #[test]
-fn a_format_3_store_is_rebuilt_not_failed() {
+fn an_older_format_store_is_rebuilt_not_failed() {
+  use llm_wiki_core::store::layout::INDEX_FORMAT_VERSION;
   let (_t, p) = vault();
   page(&p, "concepts/a", "Alpha.");
   run(&p, None);
   let dir = store(&p);
   let state = dir.state_file();
-  let text = fs::read_to_string(&state).unwrap().replace("\"formatVersion\": 4", "\"formatVersion\": 3");
-  assert!(text.contains("\"formatVersion\": 3"), "{text}");
+  let (now, older) = (
+    format!("\"formatVersion\": {INDEX_FORMAT_VERSION}"),
+    format!("\"formatVersion\": {}", INDEX_FORMAT_VERSION - 1),
+  );
+  let text = fs::read_to_string(&state).unwrap().replace(&now, &older);
+  assert!(text.contains(&older), "{text}");
   fs::write(&state, text).unwrap();
   let r = run(&p, Some(vec![hint(&p, "concepts/a")]));
   assert!(r.full_rebuild);
   assert_eq!(r.documents.indexed, 1);
-  assert_eq!(r.status.format_version, 4);
+  assert_eq!(r.status.format_version, INDEX_FORMAT_VERSION);
 }
 
 /// state.json's counts and hash equal a whole count of the committed manifest read from disk.

@@ -196,3 +196,60 @@ fn dense_recalls_racing_forced_rebuilds_stay_hybrid() {
   let s = read_index_status(&p);
   assert_eq!((s.counts.embedded_chunks, s.counts.needs_embedding), (s.counts.total_chunks, 0));
 }
+
+/// A store of an older index format (another lexical schema) is rebuilt by the next reindex and
+/// keeps its vectors: they are keyed by chunk content, which a format change leaves as it was,
+/// and the old store's commit is read by field name. Nothing is embedded again.
+#[test]
+fn a_store_of_an_older_format_is_rebuilt_with_its_vectors() {
+  use llm_wiki_core::store::layout::{StoreLayout, INDEX_FORMAT_VERSION};
+  use llm_wiki_core::store::lexical::LexicalIndex;
+  use tantivy::schema::{NumericOptions, Schema, STORED, STRING, TEXT};
+  let Some(_) = models() else { return };
+  let t = tempfile::tempdir().unwrap();
+  let p = vault(t.path());
+  write(&p, "concepts/backups", "Keep three copies of important data, two media, one off site.");
+  write(&p, "concepts/sourdough", "Feed the starter flour and water twice a day.");
+  let first = reindex_vault(&p, &both());
+  assert_fully_embedded(&p, &first);
+  let dir = StoreLayout::new(p.retrieval()).current().unwrap();
+
+  // The store as an older format left it: its lexical index in another schema (other fields,
+  // other order) holding the same commit, and the older version in state.json.
+  let commit = LexicalIndex::commit_in(&dir.lexical_dir()).unwrap().unwrap();
+  fs::remove_dir_all(dir.lexical_dir()).unwrap();
+  fs::create_dir_all(dir.lexical_dir()).unwrap();
+  let mut b = Schema::builder();
+  let body = b.add_text_field("chunk_body", TEXT);
+  let kind = b.add_text_field("kind", STRING);
+  let vectors = b.add_text_field("vectors", STORED);
+  let generation = b.add_u64_field("generation", NumericOptions::default().set_stored());
+  let manifest_generation = b.add_u64_field("manifest_generation", NumericOptions::default().set_stored());
+  let index = tantivy::Index::create_in_dir(dir.lexical_dir(), b.build()).unwrap();
+  let mut w: tantivy::IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
+  w.add_document(tantivy::doc!(kind => "chunk", body => "three copies")).unwrap();
+  w.add_document(tantivy::doc!(
+    kind => "commit",
+    generation => commit.generation,
+    manifest_generation => commit.manifest_generation,
+    vectors => serde_json::to_string(commit.vectors.as_ref().unwrap()).unwrap()
+  ))
+  .unwrap();
+  w.commit().unwrap();
+  drop(w);
+  let state = fs::read_to_string(dir.state_file()).unwrap();
+  let (now, older) = (
+    format!("\"formatVersion\": {INDEX_FORMAT_VERSION}"),
+    format!("\"formatVersion\": {}", INDEX_FORMAT_VERSION - 1),
+  );
+  assert!(state.contains(&now), "{state}");
+  fs::write(dir.state_file(), state.replace(&now, &older)).unwrap();
+  assert_eq!(read_index_status(&p).state, llm_wiki_core::store::status::IndexState::Stale);
+
+  let r = reindex_vault(&p, &both());
+  assert!(r.ok && r.full_rebuild, "{:?}", r.errors);
+  assert_eq!(r.vectors.generated, 0, "vectors were embedded again: {:?}", r.vectors);
+  let s = read_index_status(&p);
+  assert_eq!(s.state, llm_wiki_core::store::status::IndexState::Ready);
+  assert_eq!((s.counts.embedded_chunks, s.counts.needs_embedding), (s.counts.total_chunks, 0));
+}

@@ -613,6 +613,42 @@ pub struct ChunkedPage {
   pub chunks: Vec<Chunk>,
 }
 
+/// Bytes of a chunk's plain text looked for in its section's (see [`chunk_spans`]).
+const SPAN_PROBE_BYTES: usize = 64;
+
+/// Where each chunk's plain text lies in its section's plain text: a byte range per chunk, in
+/// chunk order. The lexical index keeps only the section's term positions (byte offsets) and
+/// places a term's occurrences into the section's chunks with these ranges, instead of analysing
+/// every chunk's text a second time. A chunk is a run of its section's pieces, so its plain text
+/// is found in the section's at or after where the previous chunk of the section began. Where the
+/// Markdown of a piece cut out of a longer block renders differently alone (an emphasis opened in
+/// one piece and closed in the next), the start is not found and the range is estimated: from
+/// the previous chunk's start, the chunk's length.
+pub fn chunk_spans(page: &ChunkedPage) -> Vec<(u32, u32)> {
+  let mut spans = Vec::with_capacity(page.chunks.len());
+  // (section, start of the previous chunk in it)
+  let mut cursor: Option<(u32, usize)> = None;
+  for c in &page.chunks {
+    let plain = page.sections.get(c.section as usize).map_or("", |s| s.plain.as_str());
+    let from = match cursor {
+      Some((section, start)) if section == c.section => start,
+      _ => 0,
+    };
+    let mut probe = c.plain.len().min(SPAN_PROBE_BYTES);
+    while !c.plain.is_char_boundary(probe) {
+      probe -= 1;
+    }
+    let start = match plain.get(from..).and_then(|rest| rest.find(&c.plain[..probe])) {
+      Some(at) => from + at,
+      None => from.min(plain.len()),
+    };
+    let end = (start + c.plain.len()).min(plain.len());
+    spans.push((start as u32, end as u32));
+    cursor = Some((c.section, start));
+  }
+  spans
+}
+
 /// Sections longer than this many tokens are split (at block boundaries) for lexical scoring,
 /// so one huge page does not become a single diluted BM25 document.
 pub const SECTION_MAX_TOKENS: usize = 1024;

@@ -302,3 +302,43 @@ fn a_conversation_is_chunked_finer_than_prose_of_the_same_length() {
     assert!(chat_chunks.iter().any(|c| c.text.contains(t.trim_end())), "turn {i}");
   }
 }
+
+/// Each chunk's range in its section's plain text holds exactly the chunk's plain text, ranges
+/// of one section start in chunk order (overlapping where chunks overlap), and each section's
+/// chunks start over from its own text.
+#[test]
+fn chunk_spans_place_each_chunk_in_its_section() {
+  let para: String =
+    (0..40).map(|i| format!("Sentence {i} of the retrieval notes about ranking. ")).collect();
+  let body = format!("Intro *line*.\n\n# A\n\n{para}\n\n{para}\n\n# B\n\nshort `code` here\n");
+  let page = chunk_page("T", &body, 1, &ChunkConfig::default());
+  let spans = chunk_spans(&page);
+  assert_eq!(spans.len(), page.chunks.len());
+  assert!(page.chunks.iter().filter(|c| c.section == 1).count() >= 3);
+  let mut last: Option<(u32, u32)> = None;
+  for (c, &(s, e)) in page.chunks.iter().zip(&spans) {
+    let plain = &page.sections[c.section as usize].plain;
+    assert_eq!(&plain[s as usize..e as usize], c.plain, "chunk {}", c.ordinal);
+    if let Some((section, start)) = last.filter(|(section, _)| *section == c.section) {
+      assert!(s > start, "chunk {} of section {section} starts before the previous one", c.ordinal);
+    }
+    last = Some((c.section, s));
+  }
+  // Overlapping chunks overlap in the section's text too.
+  let (a, b) = (spans[1], spans[2]);
+  assert_eq!((page.chunks[1].section, page.chunks[2].section), (1, 1));
+  assert!(b.0 < a.1, "{a:?} {b:?}");
+  // A page without body text: one empty chunk at the start of an empty section.
+  let empty = chunk_page("T", "", 1, &ChunkConfig::default());
+  assert_eq!(chunk_spans(&empty), vec![(0, 0)]);
+}
+
+/// A chunk whose text renders differently alone is placed by estimate, inside its section.
+#[test]
+fn chunk_spans_estimate_a_chunk_not_found_in_its_section() {
+  let mut page = chunk_page("T", "# A\n\none two three four\n", 1, &ChunkConfig::default());
+  page.chunks[0].plain = "*one two".into();
+  let spans = chunk_spans(&page);
+  let len = page.sections[0].plain.len() as u32;
+  assert_eq!(spans, vec![(0, 8.min(len))]);
+}

@@ -65,17 +65,21 @@ fn emit(opts: &ReindexOptions, message: &str, current: u64, total: u64) {
 }
 
 /// Give a new store directory the vector segments of the store it replaces (a forced lexical
-/// rebuild keeps vectors: they are keyed by chunk content). Segments are immutable, so they are
-/// hard-linked where the filesystem allows and copied otherwise.
-pub fn carry_vectors(from: &Generation, to: &StoreDir, vault_id: &str) -> Option<VectorManifest> {
-  if from.manifest.vault_id != vault_id {
+/// rebuild keeps vectors: they are keyed by chunk content, and so is a rebuild after a change of
+/// the index format, which leaves the chunks and their ids as they were). The replaced store's
+/// commit is read by field name, so a store of an older format gives its vectors too. Segments
+/// are immutable, so they are hard-linked where the filesystem allows and copied otherwise.
+pub fn carry_vectors(from: &StoreDir, to: &StoreDir, vault_id: &str) -> Option<VectorManifest> {
+  let commit = super::lexical::LexicalIndex::commit_in(&from.lexical_dir()).ok()??;
+  let manifest = super::manifest::load_generation_cached(from, commit.manifest_generation, None).ok()?;
+  if manifest.vault_id != vault_id {
     return None;
   }
-  let vm = from.commit.vectors.clone()?;
+  let vm = commit.vectors?;
   std::fs::create_dir_all(to.vectors_dir()).ok()?;
   let files = vm.segments.iter().map(|s| &s.file).chain(vm.ann.iter().map(|a| &a.file));
   for file in files {
-    let (src, dst) = (from.dir.vectors_dir().join(file), to.vectors_dir().join(file));
+    let (src, dst) = (from.vectors_dir().join(file), to.vectors_dir().join(file));
     if std::fs::hard_link(&src, &dst).is_err() {
       let copied = std::fs::File::create(&dst).and_then(|mut out| {
         std::io::copy(&mut std::fs::File::open(&src)?, &mut out).and_then(|_| out.sync_all())

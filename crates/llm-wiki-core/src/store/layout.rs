@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::fsutil::atomic_write;
 
 /// Version of the on-disk format; a different version makes the index stale (full rebuild).
-pub const INDEX_FORMAT_VERSION: u32 = 4;
+pub const INDEX_FORMAT_VERSION: u32 = 5;
 /// Version of this engine.
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Engine name reported in status (`qmdVersion` keeps its name for compatibility).

@@ -1,8 +1,9 @@
 //! The tantivy side of a store generation. Three document kinds:
 //! * `section`: a heading section (the BM25 unit) with the page fields — pages are ranked by
 //!   their best section;
-//! * `chunk`: an embedding-sized passage, stored for previews and searchable only through its own
-//!   `chunk_body` field, used to pick the passage shown for a page;
+//! * `chunk`: an embedding-sized passage, stored for previews; it indexes no text of its own:
+//!   the passage shown for a page is chosen from the positions of the query's terms in its
+//!   sections (see [`LexicalIndex::best_chunk`]);
 //! * `commit`: one document recording what the commit publishes ([`CommitInfo`]): its generation,
 //!   the page manifest it uses and its vector segments.
 //!
@@ -22,7 +23,7 @@ use std::sync::Mutex;
 use sha2::Digest;
 use tantivy::collector::TopDocs;
 use tantivy::directory::Directory;
-use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
   Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING,
 };
@@ -50,8 +51,12 @@ pub struct Fields {
   pub page_id: Field,
   /// Hash of the page id (fast field, for grouping hits by page).
   pub page_key: Field,
-  /// Section ordinal within the page.
+  /// Section ordinal within the page (stored and fast).
   pub section: Field,
+  /// A byte range packed as `start << 32 | end` (fast field). A chunk: where its plain text lies
+  /// in its section's (see [`crate::chunk::chunk_spans`]). A section: where its heading path
+  /// lies in its scoring text.
+  pub span: Field,
   /// Content-derived chunk id.
   pub chunk_id: Field,
   /// Chunk ordinal within the page.
@@ -70,8 +75,6 @@ pub struct Fields {
   pub manifest_generation: Field,
   /// Vector segment list of the commit (commit payload).
   pub vectors: Field,
-  /// Plain text of the chunk (indexed).
-  pub chunk_body: Field,
   /// The scoring field (`MATCH_FIELDS[0]`).
   pub all: Field,
   /// All match fields in [`MATCH_FIELDS`] order (`all` first).
@@ -87,7 +90,8 @@ fn schema() -> (Schema, Fields) {
   let kind = b.add_text_field("kind", STRING);
   let page_id = b.add_text_field("page_id", STRING | STORED);
   let page_key = b.add_u64_field("page_key", NumericOptions::default().set_fast());
-  let section = b.add_u64_field("section", NumericOptions::default().set_stored());
+  let section = b.add_u64_field("section", NumericOptions::default().set_stored().set_fast());
+  let span = b.add_u64_field("span", NumericOptions::default().set_fast());
   let chunk_id = b.add_text_field("chunk_id", STRING | STORED);
   let ordinal = b.add_u64_field("ordinal", NumericOptions::default().set_stored());
   let line_start = b.add_u64_field("line_start", NumericOptions::default().set_stored());
@@ -97,8 +101,8 @@ fn schema() -> (Schema, Fields) {
   let generation = b.add_u64_field("generation", NumericOptions::default().set_stored());
   let manifest_generation = b.add_u64_field("manifest_generation", NumericOptions::default().set_stored());
   let vectors = b.add_text_field("vectors", STORED);
-  let chunk_body = b.add_text_field("chunk_body", indexing(IndexRecordOption::WithFreqs));
-  let all = b.add_text_field(MATCH_FIELDS[0], indexing(IndexRecordOption::WithFreqs));
+  // Positions (byte offsets, see `analysis`) place the query's terms in a section's chunks.
+  let all = b.add_text_field(MATCH_FIELDS[0], indexing(IndexRecordOption::WithFreqsAndPositions));
   let mut matchable = vec![all];
   for name in &MATCH_FIELDS[1..] {
     matchable.push(b.add_text_field(name, indexing(IndexRecordOption::Basic)));
@@ -108,6 +112,7 @@ fn schema() -> (Schema, Fields) {
     page_id,
     page_key,
     section,
+    span,
     chunk_id,
     ordinal,
     line_start,
@@ -117,11 +122,65 @@ fn schema() -> (Schema, Fields) {
     generation,
     manifest_generation,
     vectors,
-    chunk_body,
     all,
     matchable,
   };
   (b.build(), fields)
+}
+
+/// A byte range as one fast-field value, `start << 32 | end` (a page is far below 4 GiB).
+fn pack_span(start: usize, end: usize) -> u64 {
+  let clamp = |v: usize| v.min(u32::MAX as usize) as u64;
+  (clamp(start) << 32) | clamp(end)
+}
+
+fn unpack_span(v: u64) -> std::ops::Range<u32> {
+  (v >> 32) as u32..v as u32
+}
+
+/// BM25's term-frequency saturation and length normalization (tantivy's values), for the passage
+/// choice of [`LexicalIndex::best_chunk`].
+const BM25_K1: f32 = 1.2;
+const BM25_B: f32 = 0.75;
+
+/// Occurrences of each query term in one section's scoring text (byte offsets, ascending) and
+/// where its heading path lies in that text.
+struct SectionOccurrences {
+  headings: std::ops::Range<u32>,
+  positions: Vec<Vec<u32>>,
+}
+
+impl SectionOccurrences {
+  /// Occurrences of term `t` in `range` of the section's plain text, plus in its heading path
+  /// (a chunk's indexed text was once its heading path and plain text; the counts are the same).
+  fn term_freq(&self, t: usize, range: &std::ops::Range<u32>) -> u32 {
+    let count = |r: &std::ops::Range<u32>| {
+      let p = &self.positions[t];
+      (p.partition_point(|&x| x < r.end) - p.partition_point(|&x| x < r.start)) as u32
+    };
+    count(range) + count(&self.headings)
+  }
+}
+
+/// The commit document of a snapshot, read through its fields `kind`, `generation`,
+/// `manifest_generation` and `vectors` (in that order).
+fn read_commit(searcher: &Searcher, fields: [Field; 4]) -> Result<Option<CommitInfo>> {
+  let [kind, generation, manifest_generation, vectors] = fields;
+  let q = TermQuery::new(Term::from_field_text(kind, "commit"), IndexRecordOption::Basic);
+  let top = searcher.search(&q, &TopDocs::with_limit(1).order_by_score())?;
+  let Some((_, addr)) = top.first() else {
+    return Ok(None);
+  };
+  let doc: TantivyDocument = searcher.doc(*addr)?;
+  let num = |field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0);
+  let vectors = match doc.get_first(vectors).and_then(|v| v.as_str()) {
+    None => None,
+    Some(json) => Some(
+      serde_json::from_str(json)
+        .map_err(|e| Error::Index(format!("malformed vector list in the commit: {e}")))?,
+    ),
+  };
+  Ok(Some(CommitInfo { generation: num(generation), manifest_generation: num(manifest_generation), vectors }))
 }
 
 /// Tokens of a page id useful for search: every path segment plus the file stem words.
@@ -192,6 +251,8 @@ pub struct LexicalIndex {
   loaded_meta: Mutex<Option<Vec<u8>>>,
   /// Document frequencies of the latest searcher asked ([`Self::doc_freq_of`]).
   doc_freqs: Mutex<DocFreqMemo>,
+  /// Per segment: total plain-text bytes of its chunks and their count ([`Self::mean_chunk_len`]).
+  chunk_lengths: Mutex<HashMap<tantivy::index::SegmentId, (u64, u64)>>,
 }
 
 /// tantivy's commit record, replaced by an atomic rename on every commit.
@@ -229,10 +290,6 @@ pub struct StoredChunk {
   pub heading_path: String,
 }
 
-fn zero_score(q: Box<dyn Query>) -> Box<dyn Query> {
-  Box::new(ConstScoreQuery::new(q, 0.0))
-}
-
 /// Segments below this many documents form the lowest merge level of an incremental writer (not
 /// fitted: a one-page commit writes a segment of a few to a few dozen documents).
 pub const SMALL_LAYER_DOCS: u32 = 100;
@@ -265,7 +322,14 @@ impl LexicalIndex {
     // Read before the reader opens, so the reader is at least as new as these bytes.
     let meta = index.directory().atomic_read(Path::new(META_FILE)).ok();
     let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-    Ok(LexicalIndex { index, fields, reader, loaded_meta: Mutex::new(meta), doc_freqs: Mutex::default() })
+    Ok(LexicalIndex {
+      index,
+      fields,
+      reader,
+      loaded_meta: Mutex::new(meta),
+      doc_freqs: Mutex::default(),
+      chunk_lengths: Mutex::default(),
+    })
   }
 
   /// `searcher.doc_freq(term)`, memoized for the searcher's index state. The state is the
@@ -418,6 +482,10 @@ impl LexicalIndex {
     for sec in &page.sections {
       let mut d = base("section", sec.ordinal, (sec.line_start, sec.line_end));
       let headings = sec.headings.join("\n");
+      // The scoring text starts with the plain text, then the heading path (what `best_chunk`
+      // reads positions against).
+      let heading_start = sec.plain.len() + 1;
+      d.add_u64(f.span, pack_span(heading_start, heading_start + headings.len()));
       d.add_text(f.all, [sec.plain.as_str(), &headings, &weighted, &tags, &desc, &ident].join("\n"));
       for (field, value) in
         f.matchable[1..].iter().zip([&headings, &meta.title, &aliases, &tags, &desc, &ident])
@@ -428,13 +496,13 @@ impl LexicalIndex {
       }
       w.add_document(d)?;
     }
-    for c in &page.chunks {
+    for (c, (start, end)) in page.chunks.iter().zip(crate::chunk::chunk_spans(page)) {
       let mut d = base("chunk", c.section, (c.line_start, c.line_end));
+      d.add_u64(f.span, pack_span(start as usize, end as usize));
       d.add_text(f.chunk_id, &c.id);
       d.add_u64(f.ordinal, c.ordinal as u64);
       d.add_text(f.source, &c.text);
       d.add_text(f.heading_path, c.headings.join(" › "));
-      d.add_text(f.chunk_body, format!("{}\n{}", c.headings.join("\n"), c.plain));
       w.add_document(d)?;
     }
     Ok(())
@@ -462,26 +530,25 @@ impl LexicalIndex {
 
   /// What the commit in a searcher's snapshot records (`None` when the index was never committed).
   pub fn commit_of(&self, searcher: &Searcher) -> Result<Option<CommitInfo>> {
-    let q = TermQuery::new(Term::from_field_text(self.fields.kind, "commit"), IndexRecordOption::Basic);
-    let top = searcher.search(&q, &TopDocs::with_limit(1).order_by_score())?;
-    let Some((_, addr)) = top.first() else {
-      return Ok(None);
-    };
-    let doc: TantivyDocument = searcher.doc(*addr)?;
     let f = &self.fields;
-    let num = |field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0);
-    let vectors = match doc.get_first(f.vectors).and_then(|v| v.as_str()) {
-      None => None,
-      Some(json) => Some(
-        serde_json::from_str(json)
-          .map_err(|e| Error::Index(format!("malformed vector list in the commit: {e}")))?,
-      ),
-    };
-    Ok(Some(CommitInfo {
-      generation: num(f.generation),
-      manifest_generation: num(f.manifest_generation),
-      vectors,
-    }))
+    read_commit(searcher, [f.kind, f.generation, f.manifest_generation, f.vectors])
+  }
+
+  /// What the last commit of the index in `dir` records, whatever the index's schema: its fields
+  /// are found by name. A rebuild reads the store it replaces this way to carry its vectors over,
+  /// also when that store is of an older format (whose schema [`Self::open`] refuses).
+  pub fn commit_in(dir: &Path) -> Result<Option<CommitInfo>> {
+    let index =
+      Index::open_in_dir(dir).map_err(|e| Error::Index(format!("cannot open {}: {e}", dir.display())))?;
+    let schema = index.schema();
+    let mut fields = [Field::from_field_id(0); 4];
+    for (slot, name) in fields.iter_mut().zip(["kind", "generation", "manifest_generation", "vectors"]) {
+      *slot = schema
+        .get_field(name)
+        .map_err(|_| Error::Index(format!("{} has no `{name}` field", dir.display())))?;
+    }
+    let reader: IndexReader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+    read_commit(&reader.searcher(), fields)
   }
 
   /// Number of documents of a kind (`section` or `chunk`), at least 1.
@@ -535,33 +602,149 @@ impl LexicalIndex {
     Ok(hits)
   }
 
-  /// The best chunk of a page for `terms` (BM25 over chunk text; ties → earliest chunk).
+  /// Documents of one kind (`section`, `chunk`) of a page, in index order (a page's documents
+  /// are added together, in page order).
+  fn page_docs(&self, searcher: &Searcher, page_id: &str, kind: &str) -> Result<Vec<DocAddress>> {
+    let f = &self.fields;
+    let q = |field, v: &str| -> Box<dyn Query> {
+      Box::new(TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic))
+    };
+    let query = BooleanQuery::new(vec![(Occur::Must, q(f.page_id, page_id)), (Occur::Must, q(f.kind, kind))]);
+    let mut docs: Vec<DocAddress> =
+      searcher.search(&query, &tantivy::collector::DocSetCollector)?.into_iter().collect();
+    docs.sort_unstable();
+    Ok(docs)
+  }
+
+  /// Mean length (plain-text bytes) of the chunks in a searcher's segments: BM25's average
+  /// document length for [`Self::best_chunk`]. A segment never changes, so its sum is computed
+  /// once (one pass over its chunk documents' `span` values) and kept while it is live.
+  fn mean_chunk_len(&self, searcher: &Searcher) -> Result<f32> {
+    use tantivy::DocSet;
+    let mut memo = self.chunk_lengths.lock().unwrap_or_else(|p| p.into_inner());
+    let live: Vec<tantivy::index::SegmentId> =
+      searcher.segment_readers().iter().map(|s| s.segment_id()).collect();
+    memo.retain(|id, _| live.contains(id));
+    let (mut bytes, mut chunks) = (0u64, 0u64);
+    for seg in searcher.segment_readers() {
+      let (b, n) = match memo.get(&seg.segment_id()) {
+        Some(&v) => v,
+        None => {
+          let spans = seg.fast_fields().u64("span")?;
+          let term = Term::from_field_text(self.fields.kind, "chunk");
+          let postings = seg
+            .inverted_index(self.fields.kind)?
+            .read_postings(&term, IndexRecordOption::Basic)
+            .map_err(|e| Error::Index(e.to_string()))?;
+          let (mut b, mut n) = (0u64, 0u64);
+          if let Some(mut p) = postings {
+            while p.doc() != tantivy::TERMINATED {
+              b += unpack_span(spans.first(p.doc()).unwrap_or(0)).len() as u64;
+              n += 1;
+              p.advance();
+            }
+          }
+          memo.insert(seg.segment_id(), (b, n));
+          (b, n)
+        }
+      };
+      bytes += b;
+      chunks += n;
+    }
+    Ok((bytes as f32 / chunks.max(1) as f32).max(1.0))
+  }
+
+  /// The best chunk of a page for `terms`: BM25 over each chunk's text, ties (and no term found)
+  /// → the earliest chunk. Chunks index no text (their words are their section's): a chunk's term
+  /// frequency is the count of the term's positions in its section's scoring text that fall in
+  /// the chunk's range of the section's plain text or in the section's heading path, read from
+  /// the section's postings. Document frequencies are the sections'; lengths are plain-text bytes
+  /// against the mean chunk of the index. Measured against
+  /// indexing every chunk's text again: docs/BENCHMARKS.md, "Cold build CPU: chunks placed by
+  /// their sections' positions".
   pub fn best_chunk(
     &self,
     searcher: &Searcher,
     page_id: &str,
     terms: &[String],
   ) -> Result<Option<DocAddress>> {
+    let chunks = self.page_docs(searcher, page_id, "chunk")?;
+    if chunks.len() < 2 || terms.is_empty() {
+      return Ok(chunks.first().copied());
+    }
+    let mut distinct: Vec<&str> = Vec::with_capacity(terms.len());
+    for t in terms {
+      if !distinct.contains(&t.as_str()) {
+        distinct.push(t);
+      }
+    }
+    let n = self.kind_count(searcher, "section")? as f32;
+    let idf = distinct
+      .iter()
+      .map(|t| {
+        let df = self.doc_freq(searcher, t)? as f32;
+        Ok((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
+      })
+      .collect::<Result<Vec<f32>>>()?;
     let f = &self.fields;
-    let term_query = |field, value: &str| -> Box<dyn Query> {
-      Box::new(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::WithFreqs))
+    let mut columns: HashMap<u32, (tantivy::columnar::Column<u64>, tantivy::columnar::Column<u64>)> =
+      HashMap::new();
+    let mut fast = |addr: DocAddress| -> Result<(u64, std::ops::Range<u32>)> {
+      let (section, span) = match columns.entry(addr.segment_ord) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(v) => {
+          let ff = searcher.segment_reader(addr.segment_ord).fast_fields();
+          v.insert((ff.u64("section")?, ff.u64("span")?))
+        }
+      };
+      Ok((section.first(addr.doc_id).unwrap_or(0), unpack_span(span.first(addr.doc_id).unwrap_or(0))))
     };
-    let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
-      (Occur::Must, zero_score(term_query(f.page_id, page_id))),
-      (Occur::Must, zero_score(term_query(f.kind, "chunk"))),
-    ];
-    clauses.extend(terms.iter().map(|t| (Occur::Should, term_query(f.chunk_body, t))));
-    let stats = KindStats { index: self, searcher, docs: self.kind_count(searcher, "chunk")? };
-    let top = searcher.search_with_statistics_provider(
-      &BooleanQuery::new(clauses),
-      &TopDocs::with_limit(256).order_by_score(),
-      &stats,
-    )?;
-    // Ties go to the earliest chunk: a page's chunks are added in order, so within its segment
-    // document order is chunk order (no stored-field reads needed).
+    use tantivy::postings::Postings;
+    use tantivy::DocSet;
+    let mut sections: HashMap<u64, SectionOccurrences> = HashMap::new();
+    for addr in self.page_docs(searcher, page_id, "section")? {
+      let (ordinal, headings) = fast(addr)?;
+      let inverted = searcher.segment_reader(addr.segment_ord).inverted_index(f.all)?;
+      let mut positions = Vec::with_capacity(distinct.len());
+      for t in &distinct {
+        let mut at = Vec::new();
+        let term = Term::from_field_text(f.all, t);
+        let postings = inverted
+          .read_postings(&term, IndexRecordOption::WithFreqsAndPositions)
+          .map_err(|e| Error::Index(e.to_string()))?;
+        if let Some(mut p) = postings {
+          if p.doc() <= addr.doc_id && p.seek(addr.doc_id) == addr.doc_id {
+            p.positions(&mut at);
+          }
+        }
+        positions.push(at);
+      }
+      sections.insert(ordinal, SectionOccurrences { headings, positions });
+    }
+    let placed = chunks
+      .iter()
+      .map(|&addr| {
+        let (ordinal, range) = fast(addr)?;
+        let len = range.len() as f32;
+        Ok((addr, sections.get(&ordinal), range, len))
+      })
+      .collect::<Result<Vec<_>>>()?;
+    let mean_len = self.mean_chunk_len(searcher)?;
     let mut best: Option<(f32, DocAddress)> = None;
-    for (score, addr) in top {
-      if best.is_none_or(|(s, a)| score > s + 1e-6 || ((score - s).abs() <= 1e-6 && addr < a)) {
+    for (addr, occ, range, len) in placed {
+      let score = occ.map_or(0.0, |o| {
+        let norm = BM25_K1 * (1.0 - BM25_B + BM25_B * len / mean_len);
+        idf
+          .iter()
+          .enumerate()
+          .map(|(t, idf)| {
+            let tf = o.term_freq(t, &range) as f32;
+            idf * tf * (BM25_K1 + 1.0) / (tf + norm)
+          })
+          .sum()
+      });
+      // Chunks come in page order: a later chunk must score higher to win.
+      if best.is_none_or(|(s, _)| score > s + 1e-6) {
         best = Some((score, addr));
       }
     }
@@ -694,6 +877,126 @@ mod tests {
     w.wait_merging_threads().unwrap();
     let reader = idx.index.reader().unwrap();
     assert_eq!(idx.commit_of(&reader.searcher()).unwrap().unwrap().generation, 2);
+  }
+
+  /// Index pages (id, Markdown body) in one commit; their chunked forms are returned.
+  fn indexed(dir: &Path, pages: &[(&str, &str)]) -> (LexicalIndex, Vec<ChunkedPage>) {
+    let idx = LexicalIndex::create(dir).unwrap();
+    let mut w = idx.writer(1).unwrap();
+    let mut chunked = Vec::new();
+    for (id, body) in pages {
+      let meta = PageMeta { title: format!("Page {id}"), ..Default::default() };
+      let page = crate::chunk::chunk_page(&meta.title, body, 1, &crate::chunk::ChunkConfig::default());
+      idx.add_page(&w, id, &meta, &page).unwrap();
+      chunked.push(page);
+    }
+    commit_doc(&idx, &mut w, 1);
+    w.commit().unwrap();
+    idx.reader.reload().unwrap();
+    (idx, chunked)
+  }
+
+  /// The ordinal of the chunk `best_chunk` picks for a query.
+  fn best(idx: &LexicalIndex, page: &str, query: &str) -> Option<u32> {
+    let terms = crate::analysis::analyze(&mut crate::analysis::wiki_analyzer(), query);
+    let searcher = idx.reader.searcher();
+    idx.best_chunk(&searcher, page, &terms).unwrap().map(|a| idx.chunk_doc(&searcher, a).unwrap().ordinal)
+  }
+
+  /// The passage is the chunk holding the query's words, placed by the section's positions:
+  /// a word of one chunk only, a word of one chunk next to words of every chunk, a word of one
+  /// section's heading path; nothing found → the first chunk; a page of one chunk → that chunk.
+  #[test]
+  fn best_chunk_follows_the_query_terms_positions() {
+    let t = tempfile::tempdir().unwrap();
+    let filler = |word: &str| -> String {
+      (0..16).map(|i| format!("Sentence {i} mentions {word} among ordinary notes. ")).collect()
+    };
+    let body = format!(
+      "# Storage\n\n{}\n\n{}\n\n{}\n\n# Zephyr cache\n\n{}\n",
+      filler("alpha"),
+      filler("bravo"),
+      filler("charlie"),
+      filler("delta")
+    );
+    let (idx, pages) = indexed(t.path(), &[("p", &body), ("q", "A single short paragraph about gamma.")]);
+    let page = &pages[0];
+    assert!(page.chunks.len() >= 4, "{} chunks", page.chunks.len());
+    // The chunk holding a word (each paragraph fits one chunk, two do not).
+    let of_word = |w: &str| {
+      let holding: Vec<u32> = page.chunks.iter().filter(|c| c.plain.contains(w)).map(|c| c.ordinal).collect();
+      assert_eq!(holding.len(), 1, "{w} in chunks {holding:?}");
+      holding[0]
+    };
+    let (bravo, charlie, delta) = (of_word("bravo"), of_word("charlie"), of_word("delta"));
+    assert!(bravo > 0 && charlie > bravo && page.chunks[delta as usize].section == 1);
+    assert_eq!(best(&idx, "p", "bravo"), Some(bravo));
+    assert_eq!(best(&idx, "p", "charlie notes"), Some(charlie));
+    // A word only in the second section's heading path picks that section's chunk.
+    assert_eq!(best(&idx, "p", "zephyr"), Some(delta));
+    assert_eq!(best(&idx, "p", "nothing matches this"), Some(0));
+    assert_eq!(best(&idx, "q", "gamma"), Some(0));
+    assert_eq!(best(&idx, "missing", "gamma"), None);
+  }
+
+  /// A page edited in a later commit lives in another segment: its passage is still placed by
+  /// its own section's positions, and the deleted version is not read.
+  #[test]
+  fn best_chunk_reads_the_live_version_of_an_edited_page() {
+    let t = tempfile::tempdir().unwrap();
+    let para = |w: &str| -> String { (0..20).map(|i| format!("Line {i} is about {w} today. ")).collect() };
+    let (idx, _) = indexed(t.path(), &[("p", &format!("{}\n\n{}\n", para("alpha"), para("bravo")))]);
+    let mut w = idx.writer(1).unwrap();
+    idx.delete_page(&w, "p");
+    let body = format!("{}\n\n{}\n", para("bravo"), para("alpha"));
+    let meta = PageMeta { title: "Page p".into(), ..Default::default() };
+    let page = crate::chunk::chunk_page(&meta.title, &body, 1, &crate::chunk::ChunkConfig::default());
+    idx.add_page(&w, "p", &meta, &page).unwrap();
+    commit_doc(&idx, &mut w, 2);
+    w.commit().unwrap();
+    w.wait_merging_threads().unwrap();
+    idx.reader.reload().unwrap();
+    assert_eq!(page.chunks.len(), 2);
+    assert!(page.chunks[0].plain.contains("bravo") && page.chunks[1].plain.contains("alpha"));
+    assert_eq!(best(&idx, "p", "alpha"), Some(1));
+    assert_eq!(best(&idx, "p", "bravo"), Some(0));
+  }
+
+  /// The commit of an index of another schema (an older store format: other fields, other
+  /// field order) is read by field name, so a rebuild can carry that store's vectors over; the
+  /// current schema refuses to open it.
+  #[test]
+  fn the_commit_of_an_index_of_another_schema_is_read_by_field_name() {
+    let t = tempfile::tempdir().unwrap();
+    let mut b = Schema::builder();
+    let chunk_body = b.add_text_field("chunk_body", tantivy::schema::TEXT);
+    let vectors = b.add_text_field("vectors", STORED);
+    let kind = b.add_text_field("kind", STRING);
+    let generation = b.add_u64_field("generation", NumericOptions::default().set_stored());
+    let manifest_generation = b.add_u64_field("manifest_generation", NumericOptions::default().set_stored());
+    let index = Index::create_in_dir(t.path(), b.build()).unwrap();
+    let mut w: IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
+    w.add_document(tantivy::doc!(kind => "chunk", chunk_body => "old text")).unwrap();
+    let list = VectorManifest { model: "m".into(), dims: 4, segments: Vec::new(), ann: None };
+    w.add_document(tantivy::doc!(
+      kind => "commit",
+      generation => 7u64,
+      manifest_generation => 6u64,
+      vectors => serde_json::to_string(&list).unwrap()
+    ))
+    .unwrap();
+    w.commit().unwrap();
+    drop(w);
+    let commit = LexicalIndex::commit_in(t.path()).unwrap().expect("a commit");
+    assert_eq!((commit.generation, commit.manifest_generation), (7, 6));
+    assert_eq!(commit.vectors, Some(list));
+    assert!(LexicalIndex::open(t.path()).is_err(), "the current schema opened an index of another");
+    // An index without the commit fields is an error, not a panic.
+    let other = tempfile::tempdir().unwrap();
+    let mut b = Schema::builder();
+    b.add_text_field("kind", STRING);
+    Index::create_in_dir(other.path(), b.build()).unwrap();
+    assert!(LexicalIndex::commit_in(other.path()).is_err());
   }
 
   /// A busy tantivy writer lock (a forked child still holding the lock file's descriptor, a

@@ -945,9 +945,9 @@ fn run_locked(
         // rebuild keeps them unless vectors are forced too; generations continue above it.
         let previous = layout.current().and_then(|d| Generation::open(d).ok());
         let lexical = LexicalIndex::create(&staging.lexical_dir())?;
-        let carried = match &previous {
-          Some(p) if !(opts.force && components.contains(&Component::Vectors)) => {
-            super::embedding::carry_vectors(p, &staging, &vault_id)
+        let carried = match layout.current() {
+          Some(from) if !(opts.force && components.contains(&Component::Vectors)) => {
+            super::embedding::carry_vectors(&from, &staging, &vault_id)
           }
           _ => None,
         };
