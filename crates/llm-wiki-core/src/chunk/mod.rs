@@ -783,15 +783,15 @@ pub fn chunk_page_with(
       let s = if pi == 0 { start.unwrap_or(part[0].start).min(part[0].start) } else { part[0].start };
       let e = part.iter().map(|p| p.end).max().unwrap_or(s).max(s + 1);
       let section = out.sections.len() as u32;
-      out.sections.push(Section {
-        ordinal: section,
-        headings: heads.clone(),
-        plain: plain_text(&join_pieces(body, &part)),
-        line_start: lines.line_of(s),
-        line_end: lines.line_of(e - 1),
-      });
-      for (gi, group) in pack(&part, sizes.max_tokens, sizes.overlap_tokens).into_iter().enumerate() {
-        let text = join_pieces(body, &group);
+      let section_text = join_pieces(body, &part);
+      let section_plain = plain_text(&section_text);
+      let groups = pack(&part, sizes.max_tokens, sizes.overlap_tokens);
+      // A section of one chunk: the chunk is every piece of the section, so its text and plain
+      // text are the section's (the Markdown is not parsed a second time).
+      let whole = groups.len() == 1;
+      for (gi, group) in groups.into_iter().enumerate() {
+        let text = if whole { section_text.clone() } else { join_pieces(body, &group) };
+        let plain = if whole { section_plain.clone() } else { plain_text(&text) };
         let cs = if gi == 0 { s } else { group[0].start };
         let ce = group.iter().map(|p| p.end).max().unwrap_or(cs).max(cs + 1);
         out.chunks.push(Chunk {
@@ -800,12 +800,19 @@ pub fn chunk_page_with(
           section,
           headings: heads.clone(),
           prefix: prefix.clone(),
-          plain: plain_text(&text),
+          plain,
           text,
           line_start: lines.line_of(cs),
           line_end: lines.line_of(ce - 1),
         });
       }
+      out.sections.push(Section {
+        ordinal: section,
+        headings: heads.clone(),
+        plain: section_plain,
+        line_start: lines.line_of(s),
+        line_end: lines.line_of(e - 1),
+      });
     }
     pieces.clear();
   };

@@ -342,3 +342,26 @@ fn chunk_spans_estimate_a_chunk_not_found_in_its_section() {
   let len = page.sections[0].plain.len() as u32;
   assert_eq!(spans, vec![(0, 8.min(len))]);
 }
+
+/// A section of one chunk hands its own text to the chunk (parsed once); every chunk's plain
+/// text is still exactly the plain text of its Markdown, single-chunk sections or not.
+#[test]
+fn one_chunk_sections_share_their_plain_text_exactly() {
+  let long: String = (0..40).map(|i| format!("Sentence {i} about *ranking* and [links](x.md). ")).collect();
+  let body = format!(
+    "Intro with **bold** and `code`.\n\n# A\n\n- one\n- two [ref]\n\n[ref]: https://example.org\n\n# B\n\n{long}\n\n{long}\n\n# C\n\n```rust\nfn main() {{}}\n```\n"
+  );
+  let page = chunk_page("T", &body, 1, &ChunkConfig::default());
+  let mut single = 0;
+  for (k, s) in page.sections.iter().enumerate() {
+    let chunks: Vec<&Chunk> = page.chunks.iter().filter(|c| c.section as usize == k).collect();
+    if chunks.len() == 1 {
+      single += 1;
+      assert_eq!(chunks[0].plain, s.plain);
+    }
+  }
+  assert!(single >= 3 && page.chunks.len() > page.sections.len(), "{single} of {:?}", page.sections.len());
+  for c in &page.chunks {
+    assert_eq!(c.plain, plain_text(&c.text), "chunk {}", c.ordinal);
+  }
+}
