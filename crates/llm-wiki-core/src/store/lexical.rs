@@ -183,6 +183,11 @@ fn read_commit(searcher: &Searcher, fields: [Field; 4]) -> Result<Option<CommitI
   Ok(Some(CommitInfo { generation: num(generation), manifest_generation: num(manifest_generation), vectors }))
 }
 
+/// A match of one exact term, without frequencies (a filter clause).
+fn exact_term(field: Field, value: &str) -> Box<dyn Query> {
+  Box::new(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::Basic))
+}
+
 /// Tokens of a page id useful for search: every path segment plus the file stem words.
 fn ident_text(page_id: &str) -> String {
   page_id.replace(['/', '-', '_', '.'], " ")
@@ -606,10 +611,10 @@ impl LexicalIndex {
   /// are added together, in page order).
   fn page_docs(&self, searcher: &Searcher, page_id: &str, kind: &str) -> Result<Vec<DocAddress>> {
     let f = &self.fields;
-    let q = |field, v: &str| -> Box<dyn Query> {
-      Box::new(TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic))
-    };
-    let query = BooleanQuery::new(vec![(Occur::Must, q(f.page_id, page_id)), (Occur::Must, q(f.kind, kind))]);
+    let query = BooleanQuery::new(vec![
+      (Occur::Must, exact_term(f.page_id, page_id)),
+      (Occur::Must, exact_term(f.kind, kind)),
+    ]);
     let mut docs: Vec<DocAddress> =
       searcher.search(&query, &tantivy::collector::DocSetCollector)?.into_iter().collect();
     docs.sort_unstable();
@@ -701,24 +706,32 @@ impl LexicalIndex {
     };
     use tantivy::postings::Postings;
     use tantivy::DocSet;
-    let mut sections: HashMap<u64, SectionOccurrences> = HashMap::new();
-    for addr in self.page_docs(searcher, page_id, "section")? {
-      let (ordinal, headings) = fast(addr)?;
-      let inverted = searcher.segment_reader(addr.segment_ord).inverted_index(f.all)?;
-      let mut positions = Vec::with_capacity(distinct.len());
-      for t in &distinct {
-        let mut at = Vec::new();
-        let term = Term::from_field_text(f.all, t);
-        let postings = inverted
-          .read_postings(&term, IndexRecordOption::WithFreqsAndPositions)
-          .map_err(|e| Error::Index(e.to_string()))?;
-        if let Some(mut p) = postings {
+    // The page's sections in index order: each term's postings are read once per segment and
+    // seeked forward through them.
+    let section_docs = self.page_docs(searcher, page_id, "section")?;
+    let mut positions: Vec<Vec<Vec<u32>>> = vec![vec![Vec::new(); distinct.len()]; section_docs.len()];
+    for (t, word) in distinct.iter().enumerate() {
+      let term = Term::from_field_text(f.all, word);
+      let mut postings: Option<(u32, Option<tantivy::postings::SegmentPostings>)> = None;
+      for (k, addr) in section_docs.iter().enumerate() {
+        if postings.as_ref().is_none_or(|(segment, _)| *segment != addr.segment_ord) {
+          let read = searcher
+            .segment_reader(addr.segment_ord)
+            .inverted_index(f.all)?
+            .read_postings(&term, IndexRecordOption::WithFreqsAndPositions)
+            .map_err(|e| Error::Index(e.to_string()))?;
+          postings = Some((addr.segment_ord, read));
+        }
+        if let Some((_, Some(p))) = postings.as_mut() {
           if p.doc() <= addr.doc_id && p.seek(addr.doc_id) == addr.doc_id {
-            p.positions(&mut at);
+            p.positions(&mut positions[k][t]);
           }
         }
-        positions.push(at);
       }
+    }
+    let mut sections: HashMap<u64, SectionOccurrences> = HashMap::new();
+    for (addr, positions) in section_docs.into_iter().zip(positions) {
+      let (ordinal, headings) = fast(addr)?;
       sections.insert(ordinal, SectionOccurrences { headings, positions });
     }
     let placed = chunks
@@ -759,11 +772,10 @@ impl LexicalIndex {
     chunk_id: &str,
   ) -> Result<Option<DocAddress>> {
     let f = &self.fields;
-    let q = |field, v: &str| -> Box<dyn Query> {
-      Box::new(TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic))
-    };
-    let query =
-      BooleanQuery::new(vec![(Occur::Must, q(f.chunk_id, chunk_id)), (Occur::Must, q(f.page_id, page_id))]);
+    let query = BooleanQuery::new(vec![
+      (Occur::Must, exact_term(f.chunk_id, chunk_id)),
+      (Occur::Must, exact_term(f.page_id, page_id)),
+    ]);
     Ok(searcher.search(&query, &TopDocs::with_limit(1).order_by_score())?.first().map(|(_, a)| *a))
   }
 
