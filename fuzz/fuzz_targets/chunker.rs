@@ -86,13 +86,20 @@ fuzz_target!(|data: &[u8]| {
       s.line_end
     );
     assert_eq!(c.headings, s.headings);
+    let (start, end) = (c.span.0 as usize, c.span.1 as usize);
+    assert!(start <= end && end <= s.plain.len(), "chunk {i} span {:?} outside its section", c.span);
+    assert!(s.plain.is_char_boundary(start) && s.plain.is_char_boundary(end), "chunk {i} span {:?}", c.span);
+    assert!(
+      i == 0 || a.chunks[i - 1].section != c.section || a.chunks[i - 1].span.0 <= c.span.0,
+      "chunk {i} starts before the previous chunk of its section"
+    );
     assert_eq!(c.id, chunk_id(&c.prefix, &c.text));
     assert_eq!(c.id.len(), 16);
     assert!(c.id.bytes().all(|b| b.is_ascii_hexdigit()));
     let prefix: Vec<&str> =
       std::iter::once(page.meta.title.as_str()).chain(c.headings.iter().map(String::as_str)).collect();
     assert_eq!(c.prefix, prefix.join(PREFIX_SEPARATOR));
-    assert_eq!(c.plain, plain_text(&c.text));
+    assert_eq!(c.plain(), plain_text(&c.text));
     assert!(!c.text.is_empty() || a.chunks.len() == 1, "empty chunk text in a multi-chunk page");
     assert!(
       estimate_tokens(&c.text) <= cfg.max_tokens,

@@ -282,7 +282,14 @@ fn chunking_digest(chunker: &Chunker) -> String {
     for c in &page.chunks {
       h.update(format!(
         "C{}|{}|{}|{}|{}|{}|{}-{}\n",
-        c.id, c.ordinal, c.section, c.prefix, c.text, c.plain, c.line_start, c.line_end
+        c.id,
+        c.ordinal,
+        c.section,
+        c.prefix,
+        c.text,
+        c.plain(),
+        c.line_start,
+        c.line_end
       ));
     }
   }

@@ -12,9 +12,12 @@
 //! only need sizes of the right order).
 //!
 //! Every chunk carries a contextual prefix (`Title › Heading › Sub-heading`), its 1-based source
-//! line range, and a stable id: the hash of prefix + text, so unchanged chunks keep their id (and
-//! their embedding) across edits elsewhere in the page.
+//! line range, a stable id: the hash of prefix + text, so unchanged chunks keep their id (and
+//! their embedding) across edits elsewhere in the page, and its span: where its words lie in its
+//! section's plain text, found from the section's one Markdown pass ([`Chunk::span`]).
 
+use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::Arc;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
@@ -99,8 +102,19 @@ pub struct Chunk {
   pub prefix: String,
   /// Markdown source of the chunk.
   pub text: String,
-  /// Plain text of the chunk (Markdown syntax removed), used for indexing and embedding.
-  pub plain: String,
+  /// Where the chunk's words lie in its section's plain text ([`Section::plain`]): a byte range
+  /// `(start, end)`, on char boundaries, starts non-decreasing over a section's chunks. Found
+  /// from the section's own Markdown pass (each text event's source range and plain range), not
+  /// by rendering the chunk: the lexical index stores it and places the section's term positions
+  /// (byte offsets) into chunks with it. A section of one chunk: the whole plain text. Where the
+  /// chunk's Markdown renders differently alone (a section joins blocks with a newline, so a
+  /// table right after a paragraph, or an emphasis opened in one block and closed in the next,
+  /// reads differently there), the span holds the section's rendering of the chunk's source,
+  /// the text the index holds, not [`Chunk::plain`].
+  pub span: (u32, u32),
+  /// The plain text when it is known without another Markdown pass: a section of one chunk
+  /// (its text is the section's) or a page without body text. See [`Chunk::plain`].
+  known_plain: Option<String>,
   /// 1-based first line in the page file.
   pub line_start: u32,
   /// 1-based last line in the page file (inclusive).
@@ -108,12 +122,23 @@ pub struct Chunk {
 }
 
 impl Chunk {
+  /// Plain text of the chunk ([`plain_text`] of its Markdown `text`): the embedding model's
+  /// input. Rendered on demand (the lexical index does not need it), except for a chunk that is
+  /// its section's whole text, which keeps the section's.
+  pub fn plain(&self) -> Cow<'_, str> {
+    match &self.known_plain {
+      Some(p) => Cow::Borrowed(p),
+      None => Cow::Owned(plain_text(&self.text)),
+    }
+  }
+
   /// Text given to the embedding model: contextual prefix, then the passage.
   pub fn embedding_text(&self) -> String {
-    if self.plain.is_empty() {
+    let plain = self.plain();
+    if plain.is_empty() {
       self.prefix.clone()
     } else {
-      format!("{}\n{}", self.prefix, self.plain)
+      format!("{}\n{}", self.prefix, plain)
     }
   }
 }
@@ -277,18 +302,95 @@ pub fn split_by_count<C: TokenCounter + ?Sized>(
 /// Events are never joined into one word (each starts a new word), and whitespace inside an
 /// event's text is collapsed.
 pub fn plain_text(markdown: &str) -> String {
+  render_plain(markdown, None)
+}
+
+/// One text or code event of a Markdown text that has words: its byte range in the Markdown and
+/// the byte range of its words in the plain text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PlainEvent {
+  src: (usize, usize),
+  plain: (usize, usize),
+}
+
+/// [`plain_text`], and, given `map`, each event with words appended to it (in event order).
+fn render_plain(markdown: &str, mut map: Option<&mut Vec<PlainEvent>>) -> String {
   let mut out = String::with_capacity(markdown.len());
-  for ev in Parser::new_ext(markdown, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH) {
+  let opts = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
+  for (ev, range) in Parser::new_ext(markdown, opts).into_offset_iter() {
     if let Event::Text(t) | Event::Code(t) = ev {
+      let mut first = None;
       for w in t.split_whitespace() {
         if !out.is_empty() {
           out.push(' ');
         }
+        first.get_or_insert(out.len());
         out.push_str(w);
+      }
+      if let (Some(map), Some(start)) = (map.as_deref_mut(), first) {
+        map.push(PlainEvent { src: (range.start, range.end), plain: (start, out.len()) });
       }
     }
   }
   out
+}
+
+/// The byte range in `plain` (rendered from `source`, `events` its [`render_plain`] map) of the
+/// words of `source[a..b]`: from the first event ending after `a` to the last one starting
+/// before `b`, an event cut by `a` or `b` entered at the cut ([`plain_offset`]). Always inside
+/// `plain`, on char boundaries, start ≤ end (empty where the range has no words).
+fn plain_span(source: &str, plain: &str, events: &[PlainEvent], a: usize, b: usize) -> (u32, u32) {
+  let start = match events.iter().find(|e| e.src.1 > a) {
+    Some(e) if e.src.0 < a => plain_offset(source, plain, e, a, true),
+    Some(e) => e.plain.0,
+    None => plain.len(),
+  };
+  let end = match events.iter().rev().find(|e| e.src.0 < b) {
+    Some(e) if e.src.1 > b => plain_offset(source, plain, e, b, false),
+    Some(e) => e.plain.1,
+    None => 0,
+  };
+  let start = start.min(plain.len());
+  (start as u32, end.clamp(start, plain.len()) as u32)
+}
+
+/// Where source offset `pos`, strictly inside event `e`, falls in `plain`: a chunk boundary
+/// inside one event. Rare (pieces are joined by blank lines or newlines, which end text events):
+/// the lines of a code fence split like prose, which the section reads as one code block.
+/// Where the event's source holds its words
+/// as they are (prose without escapes or entities: the usual case), words match one to one: a
+/// `pos` in whitespace goes to the next word's start (`start`) or the previous word's end, a
+/// `pos` inside a word to the same byte of it. Otherwise the offset is interpolated over the
+/// event's two lengths. Floored to a char boundary.
+fn plain_offset(source: &str, plain: &str, e: &PlainEvent, pos: usize, start: bool) -> usize {
+  let src = &source[e.src.0..e.src.1];
+  let rel = pos - e.src.0;
+  let words = &plain[e.plain.0..e.plain.1];
+  let mut at = if src.split_whitespace().eq(words.split(' ')) {
+    let (mut p, mut prev_end) = (e.plain.0, e.plain.0);
+    let mut found = None;
+    for w in src.split_whitespace() {
+      let off = w.as_ptr() as usize - src.as_ptr() as usize;
+      if rel < off {
+        found = Some(if start { p } else { prev_end });
+        break;
+      }
+      if rel < off + w.len() {
+        found = Some(p + (rel - off));
+        break;
+      }
+      prev_end = p + w.len();
+      p = prev_end + 1;
+    }
+    found.unwrap_or(prev_end)
+  } else {
+    e.plain.0 + rel * (e.plain.1 - e.plain.0) / src.len().max(1)
+  };
+  at = at.min(plain.len());
+  while !plain.is_char_boundary(at) {
+    at -= 1;
+  }
+  at
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -613,92 +715,65 @@ pub struct ChunkedPage {
   pub chunks: Vec<Chunk>,
 }
 
-/// Bytes of a chunk's plain text looked for in its section's (see [`chunk_spans`]).
-const SPAN_PROBE_BYTES: usize = 64;
-
-/// Where each chunk's plain text lies in its section's plain text: a byte range per chunk, in
-/// chunk order. The lexical index keeps only the section's term positions (byte offsets) and
-/// places a term's occurrences into the section's chunks with these ranges, instead of analysing
-/// every chunk's text a second time. A chunk is a run of its section's pieces, so its plain text
-/// is found in the section's at or after where the previous chunk of the section began. Where the
-/// Markdown of a piece cut out of a longer block renders differently alone (an emphasis opened in
-/// one piece and closed in the next), the start is not found and the range is estimated: from
-/// the previous chunk's start, the chunk's length.
-pub fn chunk_spans(page: &ChunkedPage) -> Vec<(u32, u32)> {
-  let mut spans = Vec::with_capacity(page.chunks.len());
-  // (section, start of the previous chunk in it)
-  let mut cursor: Option<(u32, usize)> = None;
-  for c in &page.chunks {
-    let plain = page.sections.get(c.section as usize).map_or("", |s| s.plain.as_str());
-    let from = match cursor {
-      Some((section, start)) if section == c.section => start,
-      _ => 0,
-    };
-    let mut probe = c.plain.len().min(SPAN_PROBE_BYTES);
-    while !c.plain.is_char_boundary(probe) {
-      probe -= 1;
-    }
-    let start = match plain.get(from..).and_then(|rest| rest.find(&c.plain[..probe])) {
-      Some(at) => from + at,
-      None => from.min(plain.len()),
-    };
-    let end = (start + c.plain.len()).min(plain.len());
-    spans.push((start as u32, end as u32));
-    cursor = Some((c.section, start));
-  }
-  spans
-}
-
 /// Sections longer than this many tokens are split (at block boundaries) for lexical scoring,
 /// so one huge page does not become a single diluted BM25 document.
 pub const SECTION_MAX_TOKENS: usize = 1024;
 
 /// Greedy packing of pieces into groups of at most `max` tokens; each new group starts with the
-/// trailing pieces of the previous one that fit in `overlap` tokens. Groups borrow the pieces
-/// (a piece's text is copied only into the chunk texts built from them).
-fn pack<'a>(pieces: &[&'a Piece], max: usize, overlap: usize) -> Vec<Vec<&'a Piece>> {
-  let mut groups: Vec<Vec<&Piece>> = Vec::new();
-  let mut cur: Vec<&Piece> = Vec::new();
+/// trailing pieces of the previous one that fit in `overlap` tokens. A group is a run of
+/// consecutive pieces: its range of indices into `pieces`.
+fn pack(pieces: &[Piece], max: usize, overlap: usize) -> Vec<Range<usize>> {
+  let mut groups = Vec::new();
+  let mut from = 0; // first piece of the current group
   let mut cur_tokens = 0;
-  let mut fresh = 0; // pieces in `cur` that are not overlap
-  for &p in pieces {
+  let mut fresh = 0; // pieces of the current group that are not overlap
+  for (i, p) in pieces.iter().enumerate() {
     if cur_tokens + p.tokens > max && fresh > 0 {
-      let mut carried: Vec<&Piece> = Vec::new();
-      let mut ot = 0;
-      for &q in cur.iter().rev() {
+      let (mut carried, mut ot) = (i, 0);
+      while carried > from {
+        let q = &pieces[carried - 1];
         if ot + q.tokens > overlap || ot + q.tokens + p.tokens > max {
           break;
         }
         ot += q.tokens;
-        carried.insert(0, q);
+        carried -= 1;
       }
-      groups.push(std::mem::replace(&mut cur, carried));
-      cur_tokens = ot;
-      fresh = 0;
+      groups.push(from..i);
+      (from, cur_tokens, fresh) = (carried, ot, 0);
     }
     cur_tokens += p.tokens;
     fresh += 1;
-    cur.push(p);
   }
   if fresh > 0 {
-    groups.push(cur);
+    groups.push(from..pieces.len());
   }
   groups
 }
 
-/// Source text of a group: pieces joined with the original separator (blank line between
-/// blocks, newline within one).
-fn join_pieces(body: &str, group: &[&Piece]) -> String {
+/// Source text of a run of pieces: joined with the original separator (blank line between
+/// blocks, newline within one), trimmed; and the byte range of each piece's text in it (clipped
+/// by the trim). The text of a sub-run is the trimmed slice from its first piece's start to its
+/// last piece's end (the separators depend on neighbouring pieces only).
+fn join_pieces(body: &str, group: &[Piece]) -> (String, Vec<(usize, usize)>) {
   let mut text = String::with_capacity(group.iter().map(|p| p.text.len() + 2).sum());
+  let mut at = Vec::with_capacity(group.len());
   for (k, p) in group.iter().enumerate() {
     if k > 0 {
       let prev = &group[k - 1];
       let gap = if prev.end <= p.start { &body[prev.end..p.start] } else { "\n\n" };
       text.push_str(if gap.contains("\n\n") || gap.is_empty() { "\n\n" } else { "\n" });
     }
+    at.push((text.len(), text.len() + p.text.len()));
     text.push_str(&p.text);
   }
-  text.trim().to_string()
+  text.truncate(text.trim_end().len());
+  let lead = text.len() - text.trim_start().len();
+  text.drain(..lead);
+  let len = text.len();
+  for r in &mut at {
+    *r = (r.0.saturating_sub(lead).min(len), r.1.saturating_sub(lead).min(len));
+  }
+  (text, at)
 }
 
 fn make_prefix(title: &str, headings: &[String]) -> String {
@@ -778,30 +853,39 @@ pub fn chunk_page_with(
     }
     let heads: Vec<String> = headings.iter().map(|(_, t)| t.clone()).collect();
     let prefix = make_prefix(title, &heads);
-    let refs: Vec<&Piece> = pieces.iter().collect();
-    for (pi, part) in pack(&refs, SECTION_MAX_TOKENS, 0).into_iter().enumerate() {
+    for (pi, range) in pack(pieces, SECTION_MAX_TOKENS, 0).into_iter().enumerate() {
+      let part = &pieces[range];
       let s = if pi == 0 { start.unwrap_or(part[0].start).min(part[0].start) } else { part[0].start };
       let e = part.iter().map(|p| p.end).max().unwrap_or(s).max(s + 1);
       let section = out.sections.len() as u32;
-      let section_text = join_pieces(body, &part);
-      let section_plain = plain_text(&section_text);
-      let groups = pack(&part, sizes.max_tokens, sizes.overlap_tokens);
+      let (section_text, at) = join_pieces(body, part);
+      let groups = pack(part, sizes.max_tokens, sizes.overlap_tokens);
       // A section of one chunk: the chunk is every piece of the section, so its text and plain
-      // text are the section's (the Markdown is not parsed a second time).
+      // text are the section's (the Markdown is not parsed a second time). Otherwise the one
+      // pass over the section's text also maps its events, which place each chunk's words.
       let whole = groups.len() == 1;
+      let mut events = Vec::new();
+      let section_plain = render_plain(&section_text, (!whole).then_some(&mut events));
       for (gi, group) in groups.into_iter().enumerate() {
-        let text = if whole { section_text.clone() } else { join_pieces(body, &group) };
-        let plain = if whole { section_plain.clone() } else { plain_text(&text) };
-        let cs = if gi == 0 { s } else { group[0].start };
-        let ce = group.iter().map(|p| p.end).max().unwrap_or(cs).max(cs + 1);
+        let (text, span, known_plain) = if whole {
+          (section_text.clone(), (0, section_plain.len() as u32), Some(section_plain.clone()))
+        } else {
+          let run = &section_text[at[group.start].0..at[group.end - 1].1];
+          let text = run.trim();
+          let a = at[group.start].0 + (run.len() - run.trim_start().len());
+          (text.to_string(), plain_span(&section_text, &section_plain, &events, a, a + text.len()), None)
+        };
+        let cs = if gi == 0 { s } else { part[group.start].start };
+        let ce = part[group].iter().map(|p| p.end).max().unwrap_or(cs).max(cs + 1);
         out.chunks.push(Chunk {
           id: chunk_id(&prefix, &text),
           ordinal: out.chunks.len() as u32,
           section,
           headings: heads.clone(),
           prefix: prefix.clone(),
-          plain,
           text,
+          span,
+          known_plain,
           line_start: lines.line_of(cs),
           line_end: lines.line_of(ce - 1),
         });
@@ -858,7 +942,8 @@ pub fn chunk_page_with(
       headings: heads,
       prefix,
       text: String::new(),
-      plain: String::new(),
+      span: (0, 0),
+      known_plain: Some(String::new()),
       line_start: start,
       line_end,
     });

@@ -244,6 +244,14 @@ fn plain_text_streams_the_same_words_as_the_collapsing_reference() {
   ];
   for s in samples {
     assert_eq!(plain_text(s), plain_text_reference(s), "{s:?}");
+    // The map's events: in order, each the words of its source range.
+    let mut map = Vec::new();
+    let plain = render_plain(s, Some(&mut map));
+    assert_eq!(plain, plain_text(s));
+    for (k, e) in map.iter().enumerate() {
+      assert!(e.plain.0 < e.plain.1 && e.plain.1 <= plain.len() && e.src.0 < e.src.1 && e.src.1 <= s.len());
+      assert!(k == 0 || (map[k - 1].plain.1 < e.plain.0 && map[k - 1].src.1 <= e.src.0), "{s:?}: {map:?}");
+    }
   }
 }
 
@@ -303,48 +311,195 @@ fn a_conversation_is_chunked_finer_than_prose_of_the_same_length() {
   }
 }
 
-/// Each chunk's range in its section's plain text holds exactly the chunk's plain text, ranges
-/// of one section start in chunk order (overlapping where chunks overlap), and each section's
-/// chunks start over from its own text.
+/// Span invariants for every chunk of a page: inside its section's plain text, on char
+/// boundaries, start ≤ end, starts non-decreasing within a section; a section of one chunk is
+/// spanned whole. Returns each chunk's span text.
+fn span_texts(page: &ChunkedPage) -> Vec<&str> {
+  let mut last: Option<(u32, u32)> = None; // (section, start)
+  let mut out = Vec::new();
+  for c in &page.chunks {
+    let plain = &page.sections[c.section as usize].plain;
+    let (s, e) = (c.span.0 as usize, c.span.1 as usize);
+    assert!(s <= e && e <= plain.len(), "chunk {} span {:?} of {}", c.ordinal, c.span, plain.len());
+    assert!(plain.is_char_boundary(s) && plain.is_char_boundary(e), "chunk {} span {:?}", c.ordinal, c.span);
+    if let Some((section, start)) = last.filter(|(section, _)| *section == c.section) {
+      assert!(c.span.0 >= start, "chunk {} of section {section} starts before the previous one", c.ordinal);
+    }
+    if page.chunks.iter().filter(|d| d.section == c.section).count() == 1 {
+      assert_eq!(c.span, (0, plain.len() as u32), "one-chunk section {}", c.section);
+    }
+    last = Some((c.section, c.span.0));
+    out.push(&plain[s..e]);
+  }
+  out
+}
+
+/// Each chunk's span in its section's plain text holds exactly the chunk's plain text (its
+/// Markdown renders the same alone), spans of one section start in chunk order (overlapping
+/// where chunks overlap), and each section's chunks start over from its own text.
 #[test]
-fn chunk_spans_place_each_chunk_in_its_section() {
+fn spans_place_each_chunk_in_its_section() {
   let para: String =
     (0..40).map(|i| format!("Sentence {i} of the retrieval notes about ranking. ")).collect();
   let body = format!("Intro *line*.\n\n# A\n\n{para}\n\n{para}\n\n# B\n\nshort `code` here\n");
   let page = chunk_page("T", &body, 1, &ChunkConfig::default());
-  let spans = chunk_spans(&page);
-  assert_eq!(spans.len(), page.chunks.len());
   assert!(page.chunks.iter().filter(|c| c.section == 1).count() >= 3);
-  let mut last: Option<(u32, u32)> = None;
-  for (c, &(s, e)) in page.chunks.iter().zip(&spans) {
-    let plain = &page.sections[c.section as usize].plain;
-    assert_eq!(&plain[s as usize..e as usize], c.plain, "chunk {}", c.ordinal);
-    if let Some((section, start)) = last.filter(|(section, _)| *section == c.section) {
-      assert!(s > start, "chunk {} of section {section} starts before the previous one", c.ordinal);
-    }
-    last = Some((c.section, s));
+  for (c, text) in page.chunks.iter().zip(span_texts(&page)) {
+    assert_eq!(text, c.plain(), "chunk {}", c.ordinal);
   }
-  // Overlapping chunks overlap in the section's text too.
-  let (a, b) = (spans[1], spans[2]);
+  // Within a section, starts strictly increase; overlapping chunks overlap in its text too.
+  let spans: Vec<(u32, u32)> = page.chunks.iter().map(|c| c.span).collect();
+  for k in 2..page.chunks.len() {
+    if page.chunks[k].section == page.chunks[k - 1].section {
+      assert!(spans[k].0 > spans[k - 1].0, "{:?}", spans);
+    }
+  }
   assert_eq!((page.chunks[1].section, page.chunks[2].section), (1, 1));
-  assert!(b.0 < a.1, "{a:?} {b:?}");
+  assert!(spans[2].0 < spans[1].1, "{:?} {:?}", spans[1], spans[2]);
   // A page without body text: one empty chunk at the start of an empty section.
   let empty = chunk_page("T", "", 1, &ChunkConfig::default());
-  assert_eq!(chunk_spans(&empty), vec![(0, 0)]);
+  assert_eq!(empty.chunks[0].span, (0, 0));
+  assert_eq!(empty.chunks[0].plain(), "");
 }
 
-/// A chunk whose text renders differently alone is placed by estimate, inside its section.
+/// A paragraph whose sentences are cut into chunks with the same sentence many times over: each
+/// chunk's span is its own place (not the first occurrence of its words).
 #[test]
-fn chunk_spans_estimate_a_chunk_not_found_in_its_section() {
-  let mut page = chunk_page("T", "# A\n\none two three four\n", 1, &ChunkConfig::default());
-  page.chunks[0].plain = "*one two".into();
-  let spans = chunk_spans(&page);
-  let len = page.sections[0].plain.len() as u32;
-  assert_eq!(spans, vec![(0, 8.min(len))]);
+fn spans_of_repeated_sentences_are_their_own_places() {
+  let para = "The same sentence again and again in this note. ".repeat(80);
+  let page = chunk_page("T", &format!("# R\n\n{para}\n"), 1, &ChunkConfig::default());
+  assert!(page.chunks.len() >= 4);
+  let texts = span_texts(&page);
+  for (c, text) in page.chunks.iter().zip(&texts) {
+    assert_eq!(*text, c.plain(), "chunk {}", c.ordinal);
+  }
+  let last = page.chunks.last().unwrap();
+  assert_eq!(last.span.1 as usize, page.sections[0].plain.len(), "the last chunk ends the section");
+  assert!(page.chunks.windows(2).all(|w| w[0].span.0 < w[1].span.0));
+}
+
+/// Multibyte text cut by sentences (accented prose, CJK sentence ends) and inside over-long words
+/// (a CJK run without punctuation, an accented blob): spans stay on char boundaries and hold each
+/// chunk's plain text.
+#[test]
+fn spans_stay_on_char_boundaries_in_multibyte_text() {
+  let accented: String =
+    (0..60).map(|i| format!("Phrase {i} décrit l'été à Montréal, où ça gèle. ")).collect();
+  let cjk_sentences: String = (0..120).map(|i| format!("卡片盒笔记法第{i}条。")).collect();
+  let cjk_run = "卡片盒笔记法".repeat(300);
+  let blob = "é".repeat(3000);
+  for body in [
+    format!("# É\n\n{accented}\n"),
+    format!("# 卡\n\n{cjk_sentences}\n"),
+    format!("Intro.\n\n{cjk_run}\n"),
+    format!("Avant {blob} après.\n"),
+  ] {
+    let page = chunk_page("T", &body, 1, &ChunkConfig::default());
+    assert!(page.chunks.len() >= 3, "{} chunks", page.chunks.len());
+    for (c, text) in page.chunks.iter().zip(span_texts(&page)) {
+      assert_eq!(text, c.plain(), "chunk {}", c.ordinal);
+    }
+  }
+}
+
+/// A fenced code block cut into re-fenced parts: each part's span is its code in the section's
+/// plain text.
+#[test]
+fn spans_of_a_split_code_block_hold_each_parts_code() {
+  let code: String = (0..200).map(|i| format!("let variable_{i} = compute({i});\n")).collect();
+  let page = chunk_page(
+    "T",
+    &format!("# Code\n\nBefore.\n\n```rust\n{code}```\n\nAfter.\n"),
+    1,
+    &ChunkConfig::default(),
+  );
+  assert!(page.chunks.len() > 2);
+  for (c, text) in page.chunks.iter().zip(span_texts(&page)) {
+    assert_eq!(text, c.plain(), "chunk {}", c.ordinal);
+  }
+}
+
+/// An emphasis opened in one chunk and closed in the next: blocks of a section are joined by a
+/// newline, so the section renders it as emphasis, each chunk alone as a literal `*`. The span
+/// holds the section's rendering of the chunk's words (no `*`).
+#[test]
+fn a_span_holds_the_sections_words_where_an_emphasis_is_cut() {
+  let para = |i: usize| format!("Paragraph {i} of the ranking notes with several more words.");
+  let body: String = (0..30)
+    .map(|i| match i {
+      5 => format!("*{}\n\n", para(i)),
+      9 => format!("{}*\n\n", para(i)),
+      _ => format!("{}\n\n", para(i)),
+    })
+    .collect();
+  let page = chunk_page("T", &format!("# E\n\n{body}"), 1, &ChunkConfig::default());
+  assert!(page.chunks.len() >= 3);
+  let mut differ = 0;
+  for (c, text) in page.chunks.iter().zip(span_texts(&page)) {
+    assert_eq!(text, plain_text(&c.text.replace('*', "")), "chunk {}", c.ordinal);
+    differ += usize::from(text != c.plain());
+  }
+  assert!(differ >= 2, "{differ} chunks render the cut emphasis differently alone");
+}
+
+/// A code fence whose marker is too long to repeat is split like prose: its lines are pieces
+/// inside one code block of the section's text, one text event that chunk boundaries cut. Each
+/// span holds exactly the chunk's code lines, as code (a middle chunk alone renders them as
+/// prose: `*x1*` is emphasis there).
+#[test]
+fn spans_cut_inside_one_code_event_hold_the_chunks_lines() {
+  let cfg = ChunkConfig { max_tokens: 32, overlap_tokens: 8 };
+  let code: String = (0..30).map(|i| format!("*x{i}* = {i};\n")).collect();
+  let ticks = "`".repeat(30);
+  let page = chunk_page("T", &format!("{ticks}\n{code}{ticks}\n"), 1, &cfg);
+  assert!(page.chunks.len() >= 3 && page.sections.len() == 1);
+  let mut differ = 0;
+  for (c, text) in page.chunks.iter().zip(span_texts(&page)) {
+    let code_words: Vec<&str> =
+      c.text.lines().filter(|l| !l.starts_with('`')).flat_map(str::split_whitespace).collect();
+    assert_eq!(text, code_words.join(" "), "chunk {}", c.ordinal);
+    differ += usize::from(text != c.plain());
+  }
+  assert!(differ >= 1, "every chunk renders its code alone as the section does");
+}
+
+/// A chunk boundary inside a text event: words match one to one where the source holds them as
+/// they are (a boundary in whitespace goes to the next word's start or the previous word's end,
+/// one inside a word to the same byte); otherwise (an escape, an entity) the offset is
+/// interpolated, on a char boundary.
+#[test]
+fn plain_offsets_inside_an_event() {
+  let source = "alpha  beta\tgamma";
+  let mut map = Vec::new();
+  let plain = render_plain(source, Some(&mut map));
+  assert_eq!(plain, "alpha beta gamma");
+  assert_eq!(map, vec![PlainEvent { src: (0, source.len()), plain: (0, plain.len()) }]);
+  let e = &map[0];
+  assert_eq!(plain_offset(source, &plain, e, 6, true), 6, "whitespace → next word's start");
+  assert_eq!(plain_offset(source, &plain, e, 6, false), 5, "whitespace → previous word's end");
+  assert_eq!(plain_offset(source, &plain, e, 9, true), 8, "inside a word: the same byte");
+  assert_eq!(plain_span(source, &plain, &map, 6, 11), (6, 10));
+  assert_eq!(plain_span(source, &plain, &map, 5, 6), (6, 6), "no words: empty");
+  // An event whose text is not its source: interpolated inside the event, on a char boundary.
+  let e = PlainEvent { src: (0, 10), plain: (0, 6) };
+  let (source, plain) = ("&eacute;é!", "ééé");
+  let at = plain_offset(source, plain, &e, 5, true);
+  assert!(at <= plain.len() && plain.is_char_boundary(at), "{at}");
+  // Markdown with escapes and entities cut into chunks stays within its sections.
+  let para: String =
+    (0..60).map(|i| format!("Item {i} costs \\*5\\* &amp; more &eacute;t&eacute;. ")).collect();
+  let page = chunk_page("T", &format!("# X\n\n{para}\n"), 1, &ChunkConfig::default());
+  assert!(page.chunks.len() >= 3);
+  for (c, text) in page.chunks.iter().zip(span_texts(&page)) {
+    let words: Vec<&str> = text.split(' ').collect();
+    assert!(words.len() + 8 >= c.plain().split(' ').count(), "chunk {}: {text:?}", c.ordinal);
+  }
 }
 
 /// A section of one chunk hands its own text to the chunk (parsed once); every chunk's plain
-/// text is still exactly the plain text of its Markdown, single-chunk sections or not.
+/// text is still exactly the plain text of its Markdown, single-chunk sections or not, and the
+/// embedding text is the prefix and that plain text. A chunk of a multi-chunk section keeps no
+/// plain text (rendered on demand).
 #[test]
 fn one_chunk_sections_share_their_plain_text_exactly() {
   let long: String = (0..40).map(|i| format!("Sentence {i} about *ranking* and [links](x.md). ")).collect();
@@ -357,11 +512,18 @@ fn one_chunk_sections_share_their_plain_text_exactly() {
     let chunks: Vec<&Chunk> = page.chunks.iter().filter(|c| c.section as usize == k).collect();
     if chunks.len() == 1 {
       single += 1;
-      assert_eq!(chunks[0].plain, s.plain);
+      assert_eq!(chunks[0].plain(), s.plain);
+      assert_eq!(chunks[0].known_plain.as_deref(), Some(s.plain.as_str()));
+      assert_eq!(chunks[0].span, (0, s.plain.len() as u32));
+      assert_eq!(chunks[0].embedding_text(), format!("{}\n{}", chunks[0].prefix, s.plain));
+    } else {
+      assert!(chunks.iter().all(|c| c.known_plain.is_none()), "section {k}");
     }
   }
   assert!(single >= 3 && page.chunks.len() > page.sections.len(), "{single} of {:?}", page.sections.len());
-  for c in &page.chunks {
-    assert_eq!(c.plain, plain_text(&c.text), "chunk {}", c.ordinal);
+  for (c, text) in page.chunks.iter().zip(span_texts(&page)) {
+    assert_eq!(c.plain(), plain_text(&c.text), "chunk {}", c.ordinal);
+    assert_eq!(c.embedding_text(), format!("{}\n{}", c.prefix, plain_text(&c.text)), "chunk {}", c.ordinal);
+    assert_eq!(text, c.plain(), "chunk {}", c.ordinal);
   }
 }

@@ -54,7 +54,7 @@ pub struct Fields {
   /// Section ordinal within the page (stored and fast).
   pub section: Field,
   /// A byte range packed as `start << 32 | end` (fast field). A chunk: where its plain text lies
-  /// in its section's (see [`crate::chunk::chunk_spans`]). A section: where its heading path
+  /// in its section's ([`crate::chunk::Chunk::span`]). A section: where its heading path
   /// lies in its scoring text.
   pub span: Field,
   /// Content-derived chunk id.
@@ -501,9 +501,9 @@ impl LexicalIndex {
       }
       w.add_document(d)?;
     }
-    for (c, (start, end)) in page.chunks.iter().zip(crate::chunk::chunk_spans(page)) {
+    for c in &page.chunks {
       let mut d = base("chunk", c.section, (c.line_start, c.line_end));
-      d.add_u64(f.span, pack_span(start as usize, end as usize));
+      d.add_u64(f.span, pack_span(c.span.0 as usize, c.span.1 as usize));
       d.add_text(f.chunk_id, &c.id);
       d.add_u64(f.ordinal, c.ordinal as u64);
       d.add_text(f.source, &c.text);
@@ -936,7 +936,8 @@ mod tests {
     assert!(page.chunks.len() >= 4, "{} chunks", page.chunks.len());
     // The chunk holding a word (each paragraph fits one chunk, two do not).
     let of_word = |w: &str| {
-      let holding: Vec<u32> = page.chunks.iter().filter(|c| c.plain.contains(w)).map(|c| c.ordinal).collect();
+      let holding: Vec<u32> =
+        page.chunks.iter().filter(|c| c.plain().contains(w)).map(|c| c.ordinal).collect();
       assert_eq!(holding.len(), 1, "{w} in chunks {holding:?}");
       holding[0]
     };
@@ -969,7 +970,7 @@ mod tests {
     w.wait_merging_threads().unwrap();
     idx.reader.reload().unwrap();
     assert_eq!(page.chunks.len(), 2);
-    assert!(page.chunks[0].plain.contains("bravo") && page.chunks[1].plain.contains("alpha"));
+    assert!(page.chunks[0].plain().contains("bravo") && page.chunks[1].plain().contains("alpha"));
     assert_eq!(best(&idx, "p", "alpha"), Some(1));
     assert_eq!(best(&idx, "p", "bravo"), Some(0));
   }
