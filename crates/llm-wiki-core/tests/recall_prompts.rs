@@ -250,3 +250,56 @@ fn a_prompt_about_a_small_vaults_subject_injects() {
     assert_eq!(got.first().map(String::as_str), Some("concepts/cache-ttl"), "{} pages: {got:?}", n + 2);
   }
 }
+
+/// Twelve chat sessions between Melanie and Caroline: both names, and everyday words, are in
+/// every session ("go" too), "museum" is in two of them, one of which has the museum visit.
+fn chat_vault() -> (tempfile::TempDir, VaultPaths) {
+  let (t, p) = temp_vault();
+  let days = [
+    "we cooked pasta and watched a film",
+    "the kids played football after school",
+    "work was busy, I stayed late again",
+    "we walked the dog by the river",
+    "I started reading a new novel",
+    "my sister called about the holidays",
+    "we painted the kitchen blue",
+    "I tried a yoga class downtown",
+    "the garden needs water every day",
+    "we planned a trip to the coast, but the museum there was closed",
+    "I baked bread for the neighbours",
+  ];
+  for (i, day) in days.iter().enumerate() {
+    write_page(
+      &p,
+      &format!("sessions/session-{i}"),
+      &format!("Session {i}"),
+      &format!("Melanie: Hi Caroline, {day}.\n\nCaroline: That sounds lovely, Melanie. How did it go?"),
+    );
+  }
+  write_page(
+    &p,
+    "sessions/session-museum",
+    "Session 11",
+    "Melanie: Hi Caroline, we go to the museum every summer; yesterday we went with the kids.\n\n\
+     Caroline: That sounds lovely, Melanie. How did it go?",
+  );
+  index_lexical(&p);
+  (t, p)
+}
+
+#[test]
+fn a_question_naming_someone_the_page_covers_fully_is_specific() {
+  let (_t, p) = chat_vault();
+  // Every word of the question is in the session, and the user wrote Melanie as a name.
+  let named = auto(&p, "When did Melanie go to the museum?");
+  assert_eq!(named.first().map(String::as_str), Some("sessions/session-museum"), "{named:?}");
+  // The same question without the capital names nobody: its words are common in the vault
+  // (the names are in every session), so the specificity factor keeps it below the floor.
+  assert!(auto(&p, "when did melanie go to the museum?").is_empty());
+  // A name the page does not cover fully keeps the factor.
+  assert!(auto(&p, "When did Melanie go to the museum in Paris?").is_empty());
+  // Explicit recall never sees either: the same scores whatever the case.
+  let explicit =
+    |q: &str| scored(&p, q, &RecallOptions::new(RecallPolicy::explicit(None), RetrievalMode::Lexical));
+  assert_eq!(explicit("When did Melanie go to the museum?"), explicit("when did melanie go to the museum?"));
+}

@@ -71,7 +71,8 @@ pub fn lexical_confidence(coverage: f64, strength: f64, exact: bool) -> f64 {
 /// abstracts: four words of a few hundred abstracts each, about 1.7 units) is covered by some page
 /// by chance; a prompt about the page matches a few of its rare words (about three words of the
 /// page's topic are enough). Explicit recall never sees the factor, nor do exact, named and
-/// one-word matches, nor vaults too small to measure it.
+/// one-word matches, full matches of a query with a written name, nor vaults too small to
+/// measure it.
 /// Fitted as the smallest value on a 0.25 grid at which at most 1% of the calibration set's
 /// unrelated queries reach the automatic floor in lexical mode (`bench calibration`, lexical:
 /// 45 → 14 of 1,458; related titles 586 → 573 of 612); the pi **train** queries (lexical hits
@@ -90,7 +91,8 @@ pub fn specificity(matched_units: f64) -> f64 {
 /// [`specificity`], unless `exempt`: the match is an exact identity or names the page (both are
 /// specific by themselves: `confidence` already holds their minimum), or the query is a single
 /// word (it has no filler to be generic about: how rare the word is in the vault is all there is,
-/// and coverage and strength already weigh it). `matched_units` is `None` on a vault too small to
+/// and coverage and strength already weigh it), or the page covers the whole query and matches a
+/// name the user wrote (`retrieve::lexical`, `covers_a_written_name`). `matched_units` is `None` on a vault too small to
 /// measure specificity ([`super::salience::SalientTerms::matched_units`]): no factor either.
 pub fn automatic_lexical_confidence(confidence: f64, matched_units: Option<f64>, exempt: bool) -> f64 {
   match matched_units {

@@ -11,7 +11,7 @@ use super::confidence::{
   NAMED_PAGE_MIN_UNITS,
 };
 use super::engine::Snapshot;
-use super::query::identity_key;
+use super::query::{identity_key, written_names};
 use super::salience::{count_terms, SalientTerms};
 use crate::analysis::{analyze, wiki_analyzer};
 use crate::error::Result;
@@ -93,6 +93,21 @@ pub fn names_page(query_key: &str, entry: &ManifestEntry, salient: &SalientTerms
   })
 }
 
+/// Share of the salient weight at which a page covers the whole query (coverage is a sum of
+/// weights, compared with a tolerance for rounding).
+const FULL_COVERAGE: f64 = 1.0 - 1e-9;
+
+/// The page covers the whole query (`coverage`, capped salient weight) and one of the terms it
+/// matched is a name the user wrote ([`written_names`]). Such a match is specific whatever the
+/// vault's statistics: a question about a person of a conversation ("When did Melanie go to the
+/// museum?") is made of words common in a chat vault — the speakers' names, everyday verbs — and
+/// the automatic specificity factor alone would scale it below the floor, while a generic prompt
+/// covered by chance has no name in it (the written short generic prompts have none) and a
+/// prompt naming something the page does not cover fully keeps the factor.
+fn covers_a_written_name(coverage: f64, matched: &[bool], is_name: &[bool]) -> bool {
+  coverage >= FULL_COVERAGE && matched.iter().zip(is_name).any(|(m, n)| *m && *n)
+}
+
 /// A term that can carry meaning alone: at least two characters, not only digits.
 fn is_word(t: &str) -> bool {
   t.chars().count() >= 2 && !t.chars().all(|c| c.is_ascii_digit())
@@ -172,6 +187,9 @@ pub fn lexical_candidates(
   let addrs: Vec<DocAddress> = hits.iter().map(|h| h.address).collect();
   let masks = lex.term_fields(searcher, &addrs, terms)?;
   let query_key = identity_key(query);
+  // Kept terms the user wrote as a name (see `covers_a_written_name`).
+  let name_terms: Vec<String> = written_names(query).into_iter().flat_map(query_terms).collect();
+  let is_name: Vec<bool> = terms.iter().map(|t| is_word(t) && name_terms.contains(t)).collect();
   let mut out = Vec::with_capacity(pages.len());
   for (key, bm25, best, members) in pages {
     let Some(page_id) = snap.keys.get(&key) else {
@@ -208,6 +226,7 @@ pub fn lexical_candidates(
       }
     };
     let units = if word_matched { salient.matched_units(&matched) } else { Some(0.0) };
+    let name_covered = covers_a_written_name(cov, &matched, &is_name);
     out.push(LexicalCandidate {
       rank: out.len(),
       page_id: page_id.clone(),
@@ -218,7 +237,7 @@ pub fn lexical_candidates(
       automatic_confidence: automatic_lexical_confidence(
         confidence,
         units,
-        exact.is_some() || named || one_word,
+        exact.is_some() || named || one_word || name_covered,
       ),
       exact,
       named,

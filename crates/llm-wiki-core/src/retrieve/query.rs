@@ -109,6 +109,32 @@ pub fn interrogative_prefix(query: &str) -> bool {
   })
 }
 
+/// Words the user wrote as names: capitalized where no sentence begins ("when did Melanie go to
+/// the museum?"), or with a capital after the first letter ("QMD", "iPhone", "PTEN"); the
+/// punctuation around a word is not part of it. Case says nothing in a query without a
+/// lowercase-initial word (all capitals, Title Case: "How To Fix The Build"): no names there. A
+/// sentence begins at the start and after a word ending in `.`, `?`, `!`, `:` or `;`.
+pub fn written_names(query: &str) -> Vec<&str> {
+  let mut names = Vec::new();
+  let mut cased = false;
+  let mut sentence_start = true;
+  for raw in query.split_whitespace() {
+    let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
+    let mut chars = word.chars();
+    let Some(first) = chars.next() else { continue };
+    cased |= first.is_lowercase();
+    if (first.is_uppercase() && !sentence_start) || chars.any(char::is_uppercase) {
+      names.push(word);
+    }
+    sentence_start = raw.ends_with(['.', '?', '!', ':', ';']);
+  }
+  if cased {
+    names
+  } else {
+    Vec::new()
+  }
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -180,6 +206,21 @@ mod tests {
       assert!(s.is_ascii());
       assert_eq!(identity_key(s), full(s), "{s:?}");
     }
+  }
+
+  #[test]
+  fn names_are_read_from_the_case_the_user_wrote() {
+    assert_eq!(written_names("When did Melanie go to the museum?"), vec!["Melanie"]);
+    assert_eq!(written_names("why QMD alone is not enough for the iPhone app"), vec!["QMD", "iPhone"]);
+    // A capital that begins a sentence is not a name; one after a comma is.
+    assert_eq!(written_names("It works. Then Anna left, Bob stayed"), vec!["Anna", "Bob"]);
+    assert_eq!(written_names("does (PTEN) convert it?"), vec!["PTEN"]);
+    // No lowercase-initial word: the case is a style, not names.
+    assert!(written_names("How To Fix The Build").is_empty());
+    assert!(written_names("WHY IS MY BUILD FAILING").is_empty());
+    assert!(written_names("when did melanie go to the museum").is_empty());
+    assert!(written_names("").is_empty());
+    assert_eq!(written_names("Über den Zürich-Bericht"), vec!["Zürich-Bericht"]);
   }
 
   #[test]
