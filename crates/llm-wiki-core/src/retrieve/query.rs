@@ -123,7 +123,10 @@ pub fn written_names(query: &str) -> Vec<&str> {
     let mut chars = word.chars();
     let Some(first) = chars.next() else { continue };
     cased |= first.is_lowercase();
-    if (first.is_uppercase() && !sentence_start) || chars.any(char::is_uppercase) {
+    // The pronoun is capitalized everywhere ("so I've tried", "I'll"): it and its contractions
+    // are not names.
+    let pronoun = first == 'I' && chars.clone().next().is_none_or(|c| c == '\'' || c == '\u{2019}');
+    if !pronoun && ((first.is_uppercase() && !sentence_start) || chars.any(char::is_uppercase)) {
       names.push(word);
     }
     sentence_start = raw.ends_with(['.', '?', '!', ':', ';']);
@@ -215,6 +218,9 @@ mod tests {
     // A capital that begins a sentence is not a name; one after a comma is.
     assert_eq!(written_names("It works. Then Anna left, Bob stayed"), vec!["Anna", "Bob"]);
     assert_eq!(written_names("does (PTEN) convert it?"), vec!["PTEN"]);
+    // The pronoun and its contractions are capitalized everywhere: no names.
+    assert!(written_names("so I've tried, and I'll retry what I\u{2019}d done as I said").is_empty());
+    assert_eq!(written_names("did Ian go"), vec!["Ian"]);
     // No lowercase-initial word: the case is a style, not names.
     assert!(written_names("How To Fix The Build").is_empty());
     assert!(written_names("WHY IS MY BUILD FAILING").is_empty());
