@@ -356,9 +356,9 @@ fn plain_span(source: &str, plain: &str, events: &[PlainEvent], a: usize, b: usi
 
 /// Where source offset `pos`, strictly inside event `e`, falls in `plain`: a chunk boundary
 /// inside one event. Rare (pieces are joined by blank lines or newlines, which end text events):
-/// the lines of a code fence split like prose, which the section reads as one code block.
-/// Where the event's source holds its words
-/// as they are (prose without escapes or entities: the usual case), words match one to one: a
+/// the lines of a code fence split like prose, which the section reads as one code block. Where
+/// the event's source holds its words as they are (prose without escapes or entities: the usual
+/// case), words match one to one: a
 /// `pos` in whitespace goes to the next word's start (`start`) or the previous word's end, a
 /// `pos` inside a word to the same byte of it. Otherwise the offset is interpolated over the
 /// event's two lengths. Floored to a char boundary.

@@ -92,8 +92,9 @@ pub fn specificity(matched_units: f64) -> f64 {
 /// specific by themselves: `confidence` already holds their minimum), or the query is a single
 /// word (it has no filler to be generic about: how rare the word is in the vault is all there is,
 /// and coverage and strength already weigh it), or the page covers the whole query and matches a
-/// name the user wrote (`retrieve::lexical`, `covers_a_written_name`). `matched_units` is `None` on a vault too small to
-/// measure specificity ([`super::salience::SalientTerms::matched_units`]): no factor either.
+/// name the user wrote (`retrieve::lexical`, `covers_a_written_name`). `matched_units` is `None`
+/// on a vault too small to measure specificity
+/// ([`super::salience::SalientTerms::matched_units`]): no factor either.
 pub fn automatic_lexical_confidence(confidence: f64, matched_units: Option<f64>, exempt: bool) -> f64 {
   match matched_units {
     Some(units) if !exempt => confidence * specificity(units),
