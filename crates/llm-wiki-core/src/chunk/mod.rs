@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
-use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
 use sha2::{Digest, Sha256};
 
 /// Separator between the title and heading levels in a chunk prefix.
@@ -405,12 +405,37 @@ enum Block {
   Content { kind: BlockKind, start: usize, end: usize },
 }
 
-fn top_level_blocks(body: &str) -> Vec<Block> {
+/// pulldown-cmark options of the one Markdown pass over a page body: its block structure for the
+/// chunker, its links for the link graph ([`crate::memory::links::LinkCollector`]). Wikilinks
+/// are events so that links can be read from the pass; a heading keeps a wikilink as written.
+pub const BODY_MARKDOWN: Options = Options::ENABLE_TABLES
+  .union(Options::ENABLE_STRIKETHROUGH)
+  .union(Options::ENABLE_FOOTNOTES)
+  .union(Options::ENABLE_WIKILINKS);
+
+/// The heading text of a wikilink written in a heading: its text as a pass without wikilinks
+/// reads it (the brackets and target as written, inline markup dropped), so that a heading's
+/// text, and the ids of its chunks, do not depend on wikilinks being events.
+fn wikilink_heading_text(link: &str) -> String {
+  let without_wikilinks = BODY_MARKDOWN.difference(Options::ENABLE_WIKILINKS);
+  let mut text = String::new();
+  for ev in Parser::new_ext(link, without_wikilinks) {
+    if let Event::Text(t) | Event::Code(t) = ev {
+      text.push_str(&t);
+    }
+  }
+  text
+}
+
+/// The top-level blocks of `body`; every event of the pass is shown to `observe` too.
+fn top_level_blocks(body: &str, observe: &mut dyn FnMut(&Event<'_>, Range<usize>)) -> Vec<Block> {
   let mut blocks = Vec::new();
   let mut depth = 0usize;
   let mut heading: Option<(usize, usize, String)> = None;
-  let opts = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_FOOTNOTES;
-  for (ev, range) in Parser::new_ext(body, opts).into_offset_iter() {
+  // Inside a wikilink of a heading: its text is the link as written, already taken.
+  let mut in_wikilink = false;
+  for (ev, range) in Parser::new_ext(body, BODY_MARKDOWN).into_offset_iter() {
+    observe(&ev, range.clone());
     match ev {
       Event::Start(tag) => {
         if depth == 0 {
@@ -423,11 +448,19 @@ fn top_level_blocks(body: &str) -> Vec<Block> {
             }
             _ => blocks.push(Block::Content { kind: BlockKind::Other, start: range.start, end: range.end }),
           }
+        } else if let (Some((_, _, text)), Tag::Link { link_type: LinkType::WikiLink { .. }, .. }) =
+          (heading.as_mut(), &tag)
+        {
+          text.push_str(&wikilink_heading_text(&body[range]));
+          in_wikilink = true;
         }
         depth += 1;
       }
       Event::End(end) => {
         depth = depth.saturating_sub(1);
+        if matches!(end, TagEnd::Link) {
+          in_wikilink = false;
+        }
         if depth == 0 && matches!(end, TagEnd::Heading(_)) {
           if let Some((level, start, text)) = heading.take() {
             blocks.push(Block::Heading {
@@ -438,7 +471,7 @@ fn top_level_blocks(body: &str) -> Vec<Block> {
           }
         }
       }
-      Event::Text(t) | Event::Code(t) if heading.is_some() => {
+      Event::Text(t) | Event::Code(t) if heading.is_some() && !in_wikilink => {
         if let Some((_, _, text)) = heading.as_mut() {
           text.push_str(&t);
         }
@@ -809,7 +842,19 @@ impl Chunker {
   }
   /// Chunk a page body (see [`chunk_page_with`]).
   pub fn chunk(&self, title: &str, body: &str, body_start_line: u32) -> ChunkedPage {
-    chunk_page_with(title, body, body_start_line, &self.config, self.counter.as_ref())
+    self.chunk_observing(title, body, body_start_line, &mut |_, _| {})
+  }
+  /// [`Chunker::chunk`], showing `observe` every event of the body's Markdown pass (with
+  /// [`BODY_MARKDOWN`]) and its source range: what else a reindex reads from a body (its links)
+  /// comes from the same pass.
+  pub fn chunk_observing(
+    &self,
+    title: &str,
+    body: &str,
+    body_start_line: u32,
+    observe: &mut dyn FnMut(&Event<'_>, Range<usize>),
+  ) -> ChunkedPage {
+    chunk_body(title, body, body_start_line, &self.config, self.counter.as_ref(), observe)
   }
 }
 
@@ -832,6 +877,18 @@ pub fn chunk_page_with(
   body_start_line: u32,
   cfg: &ChunkConfig,
   counter: &dyn TokenCounter,
+) -> ChunkedPage {
+  chunk_body(title, body, body_start_line, cfg, counter, &mut |_, _| {})
+}
+
+/// [`chunk_page_with`], every event of the body's pass shown to `observe`.
+fn chunk_body(
+  title: &str,
+  body: &str,
+  body_start_line: u32,
+  cfg: &ChunkConfig,
+  counter: &dyn TokenCounter,
+  observe: &mut dyn FnMut(&Event<'_>, Range<usize>),
 ) -> ChunkedPage {
   let lines = LineIndex::new(body, body_start_line);
   let mut out = ChunkedPage::default();
@@ -901,7 +958,7 @@ pub fn chunk_page_with(
     pieces.clear();
   };
 
-  for block in top_level_blocks(body) {
+  for block in top_level_blocks(body, observe) {
     match block {
       Block::Heading { level, text, start } => {
         emit(&headings, section_start, &mut pieces, &mut blocks, &mut out);

@@ -33,6 +33,37 @@ fn headings_inside_code_fences_are_not_sections() {
   assert!(c[0].text.contains("# not a heading"));
 }
 
+/// A heading's text keeps a wikilink as a pass without wikilinks reads it (the pass reads them
+/// as links, for the link graph; heading texts, and so chunk ids, do not change with that).
+#[test]
+fn a_heading_keeps_its_wikilinks_as_written() {
+  let body = "# About [[concepts/bm25|BM25]] and *ranking* `k1`\n\nText [[a]].\n\n## [[b#H|the *b* `c`]]\n\nMore.\n";
+  let c = chunk_page("T", body, 1, &ChunkConfig::default()).chunks;
+  let prefixes: Vec<_> = c.iter().map(|c| c.prefix.as_str()).collect();
+  assert_eq!(
+    prefixes,
+    vec![
+      "T › About [[concepts/bm25|BM25]] and ranking k1",
+      "T › About [[concepts/bm25|BM25]] and ranking k1 › [[b#H|the b c]]"
+    ]
+  );
+  // Every event of the one pass is observed, links included.
+  let mut links = Vec::new();
+  Chunker::estimate(ChunkConfig::default()).chunk_observing("T", body, 1, &mut |e, r| {
+    if let Event::Start(Tag::Link { dest_url, .. }) = e {
+      links.push((dest_url.to_string(), &body[r]));
+    }
+  });
+  assert_eq!(
+    links,
+    vec![
+      ("concepts/bm25".into(), "[[concepts/bm25|BM25]]"),
+      ("a".into(), "[[a]]"),
+      ("b#H".into(), "[[b#H|the *b* `c`]]")
+    ]
+  );
+}
+
 #[test]
 fn long_sections_split_with_overlap_and_fit() {
   let sentence = "Retrieval systems rank passages by lexical and semantic evidence. ";

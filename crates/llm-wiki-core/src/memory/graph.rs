@@ -40,7 +40,12 @@ impl PageLinks {
 
   /// Links and relations of a parsed page.
   pub fn of_page(page: &Page) -> PageLinks {
-    let extracted = extract_links(&page.body, page.body_start_line);
+    Self::of_page_with(page, extract_links(&page.body, page.body_start_line))
+  }
+
+  /// [`PageLinks::of_page`] with the links of its body already extracted (from the chunker's
+  /// Markdown pass, [`super::links::LinkCollector`]).
+  pub fn of_page_with(page: &Page, extracted: super::links::ExtractedLinks) -> PageLinks {
     let value = page.extensions.iter().find(|(k, _)| k == "relations").map(|(_, v)| v);
     let (relations, mut issues) = parse_relations(&page.id, value);
     let (resolution, resolution_issues) = super::resolve::parse_resolution(page);
@@ -148,6 +153,23 @@ pub(crate) fn link_keys(from: &str, link: Link<'_>) -> Vec<String> {
     }
   }
   keys
+}
+
+/// The one name key every key of [`link_keys`] equals whatever page the link is on, when the
+/// target's last segment is a name (not empty, `.` or `..`): a joined path ends with that
+/// segment, and a bare wiki name is it. A cheap test before [`link_keys`] (which builds the
+/// joined path) for the many links a lint pass looks at: a link whose key is not wanted has no
+/// key that is. `None` when the segment is not a name (then ask [`link_keys`]).
+pub(crate) fn link_name_key<'a>(link: Link<'a>) -> Option<std::borrow::Cow<'a, str>> {
+  let last = link.target.rsplit('/').next().unwrap_or(link.target);
+  if matches!(last, "" | "." | "..") {
+    return None;
+  }
+  Some(if last.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
+    std::borrow::Cow::Owned(last.to_lowercase())
+  } else {
+    std::borrow::Cow::Borrowed(last)
+  })
 }
 
 impl Resolver {
@@ -604,6 +626,48 @@ pub(crate) mod tests {
     }
     let _ = Role::Canonical;
     m
+  }
+
+  /// [`link_name_key`] is the only key [`link_keys`] can give, from any page, whenever it is
+  /// `Some`: relative, rooted, climbing, case-mixed and non-ASCII targets, wiki and Markdown.
+  #[test]
+  fn a_link_name_key_covers_every_key_of_the_link() {
+    let targets = [
+      "bm25",
+      "BM25",
+      "concepts/bm25",
+      "/concepts/BM25",
+      "../a/b",
+      "./x",
+      "a/./b",
+      "a/../b",
+      "../../../z",
+      "Ünïcode/Éte",
+      "a/b/",
+      "..",
+      ".",
+      "a/..",
+      "",
+      "x//y",
+    ];
+    let froms = ["top", "concepts/rag", "a/b/c/deep"];
+    let mut named = 0;
+    for t in targets {
+      for kind in [LinkKind::Wiki, LinkKind::Markdown] {
+        let l = Link { target: t, anchor: None, kind, line: 1 };
+        let Some(k) = link_name_key(l) else {
+          assert!(matches!(t.rsplit('/').next().unwrap(), "" | "." | ".."), "{t}");
+          continue;
+        };
+        named += 1;
+        for from in froms {
+          for key in link_keys(from, l) {
+            assert_eq!(key, k.as_ref(), "{from} → {t} ({kind:?})");
+          }
+        }
+      }
+    }
+    assert!(named >= 20, "{named}");
   }
 
   fn codes(g: &LinkGraph, id: &str) -> Vec<String> {

@@ -5,7 +5,9 @@
 //! because a wikilink by bare name needs the whole id set.
 
 use arcstr::ArcStr;
-use pulldown_cmark::{Event, LinkType, Options, Parser, Tag};
+use std::ops::Range;
+
+use pulldown_cmark::{Event, LinkType, Parser, Tag};
 use serde::{Deserialize, Serialize};
 
 /// Most distinct link edges kept per page. Not fitted: a bound on work and manifest size (a
@@ -323,39 +325,74 @@ fn split_target(dest: &str, kind: LinkKind) -> Option<(String, Option<String>)> 
   Some((path.to_string(), anchor))
 }
 
-/// Outbound page links of `body` (whose first line is line `body_start_line` of the file).
+/// Outbound page links of `body` (whose first line is line `body_start_line` of the file), from
+/// a Markdown pass of its own. The reindex reads them from the chunker's pass instead
+/// ([`LinkCollector`] fed by [`crate::chunk::Chunker::chunk_observing`]): the same events, so
+/// the same links.
 pub fn extract_links(body: &str, body_start_line: u32) -> ExtractedLinks {
-  let mut out = ExtractedLinks::default();
-  let mut seen = std::collections::HashSet::new();
-  let line_starts: Vec<usize> =
-    std::iter::once(0).chain(body.match_indices('\n').map(|(i, _)| i + 1)).collect();
-  let line_of = |offset: usize| -> u32 {
-    let idx = line_starts.partition_point(|s| *s <= offset).saturating_sub(1);
-    body_start_line.saturating_add(idx as u32)
-  };
-  let parser = Parser::new_ext(body, Options::ENABLE_WIKILINKS | Options::ENABLE_TABLES);
-  for (event, range) in parser.into_offset_iter() {
+  let mut links = LinkCollector::new(body, body_start_line);
+  for (event, range) in Parser::new_ext(body, crate::chunk::BODY_MARKDOWN).into_offset_iter() {
+    links.observe(&event, range);
+  }
+  links.finish()
+}
+
+/// Collects the links of a body from the events of a Markdown pass over it (with
+/// [`crate::chunk::BODY_MARKDOWN`], so that wikilinks are events).
+pub struct LinkCollector<'b> {
+  body: &'b str,
+  body_start_line: u32,
+  /// Offsets where the body's lines start, made when the first link needs its line.
+  line_starts: Vec<usize>,
+  seen: std::collections::HashSet<(String, Option<String>, LinkKind)>,
+  out: ExtractedLinks,
+}
+
+impl<'b> LinkCollector<'b> {
+  /// A collector for `body`, whose first line is line `body_start_line` of the file.
+  pub fn new(body: &'b str, body_start_line: u32) -> Self {
+    LinkCollector {
+      body,
+      body_start_line,
+      line_starts: Vec::new(),
+      seen: Default::default(),
+      out: Default::default(),
+    }
+  }
+
+  /// Take in one event of the pass and its source range in the body.
+  pub fn observe(&mut self, event: &Event<'_>, range: Range<usize>) {
     let Event::Start(Tag::Link { link_type, dest_url, .. }) = event else {
-      continue;
+      return;
     };
     let kind = match link_type {
       LinkType::WikiLink { .. } => LinkKind::Wiki,
       LinkType::Inline | LinkType::Reference | LinkType::Collapsed | LinkType::Shortcut => LinkKind::Markdown,
-      _ => continue, // autolinks and e-mail addresses
+      _ => return, // autolinks and e-mail addresses
     };
-    let Some((target, anchor)) = split_target(&dest_url, kind) else {
-      continue;
+    let Some((target, anchor)) = split_target(dest_url, kind) else {
+      return;
     };
-    if !seen.insert((target.clone(), anchor.clone(), kind)) {
-      continue;
+    if !self.seen.insert((target.clone(), anchor.clone(), kind)) {
+      return;
     }
-    if out.links.len() >= MAX_LINKS_PER_PAGE {
-      out.dropped += 1;
-      continue;
+    if self.out.links.len() >= MAX_LINKS_PER_PAGE {
+      self.out.dropped += 1;
+      return;
     }
-    out.links.push(RawLink { target, anchor, kind, line: line_of(range.start) });
+    if self.line_starts.is_empty() {
+      self.line_starts =
+        std::iter::once(0).chain(self.body.match_indices('\n').map(|(i, _)| i + 1)).collect();
+    }
+    let idx = self.line_starts.partition_point(|s| *s <= range.start).saturating_sub(1);
+    let line = self.body_start_line.saturating_add(idx as u32);
+    self.out.links.push(RawLink { target, anchor, kind, line });
   }
-  out
+
+  /// The links met, in first-seen order.
+  pub fn finish(self) -> ExtractedLinks {
+    self.out
+  }
 }
 
 #[cfg(test)]
@@ -382,6 +419,28 @@ mod tests {
         ("my page".into(), None, LinkKind::Markdown, 12),
       ]
     );
+  }
+
+  /// The reindex reads a body's links from the chunker's pass: the same links, lines and
+  /// truncation as a pass of their own. A footnote (`[^1]: …`) is not a link reference.
+  #[test]
+  fn links_from_the_chunkers_pass_are_the_links_of_the_body() {
+    let many: String = (0..1_200).map(|i| format!("[[p{i}]] ")).collect();
+    let bodies = [
+      "See [RAG](../concepts/rag.md#claim).\n\n# Head [[h1]]\n\n| a | [[t/cell]] |\n|---|---|\n| ~~[x](x.md)~~ | y |\n".to_string(),
+      "Note[^1] and [ref][r].\n\n[^1]: ../sources/paper.md\n\n[r]: ../sources/other.md\n".to_string(),
+      "```\n[[not/a/link]]\n```\n".to_string(),
+      many,
+    ];
+    for body in &bodies {
+      let mut links = LinkCollector::new(body, 3);
+      crate::chunk::Chunker::estimate(Default::default())
+        .chunk_observing("T", body, 3, &mut |e, r| links.observe(e, r));
+      assert_eq!(links.finish(), extract_links(body, 3), "{body}");
+    }
+    let t = targets(&bodies[1]);
+    assert_eq!(t, vec![("../sources/other".into(), None, LinkKind::Markdown, 5)]);
+    assert_eq!(extract_links(&bodies[3], 1).dropped, 200);
   }
 
   #[test]

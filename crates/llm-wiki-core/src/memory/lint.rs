@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::graph::{link_keys, name_key, page_edges, Resolver};
+use super::graph::{link_keys, link_name_key, name_key, page_edges, Resolver};
 use super::relations::RelationIssue;
 use super::resolve::{Decisions, ResolutionRecord};
 use serde::{Deserialize, Serialize};
@@ -216,6 +216,9 @@ impl LintState {
     keys.dedup();
     let mut link_deps: Vec<String> = Vec::new();
     for l in pl.links.iter() {
+      if link_name_key(l).is_some_and(|k| keys.binary_search_by(|x| x.as_str().cmp(&k)).is_err()) {
+        continue;
+      }
       let lk = link_keys(id, l);
       if lk.iter().any(|k| keys.binary_search(k).is_ok()) {
         link_deps.extend(lk);
@@ -238,6 +241,9 @@ impl LintState {
     let mut keys: Vec<String> = Vec::new();
     if !self.superseded.is_empty() {
       for l in e.links.links.iter() {
+        if link_name_key(l).is_some_and(|k| !self.superseded_names.contains(k.as_ref())) {
+          continue;
+        }
         let lk = link_keys(id, l);
         if !lk.iter().any(|k| self.superseded_names.contains(k)) {
           continue;

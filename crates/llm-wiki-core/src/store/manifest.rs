@@ -378,6 +378,18 @@ impl Manifest {
     prior: Option<JournalPos>,
     delta: Option<&ManifestDelta>,
   ) -> Result<()> {
+    self.journal = self.write_generation_shared(dir, prior, delta)?;
+    Ok(())
+  }
+
+  /// [`Manifest::write_generation`] through a shared reference (other threads may read the
+  /// manifest meanwhile): the new [`Manifest::journal`] is returned for the caller to store.
+  pub fn write_generation_shared(
+    &self,
+    dir: &StoreDir,
+    prior: Option<JournalPos>,
+    delta: Option<&ManifestDelta>,
+  ) -> Result<JournalPos> {
     if let Some(p) = prior {
       for g in dir.manifest_generations().into_iter().filter(|g| *g > p.base && *g >= self.generation) {
         let _ = std::fs::remove_file(dir.manifest_file(g));
@@ -403,16 +415,14 @@ impl Manifest {
         if !existed {
           crate::fsutil::sync_dir(&dir.dir);
         }
-        self.journal = JournalPos { base: p.base, base_len: p.base_len, len: p.len + line.len() as u64 };
-        return Ok(());
+        return Ok(JournalPos { base: p.base, base_len: p.base_len, len: p.len + line.len() as u64 });
       }
     }
     let path = dir.manifest_file(self.generation);
     self.save(&path)?;
     let _ = std::fs::remove_file(dir.journal_file(self.generation));
     let base_len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    self.journal = JournalPos { base: self.generation, base_len, len: 0 };
-    Ok(())
+    Ok(JournalPos { base: self.generation, base_len, len: 0 })
   }
 
   /// SHA-256 over the identity of what is indexed: version, vault id and the sum of one sha256

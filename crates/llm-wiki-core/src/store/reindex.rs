@@ -193,7 +193,12 @@ fn load_one(file: &PageFile, before: Before, trust_stat: bool, chunker: &Chunker
   match Page::from_file_bytes(&file.id, file.abs_path.clone(), &bytes) {
     Err(e) => Loaded::Invalid(Diagnostic::from_frontmatter(&file.rel_path, &e)),
     Ok((page, warning)) => {
-      let chunks = chunker.chunk(&page.meta.title, &page.body, page.body_start_line);
+      // The body's links are read from the chunker's Markdown pass (one parse of the body).
+      let mut links = crate::memory::links::LinkCollector::new(&page.body, page.body_start_line);
+      let chunks =
+        chunker.chunk_observing(&page.meta.title, &page.body, page.body_start_line, &mut |e, r| {
+          links.observe(e, r)
+        });
       let entry = ManifestEntry {
         rel_path: file.rel_path.clone(),
         size: file.size,
@@ -203,7 +208,7 @@ fn load_one(file: &PageFile, before: Before, trust_stat: bool, chunker: &Chunker
         meta: Box::new(page.meta.clone()),
         sections: chunks.sections.len() as u32,
         chunks: ChunkIds::from_ids(chunks.chunks.iter().map(|c| c.id.as_str())),
-        links: crate::memory::graph::PageLinks::of_page(&page),
+        links: crate::memory::graph::PageLinks::of_page_with(&page, links.finish()),
       };
       let warning = warning.map(|w| Diagnostic::from_frontmatter(&file.rel_path, &w));
       Loaded::Changed { entry, chunks, is_new: prev.is_none(), page: Box::new(page), warning }
@@ -500,21 +505,38 @@ fn open_current(layout: &StoreLayout, vault_id: &str) -> Option<Generation> {
 /// base —, then the single tantivy commit makes it visible. A build that spilled its entries
 /// (`sink.spill`) has the writer flush its segments (invisible until the commit) before they
 /// are read back into `manifest` and it is written.
-fn commit_generation(
+fn commit_generation<T: Send>(
   sink: &mut Sink,
   dir: &StoreDir,
   manifest: &mut Manifest,
   prior: Option<(JournalPos, &ManifestDelta)>,
   commit: &CommitInfo,
   opts: &ReindexOptions,
-) -> Result<()> {
+  beside: Option<impl FnOnce(&Manifest) -> T + Send>,
+) -> Result<Option<T>> {
   let gen = commit.manifest_generation;
   debug_assert_eq!(manifest.generation, gen);
+  let mut beside = beside;
+  let mut done = None;
   let result = (|| {
     let (lexical, w) = sink.writer()?;
     lexical.set_commit(w, commit)?;
-    let write_manifest = |manifest: &mut Manifest| -> Result<()> {
-      manifest.write_generation(dir, prior.map(|p| p.0), prior.map(|p| p.1))?;
+    let mut write_manifest = |manifest: &mut Manifest| -> Result<()> {
+      let m: &Manifest = manifest;
+      let mut found = None;
+      let journal = match beside.take() {
+        None => m.write_generation_shared(dir, prior.map(|p| p.0), prior.map(|p| p.1)),
+        // On rayon's pool (idle at this point of a build), the write on this thread.
+        Some(f) => {
+          crate::pool::global();
+          rayon::in_place_scope(|s| {
+            s.spawn(|_| found = Some(f(m)));
+            m.write_generation_shared(dir, prior.map(|p| p.0), prior.map(|p| p.1))
+          })
+        }
+      };
+      manifest.journal = journal?;
+      done = found;
       crash_point("after-manifest");
       opts.cancel.check()?;
       crash_point("before-commit");
@@ -545,7 +567,7 @@ fn commit_generation(
       let _ = std::fs::remove_file(dir.manifest_file(gen));
     }
   }
-  result
+  result.map(|()| done)
 }
 
 /// Remove the page manifests no longer needed: a reader may still hold the previous commit, so
@@ -907,7 +929,8 @@ fn run_locked(
         // Counts and hash of the new generation, from the previous one's and this record.
         let tally = tally_of(&gen.dir, &manifest).advance(&manifest, &scan.delta);
         manifest.apply(&scan.delta);
-        commit_generation(&mut sink, &gen.dir, &mut manifest, Some((prior_pos, &scan.delta)), &commit, opts)
+        let delta = Some((prior_pos, &scan.delta));
+        commit_generation(&mut sink, &gen.dir, &mut manifest, delta, &commit, opts, None::<fn(&Manifest)>)
           .map_err(classify)?;
         drop(sink);
         release_after_large_run(res);
@@ -973,12 +996,18 @@ fn run_locked(
           chunker: label.clone(),
           journal: JournalPos::default(),
         };
-        commit_generation(&mut sink, &staging, &mut manifest, None, &commit, opts)?;
+        // The whole-vault lint and the counts are computed while the manifest is written (the
+        // longest serial steps of a large build's end, docs/BENCHMARKS.md).
+        let lint_and_tally = |m: &Manifest| {
+          rayon::join(|| crate::memory::graph::lint_issues_cached(&staging.dir, m), || Tally::of(m))
+        };
+        let (lint, tally) =
+          commit_generation(&mut sink, &staging, &mut manifest, None, &commit, opts, Some(lint_and_tally))?
+            .expect("a job beside the write gives its result");
         drop(sink);
         release_after_large_run(res);
-        res.warnings.extend(crate::memory::graph::lint_issues_cached(&staging.dir, &manifest));
+        res.warnings.extend(lint);
         let store_id = name.strip_prefix("store-").unwrap_or(&name);
-        let tally = Tally::of(&manifest);
         let counts = tally.counts();
         res.chunks.total = counts.chunks;
         write_state(&staging, &manifest, &tally, &commit, store_id)?;

@@ -50,24 +50,49 @@ impl EntrySpill {
     Ok(())
   }
 
-  /// Every entry written, by id; the file is removed. Lines are parsed one at a time (a
-  /// whole-file read or map would put the file's hundreds of MB in memory at once).
+  /// Every entry written, by id; the file is removed. The file is read in blocks of whole lines
+  /// (a whole-file read or map would put its hundreds of MB in memory at once), a round of
+  /// blocks parsed at once on the caller and rayon's pool: the read-back runs after the writer's
+  /// threads are done, and parsing (each entry's link targets interned again) was the longest
+  /// serial step of a 100k-page build's end (docs/BENCHMARKS.md).
   pub(crate) fn read_back(mut self) -> Result<BTreeMap<String, Arc<ManifestEntry>>> {
     let out = self.out.take().expect("read back once");
     out.into_inner().map_err(|e| io_err("cannot write", &self.path, e.error()))?;
     let file = File::open(&self.path).map_err(|e| io_err("cannot read", &self.path, e))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut line = String::new();
+    crate::pool::global();
+    let per_round = rayon::current_num_threads().max(1);
     let mut pairs = Vec::with_capacity(self.written);
+    let mut blocks: Vec<String> = Vec::with_capacity(per_round);
     loop {
-      line.clear();
-      let n = reader.read_line(&mut line).map_err(|e| io_err("cannot read", &self.path, e))?;
-      if n == 0 {
+      blocks.clear();
+      while blocks.len() < per_round {
+        let mut block = String::with_capacity(READ_BLOCK_BYTES + (READ_BLOCK_BYTES >> 4));
+        while block.len() < READ_BLOCK_BYTES {
+          if reader.read_line(&mut block).map_err(|e| io_err("cannot read", &self.path, e))? == 0 {
+            break;
+          }
+        }
+        if block.is_empty() {
+          break;
+        }
+        blocks.push(block);
+      }
+      if blocks.is_empty() {
         break;
       }
-      let (id, entry): (String, ManifestEntry) =
-        serde_json::from_str(&line).map_err(|e| io_err("invalid entry in", &self.path, e))?;
-      pairs.push((id, Arc::new(entry)));
+      let mut parsed: Vec<Result<Vec<Pair>>> = blocks.iter().map(|_| Ok(Vec::new())).collect();
+      let (first, rest) = parsed.split_first_mut().expect("a block");
+      let path = self.path.as_path();
+      rayon::in_place_scope(|s| {
+        for (slot, block) in rest.iter_mut().zip(&blocks[1..]) {
+          s.spawn(move |_| *slot = parse_block(path, block));
+        }
+        *first = parse_block(path, &blocks[0]);
+      });
+      for p in parsed {
+        pairs.extend(p?);
+      }
     }
     if pairs.len() != self.written {
       return Err(io_err(
@@ -80,6 +105,26 @@ impl EntrySpill {
     Ok(pairs.into_iter().collect())
   }
 }
+
+/// The entries of a block of whole lines of the spill file at `path`.
+fn parse_block(path: &std::path::Path, block: &str) -> Result<Vec<Pair>> {
+  block
+    .lines()
+    .map(|line| {
+      let (id, entry): (String, ManifestEntry) =
+        serde_json::from_str(line).map_err(|e| io_err("invalid entry in", path, e))?;
+      Ok((id, Arc::new(entry)))
+    })
+    .collect()
+}
+
+/// A page's id and its entry.
+type Pair = (String, Arc<ManifestEntry>);
+
+/// Bytes of whole lines read back as one block (not fitted: large enough that handing a block to
+/// another thread costs nothing beside its parse, small enough that a round's blocks are a few
+/// MB in memory).
+const READ_BLOCK_BYTES: usize = 1 << 20;
 
 impl Drop for EntrySpill {
   fn drop(&mut self) {
@@ -120,11 +165,15 @@ mod tests {
     let t = tempfile::tempdir().unwrap();
     let path = t.path().join(SPILL_FILE);
     let mut spill = EntrySpill::create(path.clone()).unwrap();
+    // Enough entries for several rounds of several blocks (read back in parallel).
     let written: BTreeMap<String, Arc<ManifestEntry>> =
-      (0..500).map(|i| (format!("c/p{i:03}"), Arc::new(entry(i)))).collect();
+      (0..12_000).map(|i| (format!("c/p{i:05}"), Arc::new(entry(i)))).collect();
     for (id, e) in &written {
       spill.push(id, e).unwrap();
     }
+    let buffered = 1 << 20;
+    let on_disk = std::fs::metadata(&path).unwrap().len() as usize;
+    assert!(on_disk + buffered > 2 * rayon::current_num_threads().max(2) * READ_BLOCK_BYTES, "{on_disk}");
     let back = spill.read_back().unwrap();
     assert_eq!(back, written);
     assert!(!path.exists());
