@@ -78,11 +78,12 @@ fn lifecycle() {
   assert_eq!(r.status.state, IndexState::Ready);
   assert_eq!(r.status.counts.total_documents, 2);
 
-  // Forced rebuild keeps counts.
+  // Forced rebuild keeps counts; its generations continue above the replaced store's.
   let r = reindex_vault(&p, &ReindexOptions { force: true, scope: Scope::All, ..opts() });
   assert!(r.ok);
   assert!(r.full_rebuild);
   assert_eq!(r.status.counts.total_documents, 2);
+  assert_eq!(r.generation, gen + 2);
 
   // A page turning malformed is removed with a warning.
   fs::write(p.wiki.join("concepts/c.md"), "---\ntype: concept\ntype: dup\n---\n").unwrap();
@@ -120,6 +121,32 @@ fn cancel_keeps_last_good_index() {
   assert!(r.errors.is_empty());
   assert_eq!(r.status.counts.total_documents, 50);
   assert_eq!(r.status.state, IndexState::Stale);
+}
+
+/// A rebuild replacing a store whose manifest cannot be read (damaged, or of another format)
+/// still numbers its generations above that store's last commit: they never go back, so a
+/// reader holding the old store's generation sees the new one as newer.
+#[test]
+fn a_rebuild_over_a_store_with_an_unreadable_manifest_continues_its_generations() {
+  let (_t, p) = vault();
+  page(&p, "concepts/a", "concept", "Alpha.");
+  assert!(reindex_vault(&p, &opts()).ok);
+  page(&p, "concepts/b", "concept", "Beta.");
+  let r = reindex_vault(&p, &opts());
+  assert!(r.ok, "{:?}", r.errors);
+  assert_eq!(r.generation, 2);
+  let qmd = p.meta.join("qmd");
+  let store = qmd.join(fs::read_to_string(qmd.join("CURRENT")).unwrap().trim());
+  for f in fs::read_dir(&store).unwrap() {
+    let f = f.unwrap().path();
+    if f.file_name().unwrap().to_string_lossy().starts_with("manifest.") {
+      fs::write(&f, b"{ not a manifest").unwrap();
+    }
+  }
+  let r = reindex_vault(&p, &ReindexOptions { force: true, scope: Scope::All, ..opts() });
+  assert!(r.ok, "{:?}", r.errors);
+  assert_eq!(r.generation, 3);
+  assert_eq!(r.status.counts.total_documents, 2);
 }
 
 #[test]

@@ -37,7 +37,8 @@ fn headings_inside_code_fences_are_not_sections() {
 /// as links, for the link graph; heading texts, and so chunk ids, do not change with that).
 #[test]
 fn a_heading_keeps_its_wikilinks_as_written() {
-  let body = "# About [[concepts/bm25|BM25]] and *ranking* `k1`\n\nText [[a]].\n\n## [[b#H|the *b* `c`]]\n\nMore.\n";
+  let body =
+    "# About [[concepts/bm25|BM25]] and *ranking* `k1`\n\nText [[a]].\n\n## [[b#H|the *b* `c`]]\n\nMore.\n";
   let c = chunk_page("T", body, 1, &ChunkConfig::default()).chunks;
   let prefixes: Vec<_> = c.iter().map(|c| c.prefix.as_str()).collect();
   assert_eq!(

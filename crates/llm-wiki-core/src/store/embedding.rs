@@ -71,8 +71,13 @@ fn emit(opts: &ReindexOptions, message: &str, current: u64, total: u64) {
 /// are immutable, so they are hard-linked where the filesystem allows and copied otherwise.
 pub fn carry_vectors(from: &StoreDir, to: &StoreDir, vault_id: &str) -> Option<VectorManifest> {
   let commit = super::lexical::LexicalIndex::commit_in(&from.lexical_dir()).ok()??;
-  let manifest = super::manifest::load_generation_cached(from, commit.manifest_generation, None).ok()?;
-  if manifest.vault_id != vault_id {
+  // The store's vault, from the state file of that commit; without one, from its manifest
+  // (parsed for that field and dropped, not cached while the new store is built).
+  let vault = match super::state::StateFile::read(from) {
+    crate::fsutil::JsonFile::Valid(s) if s.manifest_generation == commit.manifest_generation => s.vault_id,
+    _ => Manifest::load_generation(from, commit.manifest_generation, None).ok()?.vault_id,
+  };
+  if vault != vault_id {
     return None;
   }
   let vm = commit.vectors?;

@@ -570,6 +570,17 @@ fn commit_generation<T: Send>(
   result.map(|()| done)
 }
 
+/// The last generation store `dir` committed or recorded in its state file (0 when neither can
+/// be read): a rebuild numbers its generations above it.
+fn last_generation(dir: &StoreDir) -> u64 {
+  let committed = LexicalIndex::commit_in(&dir.lexical_dir()).ok().flatten().map_or(0, |c| c.generation);
+  let recorded = match StateFile::read(dir) {
+    crate::fsutil::JsonFile::Valid(s) => s.generation,
+    _ => 0,
+  };
+  committed.max(recorded)
+}
+
 /// Remove the page manifests no longer needed: a reader may still hold the previous commit, so
 /// the bases (and journals) the last two commits (`keep`) are read from stay.
 pub(crate) fn gc_manifests(dir: &StoreDir, keep: &[u64]) {
@@ -854,6 +865,8 @@ fn run_locked(
     // by chunk content); the new manifest records this counter, so the next run is incremental.
     Some(gen) if gen.manifest.chunker != label => {
       emit(opts, "mirror", format!("chunk sizes now counted by {label}: rebuilding"), None, None);
+      // Not kept in the process's cache while the new store is built.
+      super::manifest::forget_store(&gen.dir);
       None
     }
     other => other,
@@ -965,8 +978,10 @@ fn run_locked(
       let mut built = || -> Result<u64> {
         emit(opts, "copy", "building a fresh index in a new store directory", None, None);
         // The store being replaced: its vectors are keyed by chunk content, so a forced lexical
-        // rebuild keeps them unless vectors are forced too; generations continue above it.
-        let previous = layout.current().and_then(|d| Generation::open(d).ok());
+        // rebuild keeps them unless vectors are forced too; generations continue above it. Read
+        // from its commit and state file: its manifest (hundreds of MB at 100k pages) is
+        // neither parsed nor kept in memory while the new store is built.
+        let previous = layout.current().map_or(0, |d| last_generation(&d));
         let lexical = LexicalIndex::create(&staging.lexical_dir())?;
         let carried = match layout.current() {
           Some(from) if !(opts.force && components.contains(&Component::Vectors)) => {
@@ -974,10 +989,7 @@ fn run_locked(
           }
           _ => None,
         };
-        let first =
-          previous.as_ref().map_or(0, |p| p.generation().max(p.state.as_ref().map_or(0, |s| s.generation)))
-            + 1;
-        drop(previous);
+        let first = previous + 1;
         let mut sink = Sink::new(&lexical, threads, false);
         sink.spill = (files.len() >= spill_from_pages())
           .then(|| EntrySpill::create(staging.dir.join(SPILL_FILE)))
