@@ -7,14 +7,13 @@
 //! whenever it has doubled since its last sweep, so its size stays within twice the strings in
 //! use (plus a small floor) however long the process runs and whatever it indexes.
 
-use std::collections::HashSet;
-use std::hash::{BuildHasher, BuildHasherDefault};
+use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
 use arcstr::ArcStr;
+use foldhash::fast::FixedState;
+use hashbrown::HashTable;
 use parking_lot::Mutex;
-
-use crate::fnv::Fnv;
 
 /// Shards of the set, so loader threads interning at once rarely wait on one lock. Not fitted: a
 /// power of two comfortably above the engine's thread count on the machines we target.
@@ -24,17 +23,25 @@ const SHARDS: usize = 16;
 /// than the memory they free.
 const SWEEP_FLOOR: usize = 1_024;
 
-type Set = HashSet<ArcStr, BuildHasherDefault<Fnv>>;
-
 struct Shard {
-  set: Set,
+  /// The shared copies, found by the hash [`intern`] computes once per call (a set keyed by the
+  /// string would hash it again: the interner runs for every link of every page a manifest
+  /// parse reads, and was a third of a fresh process's first recall at 100k pages).
+  set: HashTable<ArcStr>,
   /// Size at which the next sweep runs.
   sweep_at: usize,
 }
 
 fn shards() -> &'static [Mutex<Shard>; SHARDS] {
   static S: OnceLock<[Mutex<Shard>; SHARDS]> = OnceLock::new();
-  S.get_or_init(|| std::array::from_fn(|_| Mutex::new(Shard { set: Set::default(), sweep_at: SWEEP_FLOOR })))
+  S.get_or_init(|| {
+    std::array::from_fn(|_| Mutex::new(Shard { set: HashTable::new(), sweep_at: SWEEP_FLOOR }))
+  })
+}
+
+/// The hash of a string, for the shard and the set (fixed: the same in every call).
+fn hash(s: &str) -> u64 {
+  FixedState::default().hash_one(s)
 }
 
 /// The shared copy of `s` (made on first use). The empty string is a static literal.
@@ -42,11 +49,11 @@ pub fn intern(s: &str) -> ArcStr {
   if s.is_empty() {
     return ArcStr::new();
   }
-  let hash = BuildHasherDefault::<Fnv>::default().hash_one(s);
-  // The set hashes with the same function; the shard comes from the high bits so it does not
-  // correlate with the set's buckets (the low bits).
-  let mut shard = shards()[(hash >> 60) as usize % SHARDS].lock();
-  if let Some(found) = shard.set.get(s) {
+  let h = hash(s);
+  // The shard comes from the high bits so it does not correlate with the set's buckets (the low
+  // bits and the top 7, hashbrown's control bytes, are what the table looks at).
+  let mut shard = shards()[(h >> 52) as usize % SHARDS].lock();
+  if let Some(found) = shard.set.find(h, |a| a.as_str() == s) {
     return found.clone();
   }
   if shard.set.len() >= shard.sweep_at {
@@ -54,11 +61,11 @@ pub fn intern(s: &str) -> ArcStr {
     // lock, so none can appear while the sweep runs.
     shard.set.retain(|a| ArcStr::strong_count(a) != Some(1));
     let live = shard.set.len();
-    shard.set.shrink_to(live * 2);
+    shard.set.shrink_to(live * 2, |a| hash(a));
     shard.sweep_at = (live * 2).max(SWEEP_FLOOR);
   }
   let shared = ArcStr::from(s);
-  shard.set.insert(shared.clone());
+  shard.set.insert_unique(h, shared.clone(), |a| hash(a));
   shared
 }
 
