@@ -504,7 +504,8 @@ fn open_current(layout: &StoreLayout, vault_id: &str) -> Option<Generation> {
 /// commit's generation) is written first — one journal record `delta` after `prior`, or a new
 /// base —, then the single tantivy commit makes it visible. A build that spilled its entries
 /// (`sink.spill`) has the writer flush its segments (invisible until the commit) before they
-/// are read back into `manifest` and it is written.
+/// are read back into `manifest` and it is written. `beside`, when given, runs on rayon's pool
+/// with the complete manifest while it is written; its result is returned.
 fn commit_generation<T: Send>(
   sink: &mut Sink,
   dir: &StoreDir,
