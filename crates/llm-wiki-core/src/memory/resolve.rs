@@ -485,18 +485,16 @@ impl Decisions {
       }
     }
     Self::assemble(manifest, supersedes, |superseded| {
-      // A link resolves to a page only when its last segment is the page's last segment (a
-      // trailing `/`, `.` or `..` changes the last segment: those links are resolved anyway).
-      let names: HashSet<String> =
-        superseded.keys().map(|s| s.rsplit('/').next().unwrap_or(s).to_lowercase()).collect();
+      // A link resolves to a page only when its name key is the page's (links whose target
+      // ends in `/`, `.` or `..` have none: those are resolved anyway).
+      let names: HashSet<String> = superseded.keys().map(|s| super::graph::name_key(s)).collect();
       let mut citing = Vec::new();
       if names.is_empty() {
         return citing;
       }
       for (id, e) in &manifest.entries {
         for l in e.links.links.iter() {
-          let last = l.target.rsplit('/').next().unwrap_or("");
-          if !matches!(last, "" | "." | "..") && !names.contains(&last.to_lowercase()) {
+          if super::graph::link_name_key(l).is_some_and(|k| !names.contains(k.as_ref())) {
             continue;
           }
           if let Ok(to) = r.resolve(id, l) {
