@@ -136,7 +136,17 @@ pub(crate) struct Resolver {
 /// The lowercase last segment of a page id: the key under which [`Resolver`] files it. A link
 /// can resolve only to ids with one of its [`link_keys`].
 pub(crate) fn name_key(id: &str) -> String {
-  id.rsplit('/').next().unwrap_or(id).to_lowercase()
+  last_segment_key(id).into_owned()
+}
+
+/// The lowercase last segment of a path, borrowed when it is lowercase already.
+fn last_segment_key(path: &str) -> std::borrow::Cow<'_, str> {
+  let last = path.rsplit('/').next().unwrap_or(path);
+  if last.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
+    std::borrow::Cow::Owned(last.to_lowercase())
+  } else {
+    std::borrow::Cow::Borrowed(last)
+  }
 }
 
 /// The [`name_key`]s of the ids `link` from page `from` may resolve to, whatever the other ids
@@ -161,15 +171,8 @@ pub(crate) fn link_keys(from: &str, link: Link<'_>) -> Vec<String> {
 /// joined path) for the many links a lint pass looks at: a link whose key is not wanted has no
 /// key that is. `None` when the segment is not a name (then ask [`link_keys`]).
 pub(crate) fn link_name_key<'a>(link: Link<'a>) -> Option<std::borrow::Cow<'a, str>> {
-  let last = link.target.rsplit('/').next().unwrap_or(link.target);
-  if matches!(last, "" | "." | "..") {
-    return None;
-  }
-  Some(if last.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
-    std::borrow::Cow::Owned(last.to_lowercase())
-  } else {
-    std::borrow::Cow::Borrowed(last)
-  })
+  let key = last_segment_key(link.target);
+  (!matches!(key.as_ref(), "" | "." | "..")).then_some(key)
 }
 
 impl Resolver {
