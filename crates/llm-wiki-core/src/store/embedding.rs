@@ -69,12 +69,19 @@ fn emit(opts: &ReindexOptions, message: &str, current: u64, total: u64) {
 /// the index format, which leaves the chunks and their ids as they were). The replaced store's
 /// commit is read by field name, so a store of an older format gives its vectors too. Segments
 /// are immutable, so they are hard-linked where the filesystem allows and copied otherwise.
-pub fn carry_vectors(from: &StoreDir, to: &StoreDir, vault_id: &str) -> Option<VectorManifest> {
-  let commit = super::lexical::LexicalIndex::commit_in(&from.lexical_dir()).ok()??;
+/// `commit` is the replaced store's last commit ([`super::lexical::LexicalIndex::commit_in`]),
+/// `state` its state file when readable.
+pub fn carry_vectors(
+  from: &StoreDir,
+  commit: CommitInfo,
+  state: Option<&super::state::StateFile>,
+  to: &StoreDir,
+  vault_id: &str,
+) -> Option<VectorManifest> {
   // The store's vault, from the state file of that commit; without one, from its manifest
   // (parsed for that field and dropped, not cached while the new store is built).
-  let vault = match super::state::StateFile::read(from) {
-    crate::fsutil::JsonFile::Valid(s) if s.manifest_generation == commit.manifest_generation => s.vault_id,
+  let vault = match state {
+    Some(s) if s.manifest_generation == commit.manifest_generation => s.vault_id.clone(),
     _ => Manifest::load_generation(from, commit.manifest_generation, None).ok()?.vault_id,
   };
   if vault != vault_id {

@@ -571,15 +571,31 @@ fn commit_generation<T: Send>(
   result.map(|()| done)
 }
 
-/// The last generation store `dir` committed or recorded in its state file (0 when neither can
-/// be read): a rebuild numbers its generations above it.
-fn last_generation(dir: &StoreDir) -> u64 {
-  let committed = LexicalIndex::commit_in(&dir.lexical_dir()).ok().flatten().map_or(0, |c| c.generation);
-  let recorded = match StateFile::read(dir) {
-    crate::fsutil::JsonFile::Valid(s) => s.generation,
-    _ => 0,
-  };
-  committed.max(recorded)
+/// What a rebuild reads of the store it replaces, once: its last lexical commit and its state
+/// file. Its manifest (hundreds of MB at 100k pages) is neither parsed nor kept in memory while
+/// the new store is built.
+struct Replaced {
+  dir: StoreDir,
+  commit: Option<CommitInfo>,
+  state: Option<StateFile>,
+}
+
+impl Replaced {
+  fn read(dir: StoreDir) -> Replaced {
+    let commit = LexicalIndex::commit_in(&dir.lexical_dir()).ok().flatten();
+    let state = match StateFile::read(&dir) {
+      crate::fsutil::JsonFile::Valid(s) => Some(s),
+      _ => None,
+    };
+    Replaced { dir, commit, state }
+  }
+
+  /// The last generation it committed or recorded in its state file (0 when neither can be
+  /// read): a rebuild numbers its generations above it.
+  fn last_generation(&self) -> u64 {
+    let committed = self.commit.as_ref().map_or(0, |c| c.generation);
+    committed.max(self.state.as_ref().map_or(0, |s| s.generation))
+  }
 }
 
 /// Remove the page manifests no longer needed: a reader may still hold the previous commit, so
@@ -979,18 +995,18 @@ fn run_locked(
       let mut built = || -> Result<u64> {
         emit(opts, "copy", "building a fresh index in a new store directory", None, None);
         // The store being replaced: its vectors are keyed by chunk content, so a forced lexical
-        // rebuild keeps them unless vectors are forced too; generations continue above it. Read
-        // from its commit and state file: its manifest (hundreds of MB at 100k pages) is
-        // neither parsed nor kept in memory while the new store is built.
-        let previous = layout.current().map_or(0, |d| last_generation(&d));
+        // rebuild keeps them unless vectors are forced too; generations continue above it.
+        let replaced = layout.current().map(Replaced::read);
+        let first = replaced.as_ref().map_or(0, Replaced::last_generation) + 1;
         let lexical = LexicalIndex::create(&staging.lexical_dir())?;
-        let carried = match layout.current() {
-          Some(from) if !(opts.force && components.contains(&Component::Vectors)) => {
-            super::embedding::carry_vectors(&from, &staging, &vault_id)
+        let carried = match replaced {
+          Some(Replaced { dir, commit: Some(commit), state })
+            if !(opts.force && components.contains(&Component::Vectors)) =>
+          {
+            super::embedding::carry_vectors(&dir, commit, state.as_ref(), &staging, &vault_id)
           }
           _ => None,
         };
-        let first = previous + 1;
         let mut sink = Sink::new(&lexical, threads, false);
         sink.spill = (files.len() >= spill_from_pages())
           .then(|| EntrySpill::create(staging.dir.join(SPILL_FILE)))
