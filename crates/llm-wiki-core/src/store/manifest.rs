@@ -371,20 +371,9 @@ impl Manifest {
   /// `delta` appended to the journal of the base of `prior` when the journal stays small, else
   /// (and without `prior` or `delta`) a new base. Files and records of generations after
   /// `prior` (left by a run that did not commit) are removed first. Fsynced before returning;
-  /// the caller's tantivy commit then publishes it. Updates [`Manifest::journal`].
+  /// the caller's tantivy commit then publishes it. Returns the new [`Manifest::journal`] for
+  /// the caller to store (the manifest is only read: other threads may read it meanwhile).
   pub fn write_generation(
-    &mut self,
-    dir: &StoreDir,
-    prior: Option<JournalPos>,
-    delta: Option<&ManifestDelta>,
-  ) -> Result<()> {
-    self.journal = self.write_generation_shared(dir, prior, delta)?;
-    Ok(())
-  }
-
-  /// [`Manifest::write_generation`] through a shared reference (other threads may read the
-  /// manifest meanwhile): the new [`Manifest::journal`] is returned for the caller to store.
-  pub fn write_generation_shared(
     &self,
     dir: &StoreDir,
     prior: Option<JournalPos>,
@@ -777,9 +766,9 @@ mod tests {
     let prior = m.journal;
     m.apply(&delta);
     if checkpoint {
-      m.write_generation(dir, Some(prior), None).unwrap();
+      m.journal = m.write_generation(dir, Some(prior), None).unwrap();
     } else {
-      m.write_generation(dir, Some(prior), Some(&delta)).unwrap();
+      m.journal = m.write_generation(dir, Some(prior), Some(&delta)).unwrap();
     }
   }
 
@@ -820,7 +809,7 @@ mod tests {
     for id in ["a", "b", "c/d"] {
       m.entries.insert(id.into(), page("a", id).into());
     }
-    m.write_generation(&dir, None, None).unwrap();
+    m.journal = m.write_generation(&dir, None, None).unwrap();
     let first = Manifest::load_generation(&dir, 1, Some("v")).unwrap();
     let mut readers = vec![first.clone()];
     // Add, update, delete, rename (delete + add), an exclusion added, then removed.
@@ -860,7 +849,7 @@ mod tests {
     let mut m = Manifest::empty("v");
     m.generation = 1;
     m.entries.insert("a".into(), page("a", "a").into());
-    m.write_generation(&dir, None, None).unwrap();
+    m.journal = m.write_generation(&dir, None, None).unwrap();
     (t, dir, m)
   }
 

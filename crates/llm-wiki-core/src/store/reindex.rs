@@ -513,26 +513,26 @@ fn commit_generation<T: Send>(
   prior: Option<(JournalPos, &ManifestDelta)>,
   commit: &CommitInfo,
   opts: &ReindexOptions,
-  beside: Option<impl FnOnce(&Manifest) -> T + Send>,
+  mut beside: Option<impl FnOnce(&Manifest) -> T + Send>,
 ) -> Result<Option<T>> {
   let gen = commit.manifest_generation;
   debug_assert_eq!(manifest.generation, gen);
-  let mut beside = beside;
   let mut done = None;
   let result = (|| {
     let (lexical, w) = sink.writer()?;
     lexical.set_commit(w, commit)?;
     let mut write_manifest = |manifest: &mut Manifest| -> Result<()> {
       let m: &Manifest = manifest;
+      let write = || m.write_generation(dir, prior.map(|p| p.0), prior.map(|p| p.1));
       let mut found = None;
       let journal = match beside.take() {
-        None => m.write_generation_shared(dir, prior.map(|p| p.0), prior.map(|p| p.1)),
+        None => write(),
         // On rayon's pool (idle at this point of a build), the write on this thread.
         Some(f) => {
           crate::pool::global();
           rayon::in_place_scope(|s| {
             s.spawn(|_| found = Some(f(m)));
-            m.write_generation_shared(dir, prior.map(|p| p.0), prior.map(|p| p.1))
+            write()
           })
         }
       };
