@@ -226,10 +226,21 @@ struct BenchCommonArgs {
   /// vectors of unchanged chunks are kept). Indexing figures are then not cold.
   #[arg(long, value_name = "DIR")]
   reuse_dir: Option<PathBuf>,
+  /// Write every recall's evidence to FILE, one JSON line per vault pass (lexical candidates,
+  /// dense list, hits with both confidences: `llm_wiki_core::retrieve::evidence`), for replaying
+  /// confidence rules offline (scripts/evidence_replay.py). Each query appears once per pass of
+  /// the suite (warm-up and timed).
+  #[arg(long, value_name = "FILE")]
+  evidence: Option<PathBuf>,
 }
 
 impl BenchCommonArgs {
+  /// The suite's options; starts the evidence recording when `--evidence` asks for it (every
+  /// suite builds its options here once, before its first recall).
   fn common(&self) -> Result<BenchCommon> {
+    if let Some(path) = &self.evidence {
+      llm_wiki_core::retrieve::evidence::record_to(path)?;
+    }
     Ok(BenchCommon {
       modes: parse_modes(&self.modes)?,
       out: self.out.clone(),
@@ -506,6 +517,7 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
       run_set_bench(&source, &opts)?
     }
   };
+  llm_wiki_core::retrieve::evidence::finish()?;
   writeln!(out, "{}", output.markdown).ok();
   for f in &output.files {
     writeln!(out, "wrote {}", f.display()).ok();

@@ -4,6 +4,8 @@ pub mod calibrate;
 pub mod confidence;
 pub mod dense;
 pub mod engine;
+#[cfg(feature = "evidence")]
+pub mod evidence;
 pub mod fusion;
 pub mod lexical;
 pub mod modes;

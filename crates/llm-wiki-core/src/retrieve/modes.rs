@@ -395,6 +395,8 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
     (rrf(&lists), "rrf k=60")
   };
   let hits = fuse_hits(ctx, dense, fused.clone(), &lexical, &dense_list, &qvec);
+  #[cfg(feature = "evidence")]
+  super::evidence::record(&ctx.snap.reader.layout.dir, ctx.query, "hybrid", &lexical, &dense_list, &hits);
   trace.push(format!(
     "hybrid: {} lexical + {} dense candidates from {} list(s), {how} ({:.1} ms: lexical {lexical_ms:.1} \
      ∥ query embedding {embed_ms:.1} + vector scan {scan_ms:.1})",
@@ -586,7 +588,15 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
     let terms: Vec<String> = ctx.terms.to_vec();
     let c = lexical_candidates(ctx.snap, ctx.query, &terms, &[], ctx.limit)?;
     trace.push(format!("lexical: {} candidates ({:.1} ms)", c.len(), ms(started)));
-    Ok(lexical_hits(c))
+    #[cfg(feature = "evidence")]
+    let hits = {
+      let hits = lexical_hits(c.clone());
+      super::evidence::record(&ctx.snap.reader.layout.dir, ctx.query, "lexical", &c, &[], &hits);
+      hits
+    };
+    #[cfg(not(feature = "evidence"))]
+    let hits = lexical_hits(c);
+    Ok(hits)
   };
   if mode == RetrievalMode::Lexical {
     return Ok(ModeOutcome { hits: lexical(trace)?, used: RetrievalMode::Lexical, diagnostics });
