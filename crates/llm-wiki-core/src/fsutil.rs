@@ -100,7 +100,7 @@ fn unreadable<T>(path: &Path, e: std::io::Error) -> JsonFile<T> {
   }
 }
 
-fn parse_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> JsonFile<T> {
+pub(crate) fn parse_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> JsonFile<T> {
   match serde_json::from_slice(bytes) {
     Ok(v) => JsonFile::Valid(v),
     Err(e) => JsonFile::Invalid(format!("{} is malformed: {e}", path.display())),
@@ -112,6 +112,12 @@ fn parse_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> JsonFile<T> {
 /// first — a 100k-page manifest is 300 MB, and the copy was a fifth of its parse. Small files are
 /// read as [`read_json`] does.
 pub fn read_json_mapped<T: DeserializeOwned>(path: &Path) -> JsonFile<T> {
+  read_mapped(path, |bytes| parse_json(path, bytes))
+}
+
+/// The bytes of a file that is never changed in place (see [`read_json_mapped`]) given to
+/// `parse`: a read-only memory map of a large file, a heap copy of a small one.
+pub fn read_mapped<T>(path: &Path, parse: impl FnOnce(&[u8]) -> JsonFile<T>) -> JsonFile<T> {
   const MAP_FROM_BYTES: u64 = 1 << 20;
   use std::io::Read;
   let mut file = match File::open(path) {
@@ -122,13 +128,13 @@ pub fn read_json_mapped<T: DeserializeOwned>(path: &Path) -> JsonFile<T> {
     // SAFETY: the map is read-only and dropped before this returns; the files read this way are
     // only ever replaced by a rename (a new inode), so the mapped bytes do not change under it.
     if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-      return parse_json(path, &map);
+      return parse(&map);
     }
   }
   let mut bytes = Vec::new();
   match file.read_to_end(&mut bytes) {
     Err(e) => unreadable(path, e),
-    Ok(_) => parse_json(path, &bytes),
+    Ok(_) => parse(&bytes),
   }
 }
 

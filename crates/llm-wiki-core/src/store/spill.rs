@@ -16,7 +16,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::manifest::ManifestEntry;
+use super::manifest::{EntryPair, ManifestEntry};
 use crate::{Error, Result};
 
 /// The spill file's name in a store directory under construction (removed when read back, and
@@ -81,7 +81,7 @@ impl EntrySpill {
       if blocks.is_empty() {
         break;
       }
-      let mut parsed: Vec<Result<Vec<Pair>>> = blocks.iter().map(|_| Ok(Vec::new())).collect();
+      let mut parsed: Vec<Result<Vec<EntryPair>>> = blocks.iter().map(|_| Ok(Vec::new())).collect();
       let (first, rest) = parsed.split_first_mut().expect("a block");
       let path = self.path.as_path();
       rayon::in_place_scope(|s| {
@@ -107,7 +107,7 @@ impl EntrySpill {
 }
 
 /// The entries of a block of whole lines of the spill file at `path`.
-fn parse_block(path: &std::path::Path, block: &str) -> Result<Vec<Pair>> {
+fn parse_block(path: &std::path::Path, block: &str) -> Result<Vec<EntryPair>> {
   block
     .lines()
     .map(|line| {
@@ -117,9 +117,6 @@ fn parse_block(path: &std::path::Path, block: &str) -> Result<Vec<Pair>> {
     })
     .collect()
 }
-
-/// A page's id and its entry.
-type Pair = (String, Arc<ManifestEntry>);
 
 /// Bytes of whole lines read back as one block (not fitted: large enough that handing a block to
 /// another thread costs nothing beside its parse, small enough that a round's blocks are a few
