@@ -567,8 +567,9 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// A base in the line layout split into what precedes its entries (through `"entries":{`), the
 /// entry lines (each ends with a newline; every line but the last with `,` before it) and what
 /// follows (from the `}` closing the entries). `None` for any other layout. The entries end at
-/// the first line that starts with `}`: an entry line starts with its id's quote, and no line
-/// break occurs inside an entry (serde escapes them in strings).
+/// the file's last line break: serde writes no line break (it escapes them in strings), so the
+/// only ones are those [`Manifest::save`] puts after `"entries":{` and after each entry; found
+/// from the end, it costs the tail, not a scan of the whole file.
 fn entry_lines(bytes: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
   // The entries key follows the version, vault id, generation and build time: within the first
   // KB of a base in this layout.
@@ -577,7 +578,10 @@ fn entry_lines(bytes: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
   if bytes.get(open) != Some(&b'\n') {
     return None;
   }
-  let close = open + find(&bytes[open..], b"\n}")? + 1;
+  let close = bytes.iter().rposition(|b| *b == b'\n')? + 1;
+  if bytes.get(close) != Some(&b'}') {
+    return None;
+  }
   Some((&bytes[..open], &bytes[open + 1..close], &bytes[close..]))
 }
 
@@ -1139,6 +1143,10 @@ mod tests {
     std::fs::write(&p, serde_json::to_vec(&m).unwrap()).unwrap();
     assert!(entry_lines(&std::fs::read(&p).unwrap()).is_none());
     assert_eq!(Manifest::load(&p, None).unwrap().entries, m.entries);
+
+    // A base cut short inside its entries (no tail) is refused.
+    std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    assert_eq!(Manifest::load(&p, None).unwrap_err().code(), "qmd_manifest_invalid");
 
     // A damaged entry line is refused, not skipped.
     let damaged = text.replacen("\"f/p01500\":{", "\"f/p01500\":{{", 1);
