@@ -507,7 +507,8 @@ impl Manifest {
     self.entries.par_iter().try_for_each(|(id, e)| validate_entry(id, e))
   }
 
-  /// Compact JSON: manifests of large vaults are read on every reindex and recall reload.
+  /// Compact JSON, one entry per line (a reader parses the lines in parallel, see
+  /// `Manifest::parse`): manifests of large vaults are read on every reindex and recall reload.
   pub fn save(&self, path: &Path) -> Result<()> {
     // Everything but the entries, as serde writes it; its empty `"entries":{}` is where the
     // entries go, one per line (`Manifest::parse` splits the lines; the JSON is the same as a
