@@ -468,7 +468,9 @@ impl Manifest {
   /// parsed by blocks of whole lines on rayon's pool — on one thread a 100k-page manifest took
   /// about 2 s, mostly interning link targets (waiting on memory), and it is the first thing a
   /// fresh process's recall, status or reindex does; any other layout of the same JSON (bases
-  /// written before) by one serde pass.
+  /// written before) by one serde pass. The pool's tasks take no lock but the interner's shards,
+  /// so a caller may hold its own (a reader's snapshot holds its generation cache while it
+  /// loads) as long as no pool job waits on that lock: none takes a snapshot.
   fn parse(path: &Path, bytes: &[u8]) -> JsonFile<Manifest> {
     let Some((head, lines, tail)) = entry_lines(bytes) else {
       return parse_json(path, bytes);
