@@ -127,8 +127,12 @@ pub(crate) fn record(
       })
       .collect(),
   };
-  let written =
-    serde_json::to_writer(&mut *w, &rec).map_err(std::io::Error::from).and_then(|_| w.write_all(b"\n"));
+  // Flushed per pass: the sink is a static that is never dropped, so a bench that fails before
+  // `finish` would otherwise lose the passes still buffered (the ones leading to the failure).
+  let written = serde_json::to_writer(&mut *w, &rec)
+    .map_err(std::io::Error::from)
+    .and_then(|_| w.write_all(b"\n"))
+    .and_then(|_| w.flush());
   if written.is_err() {
     *sink = None;
   }
