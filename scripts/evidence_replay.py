@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replay automatic-recall rules over recorded evidence (`bench ... --evidence FILE`, hybrid mode)
 on development data only: the calibration split, locomo-dev, the pi *train* split, the written
-prompt sets. Prints the two tables of docs/BENCHMARKS.md, "Issue 15: can the chat vault's
+prompt sets. Prints the two tables of docs/DECISIONS.md, "Issue 15: can the chat vault's
 everyday-prompt injections be told apart?": the dense list's shape per query group, and what
 gates on it (or a higher cosine floor on the chat vault) would do.
 

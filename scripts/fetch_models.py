@@ -871,7 +871,7 @@ def build_query_model(fp32_model: Path) -> bytes:
     its batch neighbours), which is harmless for a query, always embedded alone;
     onnxruntime fuses the quantized layers into a few hundred nodes where our
     per-row graph runs ~780, which is most of a query's embedding time on two
-    threads (docs/BENCHMARKS.md, "A query graph"). reduce_range keeps the
+    threads (docs/DECISIONS.md, "A query graph"). reduce_range keeps the
     weights within +-64, for the same AVX2 reason as WEIGHT_QMAX.
     """
     import logging

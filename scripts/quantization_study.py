@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The int8 recipe study behind docs/BENCHMARKS.md ("Embedding quantization").
+"""The int8 recipe study behind docs/DECISIONS.md ("Embedding quantization").
 
 Builds candidate all-MiniLM-L6-v2 ONNX models next to the ones fetch_models.py
 made, then measures each against the fp64 numpy reference and for batch
 independence, or times them. Run it with the fetch_models venv's interpreter
 (numpy, onnx, onnxruntime, tokenizers); under `qemu-x86_64 -cpu Haswell` or
-`qemu-aarch64` it measures another ISA (see docs/BENCHMARKS.md).
+`qemu-aarch64` it measures another ISA (see docs/DECISIONS.md).
 
     PY=.models/venv/bin/python
     $PY scripts/quantization_study.py build  --models .models --work /tmp/q

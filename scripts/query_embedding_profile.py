@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where one query embedding's time goes: single-text ONNX runs of a model directory.
 
-Development tool behind docs/BENCHMARKS.md ("Query embedding: the graph's share"), not part of
+Development tool behind docs/DECISIONS.md ("Query embedding: the graph's share"), not part of
 the engine or of `npm test`. Runs every query of a JSONL file ({"text": ...} per line) alone,
 as a recall does, through onnxruntime (the wheel `scripts/fetch_models.py` installs into
 `.models/venv`), and prints p50/p95 wall time per run and, with --profile, the kernel time per

@@ -27,7 +27,7 @@ pub fn global() {
 /// Drops `value` on the global pool instead of the caller's thread. For a large set of small
 /// allocations made by other threads: a 100k-page walk's page paths (300k strings allocated on
 /// the walk's threads, freed one by one into those threads' malloc arenas) cost a no-op reindex
-/// ≈ 35 ms on its own thread after its work was done (docs/BENCHMARKS.md).
+/// ≈ 35 ms on its own thread after its work was done (docs/DECISIONS.md).
 pub fn drop_later<T: Send + 'static>(value: T) {
   global();
   rayon::spawn(move || drop(value));

@@ -60,7 +60,7 @@ pub const SHORT_BLOCK_SECTION_MIN_BLOCKS: usize = 8;
 pub const SHORT_BLOCK_TOKENS: usize = 48;
 /// Largest chunk of a section of short blocks. The best of 200 / 128 / 96 / 64 for every section
 /// of locomo-dev (development data; hybrid nDCG@10 0.824 / 0.834 / 0.842 / 0.842); SciFact's
-/// abstracts (single paragraphs) and the pi pages do not meet the rule (docs/BENCHMARKS.md,
+/// abstracts (single paragraphs) and the pi pages do not meet the rule (docs/DECISIONS.md,
 /// "Chunk size for the dense side").
 pub const SHORT_BLOCK_CHUNK_TOKENS: usize = 96;
 /// Revision of the chunking rules, part of [`Chunker::label`]: a store chunked by other rules is

@@ -66,7 +66,7 @@ impl Embedder {
   /// Texts per inference run: [`EMBED_BATCH`], or less when the manifest says so. On CPUs other
   /// than x86 one text per run: there, ONNX Runtime's float kernels were measured to give a text
   /// padded inside a batch a slightly different vector than the same text alone (see
-  /// docs/BENCHMARKS.md, "Embedding quantization"), and a text must always get the same vector.
+  /// docs/DECISIONS.md, "Embedding quantization"), and a text must always get the same vector.
   pub fn batch_size(&self) -> usize {
     let limit = if BATCHES_ARE_EXACT { EMBED_BATCH } else { 1 };
     self.model.dir.manifest.max_batch.unwrap_or(limit).clamp(1, limit)

@@ -73,7 +73,7 @@ pub struct ModelManifest {
   /// Embedding models: largest chunk, in the model's tokens, a reindex cuts for it (default: the
   /// engine's 200, and always within `maxLength`). Smaller chunks give this model's vectors finer
   /// passages: on conversational memory (locomo-dev) MiniLM ranked better with 96 and on
-  /// SciFact's abstracts slightly worse, for twice the chunks (docs/BENCHMARKS.md, "Chunk size for
+  /// SciFact's abstracts slightly worse, for twice the chunks (docs/DECISIONS.md, "Chunk size for
   /// the dense side"). Changing it re-chunks the vault once, and the cosine calibration should be
   /// refitted (`llm-wiki-retrieval calibrate`): more, shorter chunks move the best-chunk cosines.
   #[serde(default, skip_serializing_if = "Option::is_none")]

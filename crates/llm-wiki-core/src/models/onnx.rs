@@ -45,7 +45,7 @@ pub struct OnnxModel {
   /// The model's graph (`model.onnx`): documents, pairs, and queries when there is no query
   /// graph. Opened by [`OnnxModel::load`] when it is the only graph; when the manifest lists a
   /// query graph, on first use (or [`OnnxModel::prepare`]), so a process that only recalls never
-  /// holds it (for the default model ≈ 70 ms and ≈ 29 MiB: docs/BENCHMARKS.md).
+  /// holds it (for the default model ≈ 70 ms and ≈ 29 MiB: docs/DECISIONS.md).
   graph: LazyGraph,
   /// The manifest's query graph ([`ModelDir::query_model_file`]), opened on the first query so
   /// a process that only indexes never holds it.

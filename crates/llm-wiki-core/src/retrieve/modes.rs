@@ -335,7 +335,7 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
   // them at once, so a hybrid query costs about the slower of the two, not their sum. The dense
   // side (the slower) runs on the calling thread at once and the lexical side is handed to
   // rayon's pool: `rayon::join` from a thread outside the pool queued both and waited for pool
-  // workers to wake (measured ~5 ms of waiting at load 8 on 2 cores, docs/BENCHMARKS.md).
+  // workers to wake (measured ~5 ms of waiting at load 8 on 2 cores, docs/DECISIONS.md).
   let lexical_job = || -> Result<(Vec<Vec<String>>, Vec<LexicalCandidate>, f64)> {
     let t = Instant::now();
     let mut lists = Vec::new();

@@ -74,7 +74,7 @@ pub fn normalize_subqueries(
 pub fn identity_key(s: &str) -> String {
   // Lexical recall takes the key of every candidate's id, title and aliases on each query; NFKC
   // leaves ASCII unchanged, so ASCII text (most names) skips the two normalization passes, which
-  // were most of a lexical query's CPU (docs/BENCHMARKS.md, "Identity keys").
+  // were most of a lexical query's CPU (docs/DECISIONS.md, "Identity keys").
   if s.is_ascii() {
     return join_words(&s.to_ascii_lowercase());
   }

@@ -111,7 +111,7 @@ pub struct RecallOptions {
   pub rerank_timeout: Duration,
   /// Quality mode without a cross-encoder: rescore the top of the pool by sentence-window
   /// embeddings. Off by default: it measured below the fused ranking on SciFact and the pi
-  /// fixture (docs/BENCHMARKS.md) and costs ~0.5 s per query on 2 cores.
+  /// fixture (docs/DECISIONS.md) and costs ~0.5 s per query on 2 cores.
   pub sentence_rescore: bool,
   /// Apply the feedback term of the vaults' projections (default true; false = the spec's
   /// "without feedback adjustments" ablation).

@@ -362,7 +362,7 @@ impl LexicalIndex {
 
   /// Reload the reader if the index has a newer commit. A reload takes tantivy's meta lock,
   /// re-opens every segment reader and starts a searcher with cold document-store caches — a
-  /// tenth of a millisecond or more that every recall paid (docs/BENCHMARKS.md, "Identity keys,
+  /// tenth of a millisecond or more that every recall paid (docs/DECISIONS.md, "Identity keys,
   /// reloads and document frequencies") —, so it is skipped while `meta.json` holds the bytes
   /// read before the last reload: every commit rewrites it (new segment list, opstamp and
   /// payload) by atomic rename.
@@ -428,7 +428,7 @@ impl LexicalIndex {
   /// to write) cost a share of its CPU and, through the merged segments' memory maps, a quarter
   /// of its peak RSS. One thread with the whole budget leaves 3 segments and queries 20 % faster,
   /// but bounds the build by that thread (+10 % wall on two cores, more on larger machines);
-  /// docs/BENCHMARKS.md, "Cold build: one writer budget, no merges".
+  /// docs/DECISIONS.md, "Cold build: one writer budget, no merges".
   pub fn cold_writer(&self, threads: usize) -> Result<IndexWriter> {
     let w = self.open_writer(threads.clamp(1, 2), COLD_WRITER_BUDGET)?;
     w.set_merge_policy(Box::new(tantivy::merge_policy::NoMergePolicy));
@@ -665,7 +665,7 @@ impl LexicalIndex {
   /// the chunk's range of the section's plain text or in the section's heading path, read from
   /// the section's postings. Document frequencies are the sections'; lengths are plain-text bytes
   /// against the mean chunk of the index. Measured against
-  /// indexing every chunk's text again: docs/BENCHMARKS.md, "Cold build CPU: chunks placed by
+  /// indexing every chunk's text again: docs/DECISIONS.md, "Cold build CPU: chunks placed by
   /// their sections' positions".
   pub fn best_chunk(
     &self,

@@ -687,7 +687,7 @@ struct CachedManifest {
 }
 
 /// Counts a store's consistency check and reindex results need, which take a pass over every
-/// entry (≈ 13 ms a no-op reindex at 100k pages spent on each open, docs/BENCHMARKS.md): known
+/// entry (≈ 13 ms a no-op reindex at 100k pages spent on each open, docs/DECISIONS.md): known
 /// once per shared manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ManifestCounts {

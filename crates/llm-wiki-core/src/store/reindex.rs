@@ -72,7 +72,7 @@ fn spill_from_pages() -> usize {
 /// arenas by the hundred megabytes, and what a large run leaves there is reused by nothing (the
 /// process's next allocations come from other threads' arenas). In the 100k-page cold build,
 /// a return every [`RELEASE_EVERY_PAGES`] pages and one after the commit lowered the build's peak
-/// RSS by about 60 MiB and what the process holds afterwards by about 125 MiB (docs/BENCHMARKS.md,
+/// RSS by about 60 MiB and what the process holds afterwards by about 125 MiB (docs/DECISIONS.md,
 /// "Cold build: one writer budget, no merges"). Other allocators and platforms keep their own
 /// policy.
 fn release_freed_memory() {
@@ -289,7 +289,7 @@ impl Drop for Sink<'_> {
 /// Each file's record in `map` (by id) and the ids of `map` no file has. Files come sorted by id
 /// (discovery sorts them; a hint's come from an ordered map), so the map is read in one ordered
 /// pass beside them: at 100k pages, a tree lookup per page and use plus a hash set of the ids
-/// met cost more than the no-op's other work after the walk (docs/BENCHMARKS.md). Files not
+/// met cost more than the no-op's other work after the walk (docs/DECISIONS.md). Files not
 /// `sorted` (strictly, so no id twice) are matched by lookups instead: the same answer.
 fn match_by_id<'a, V>(
   files: &[PageFile],
@@ -424,7 +424,7 @@ fn scan_pages(
             // Kept as a copy made on this thread: the entry is held to the end of the run, and a
             // worker's heap is where page texts and chunks come and go; its copy, allocated here
             // without spare capacity, does not pin the worker's heap pages (20k-page cold build:
-            // peak RSS −9 %, docs/BENCHMARKS.md "Cold build memory").
+            // peak RSS −9 %, docs/DECISIONS.md "Cold build memory").
             None => {
               delta.set.insert(file.id.clone(), Arc::new(entry.clone()));
             }
@@ -1026,7 +1026,7 @@ fn run_locked(
           journal: JournalPos::default(),
         };
         // The whole-vault lint and the counts are computed while the manifest is written (the
-        // longest serial steps of a large build's end, docs/BENCHMARKS.md).
+        // longest serial steps of a large build's end, docs/DECISIONS.md).
         let lint_and_tally = |m: &Manifest| {
           rayon::join(|| crate::memory::graph::lint_issues_cached(&staging.dir, m), || Tally::of(m))
         };

@@ -54,7 +54,7 @@ impl EntrySpill {
   /// (a whole-file read or map would put its hundreds of MB in memory at once), a round of
   /// blocks parsed at once on the caller and rayon's pool: the read-back runs after the writer's
   /// threads are done, and parsing (each entry's link targets interned again) was the longest
-  /// serial step of a 100k-page build's end (docs/BENCHMARKS.md).
+  /// serial step of a 100k-page build's end (docs/DECISIONS.md).
   pub(crate) fn read_back(mut self) -> Result<BTreeMap<String, Arc<ManifestEntry>>> {
     let out = self.out.take().expect("read back once");
     out.into_inner().map_err(|e| io_err("cannot write", &self.path, e.error()))?;

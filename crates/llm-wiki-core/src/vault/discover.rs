@@ -169,7 +169,7 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
 /// path is resolved again) tell, read for every subdirectory in parallel, with each page's paths
 /// and id built there too. Listing and stat calls are most of a no-op reindex on a large vault;
 /// walkdir stats each entry by its full path and re-parses paths in its sort comparator (100k
-/// pages: walk medians 515–658 ms with walkdir, 356–445 ms with this; docs/BENCHMARKS.md "The
+/// pages: walk medians 515–658 ms with walkdir, 356–445 ms with this; docs/DECISIONS.md "The
 /// stat walk").
 struct Listing {
   /// Entries that could not be read (the directory's stream failed part-way).
