@@ -640,6 +640,10 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
       "calibration: built-in all-MiniLM-L6-v2 (cosine floor {:.3}, span {:.3})",
       dense.calibration.floor, dense.calibration.span
     )),
+    CalibrationSource::BuiltInE5 => trace.push(format!(
+      "calibration: built-in multilingual-e5-small (cosine floor {:.3}, span {:.3})",
+      dense.calibration.floor, dense.calibration.span
+    )),
     CalibrationSource::Manifest => trace.push(format!(
       "calibration: model manifest (cosine floor {:.3}, span {:.3})",
       dense.calibration.floor, dense.calibration.span
