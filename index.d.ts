@@ -1009,8 +1009,13 @@ export declare function runCli(args: Array<string>): Promise<number>
 
 /** Model identities resolved now (not the indexed ones). */
 export interface StatusModels {
-  /** Embedding model id ("" when no dense engine is configured). */
+  /**
+   * Embedding model id the vault uses ("" when no dense engine is configured): chosen per vault
+   * from its pages' language, its `retrieval.embedModel` override, or the engine's `embedModel`.
+   */
   embed: string
+  /** Why that model (e.g. "140 of 180 identified pages (78%) of a 200-page sample are not English"). */
+  embedReason: string
   /** Always "" (no generative model is used). */
   generate: string
   /** Cross-encoder id ("" when none). */

@@ -177,8 +177,11 @@ impl From<&core_store::IndexIssue> for IndexIssue {
 /// Model identities resolved now (not the indexed ones).
 #[napi(object)]
 pub struct StatusModels {
-  /// Embedding model id ("" when no dense engine is configured).
+  /// Embedding model id the vault uses ("" when no dense engine is configured): chosen per vault
+  /// from its pages' language, its `retrieval.embedModel` override, or the engine's `embedModel`.
   pub embed: String,
+  /// Why that model (e.g. "140 of 180 identified pages (78%) of a 200-page sample are not English").
+  pub embed_reason: String,
   /// Always "" (no generative model is used).
   pub generate: String,
   /// Cross-encoder id ("" when none).
@@ -234,6 +237,7 @@ impl From<&core_status::IndexStatus> for IndexStatus {
       format_version: s.format_version,
       models: StatusModels {
         embed: s.models.embed.clone(),
+        embed_reason: s.models.embed_reason.clone(),
         generate: s.models.generate.clone(),
         rerank: s.models.rerank.clone(),
       },

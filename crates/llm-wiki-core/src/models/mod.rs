@@ -20,6 +20,7 @@
 //! count). Models load outside the cache's lock, so status and configuration calls never wait
 //! for an ONNX load.
 
+pub mod choice;
 pub mod embed;
 pub mod fetch;
 pub mod manifest;
@@ -436,11 +437,15 @@ fn load_cached(kind: Kind, dir: PathBuf, c: &ModelConfig) -> Result<Loaded> {
 
 /// The embedder (loaded once, then cached). `Err` when none is configured or it cannot load.
 pub fn embedder() -> Result<Arc<Embedder>> {
-  let c = effective_config();
-  let dir = resolve_embed_dir(&c).ok_or_else(|| {
+  embedder_with(&effective_config())
+}
+
+/// The embedder the settings `c` name (a vault's choice, see [`choice`]): loaded once, cached.
+pub fn embedder_with(c: &ModelConfig) -> Result<Arc<Embedder>> {
+  let dir = resolve_embed_dir(c).ok_or_else(|| {
     Error::ModelUnavailable("no embedding model configured or found in the model roots".into())
   })?;
-  match load_cached(Kind::Embed, dir, &c)? {
+  match load_cached(Kind::Embed, dir, c)? {
     Loaded::Embed(m) => Ok(m),
     Loaded::Rerank(_) => unreachable!("cache keys carry the model kind"),
   }
@@ -450,7 +455,12 @@ pub fn embedder() -> Result<Arc<Embedder>> {
 /// for indexing, which learns before its first batch whether the model can run, and for load
 /// timings that should include that graph.
 pub fn document_embedder() -> Result<Arc<Embedder>> {
-  let e = embedder()?;
+  document_embedder_with(&effective_config())
+}
+
+/// [`document_embedder`] for the settings `c`.
+pub fn document_embedder_with(c: &ModelConfig) -> Result<Arc<Embedder>> {
+  let e = embedder_with(c)?;
   e.prepare_documents()?;
   Ok(e)
 }

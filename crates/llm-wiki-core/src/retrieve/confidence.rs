@@ -117,6 +117,14 @@ pub const COSINE_SPAN: f64 = 0.467;
 pub const LEXICAL_LIFT: f64 = 0.25;
 /// Manifest id prefix of the default embedding model, the only one with a built-in calibration.
 pub const DEFAULT_MODEL_PREFIX: &str = "sentence-transformers/all-MiniLM-L6-v2:";
+/// Id prefix of the multilingual embedder (`multilingual-e5-small-int8/`, docs/INSTALL.md).
+pub const E5_MODEL_PREFIX: &str = "intfloat/multilingual-e5-small:";
+/// multilingual-e5-small (int8) cosine at confidence 0: fitted by `bench calibration` on the
+/// calibration split only (612 unjudged SciFact abstracts queried by title, 1,538 unrelated
+/// queries), like MiniLM's (docs/CONFIDENCE.md, `bench-results/e5/calibration.md`).
+pub const E5_COSINE_FLOOR: f64 = 0.7918;
+/// multilingual-e5-small cosine span from confidence 0 to 1 (same fit).
+pub const E5_COSINE_SPAN: f64 = 0.1670;
 
 /// Dense confidence with the default (all-MiniLM-L6-v2) calibration: a linear map of the
 /// best-chunk cosine ([`COSINE_FLOOR`], [`COSINE_SPAN`]).
@@ -131,6 +139,8 @@ pub enum CalibrationSource {
   Manifest,
   /// The built-in all-MiniLM-L6-v2 mapping (the default model, whose manifest has none).
   BuiltInMiniLm,
+  /// The built-in multilingual-e5-small mapping ([`E5_MODEL_PREFIX`], whose manifest has none).
+  BuiltInE5,
   /// Another model without a fitted mapping: its cosines rank pages but are not evidence for the
   /// confidence floors (cosine statistics differ between models: E5 models put unrelated text at
   /// 0.7+).
@@ -168,7 +178,13 @@ impl DenseCalibration {
     });
     fitted.unwrap_or_else(|| {
       let mut d = DenseCalibration::default();
-      if !manifest.id.starts_with(DEFAULT_MODEL_PREFIX) {
+      if manifest.id.starts_with(E5_MODEL_PREFIX) {
+        d = DenseCalibration {
+          floor: E5_COSINE_FLOOR,
+          span: E5_COSINE_SPAN,
+          source: CalibrationSource::BuiltInE5,
+        };
+      } else if !manifest.id.starts_with(DEFAULT_MODEL_PREFIX) {
         d.source = CalibrationSource::Uncalibrated;
       }
       d

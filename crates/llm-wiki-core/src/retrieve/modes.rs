@@ -108,7 +108,8 @@ struct Dense {
 /// up at all (a deliberate lexical-only install: trace only, no diagnostic), `Err(Some(..))` when
 /// dense retrieval is set up but cannot run here.
 fn dense_side(ctx: &ModeContext) -> std::result::Result<Dense, Option<(&'static str, String)>> {
-  if models::resolve_embed_dir(&models::effective_config()).is_none() {
+  let config = models::effective_config();
+  if !models::choice::any_model(&config) {
     return Err(None);
   }
   let vectors = match ctx.snap.data.vectors() {
@@ -121,7 +122,16 @@ fn dense_side(ctx: &ModeContext) -> std::result::Result<Dense, Option<(&'static 
     }
     Err(e) => return Err(Some(("qmd_index_error", format!("vectors cannot open: {e}")))),
   };
-  let embedder = models::embedder()
+  // Queries are embedded by the model the vault's vectors were built with (its per-vault
+  // choice), or by the one model set for every vault.
+  let Some(dir) = models::choice::dir_for_model(&config, &vectors.model) else {
+    return Err(Some((
+      "qmd_vectors_stale",
+      format!("vectors were built with {}, which is not installed; run wiki_reindex", vectors.model),
+    )));
+  };
+  let vault_config = models::ModelConfig { embed_model: Some(dir), ..config };
+  let embedder = models::embedder_with(&vault_config)
     .map_err(|e| Some(("dense_unavailable", format!("embedding model unavailable: {e}"))))?;
   if embedder.id() != vectors.model || embedder.dims() != vectors.dims {
     return Err(Some((
@@ -628,6 +638,10 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
     }
     CalibrationSource::BuiltInMiniLm => trace.push(format!(
       "calibration: built-in all-MiniLM-L6-v2 (cosine floor {:.3}, span {:.3})",
+      dense.calibration.floor, dense.calibration.span
+    )),
+    CalibrationSource::BuiltInE5 => trace.push(format!(
+      "calibration: built-in multilingual-e5-small (cosine floor {:.3}, span {:.3})",
       dense.calibration.floor, dense.calibration.span
     )),
     CalibrationSource::Manifest => trace.push(format!(

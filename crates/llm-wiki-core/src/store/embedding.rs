@@ -415,6 +415,7 @@ pub fn vector_phase(
   opts: &ReindexOptions,
   chunker: &Chunker,
   current: Option<Generation>,
+  model_config: &models::ModelConfig,
   res: &mut ReindexResult,
 ) -> Result<()> {
   // Missing models are a warning: the lexical index is up to date and recall degrades to it.
@@ -426,8 +427,7 @@ pub fn vector_phase(
     Ok(())
   };
   // Identify the model from its manifest; it is only loaded when there is something to embed.
-  let model = match models::resolve_embed_dir(&models::effective_config()).map(|d| models::ModelDir::open(&d))
-  {
+  let model = match models::resolve_embed_dir(model_config).map(|d| models::ModelDir::open(&d)) {
     Some(Ok(m)) => m.manifest,
     Some(Err(e)) => return unavailable(res, &e),
     None => return unavailable(res, &Error::ModelUnavailable("no embedding model configured".into())),
@@ -464,7 +464,7 @@ pub fn vector_phase(
     }
     return Ok(());
   }
-  let embedder = match models::document_embedder() {
+  let embedder = match models::document_embedder_with(model_config) {
     Ok(e) => e,
     Err(e @ (Error::ModelUnavailable(_) | Error::RuntimeUnavailable(_))) => return unavailable(res, &e),
     Err(e) => return Err(e),

@@ -11,6 +11,7 @@ pub mod lexical;
 pub mod lock;
 pub mod manifest;
 pub mod migrate;
+pub mod model_choice;
 pub mod recover;
 pub mod reindex;
 pub mod spill;

@@ -844,8 +844,12 @@ type LockedOutcome = std::result::Result<(), (Error, bool)>;
 /// its window), so chunks fit the model by its own count; without a model (lexical only, or dense
 /// retrieval off) the estimate does. A tokenizer that cannot be loaded falls back to the estimate
 /// with a `tokenizer_unavailable` warning, never an error (the vector phase reports the model).
-fn run_chunker(opts: &ReindexOptions, res: &mut ReindexResult) -> Chunker {
-  match crate::models::tokens::chunk_counter(&crate::models::effective_config()) {
+fn run_chunker(
+  opts: &ReindexOptions,
+  models: &crate::models::ModelConfig,
+  res: &mut ReindexResult,
+) -> Chunker {
+  match crate::models::tokens::chunk_counter(models) {
     None => Chunker::estimate(opts.chunking),
     Some(Ok(t)) => Chunker { config: t.chunking(&opts.chunking), counter: t },
     Some(Err(e)) => {
@@ -875,9 +879,13 @@ fn run_locked(
   res.vault_id = Some(vault_id.clone());
 
   let force_lexical = opts.force && components.contains(&Component::Lexical);
-  let chunker = run_chunker(opts, res);
+  let opened = if force_lexical { None } else { open_current(layout, &vault_id) };
+  // The vault's embedding model (per-vault choice) decides how chunks are counted.
+  let choice = super::model_choice::choose_at_reindex(paths, layout, opened.as_ref().map(|g| &*g.manifest));
+  let model_config = super::model_choice::config_of(&choice);
+  let chunker = run_chunker(opts, &model_config, res);
   let label = chunker.label();
-  let current = match if force_lexical { None } else { open_current(layout, &vault_id) } {
+  let current = match opened {
     // Chunks counted by another counter: rebuilt once, as a new store (vectors carried over, keyed
     // by chunk content); the new manifest records this counter, so the next run is incremental.
     Some(gen) if gen.manifest.chunker != label => {
@@ -1066,7 +1074,8 @@ fn run_locked(
     }
   };
   if components.contains(&Component::Vectors) {
-    super::embedding::vector_phase(paths, layout, opts, &chunker, unchanged, res).map_err(classify)?;
+    super::embedding::vector_phase(paths, layout, opts, &chunker, unchanged, &model_config, res)
+      .map_err(classify)?;
   }
   let _ = std::fs::remove_file(layout.last_error_file());
   Ok(())

@@ -53,8 +53,11 @@ impl IndexState {
 /// Model identities: resolved now (not the indexed ones).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StatusModels {
-  /// Embedding model recall would use ("" when none).
+  /// Embedding model the vault uses ("" when none): its per-vault choice
+  /// ([`crate::models::choice`]), or the one model set for every vault.
   pub embed: String,
+  /// Why that model (language sample, vault override, engine setting, or a fallback).
+  pub embed_reason: String,
   /// No generative model is used; always "" (kept for the extension's shape).
   pub generate: String,
   /// Cross-encoder recall would use ("" when none).
@@ -113,8 +116,9 @@ pub struct IndexStatus {
 pub struct StatusOptions {
   /// Compare the pages on disk with the manifest (stat only). Default true.
   pub check_pages: bool,
-  /// Embedding model id that recall would use now ("" when none is configured).
-  pub embed_model: String,
+  /// Embedding model id to compare the vectors with; `None`: the vault's own choice
+  /// ([`crate::store::model_choice::current_choice`]).
+  pub embed_model: Option<String>,
   /// Reranker model id ("" when none).
   pub rerank_model: String,
 }
@@ -125,7 +129,7 @@ impl Default for StatusOptions {
     let c = crate::models::effective_config();
     StatusOptions {
       check_pages: true,
-      embed_model: crate::models::embed_model_id(&c).unwrap_or_default(),
+      embed_model: None,
       rerank_model: crate::models::rerank_model_id(&c).unwrap_or_default(),
     }
   }
@@ -138,7 +142,8 @@ impl IndexStatus {
       engine_version: ENGINE_VERSION.to_string(),
       format_version: INDEX_FORMAT_VERSION,
       models: StatusModels {
-        embed: opts.embed_model.clone(),
+        embed: opts.embed_model.clone().unwrap_or_default(),
+        embed_reason: String::new(),
         generate: String::new(),
         rerank: opts.rerank_model.clone(),
       },
@@ -208,6 +213,15 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
 fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
   let layout = StoreLayout::new(paths.retrieval());
   let mut st = IndexStatus::base(opts);
+  let embed_model = match &opts.embed_model {
+    Some(m) => m.clone(),
+    None => {
+      let choice = super::model_choice::current_choice(paths, &layout);
+      st.models.embed_reason = choice.reason;
+      choice.model
+    }
+  };
+  st.models.embed = embed_model.clone();
   let mut issues: Vec<IndexIssue> = Vec::new();
   let mut malformed = false;
 
@@ -375,7 +389,7 @@ fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
     }
   }
   let embed_changed =
-    state.status.has_vector_index && !opts.embed_model.is_empty() && state.models.embed != opts.embed_model;
+    state.status.has_vector_index && !embed_model.is_empty() && state.models.embed != embed_model;
   if embed_changed {
     issues.push(IndexIssue::new("qmd_index_stale", "Embedding model changed; vectors are stale"));
   }
