@@ -61,7 +61,8 @@ const work = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pi-llm-wiki-
 const log = (m) => console.log(`[test:client ${((Date.now() - started) / 1000).toFixed(0)}s] ${m}`)
 
 function sh(cmd, args, opts = {}) {
-  log(`$ ${cmd} ${args.join(' ')}${opts.cwd ? `   (in ${path.relative(work, opts.cwd) || '.'})` : ''}`)
+  const shown = args.map((a) => (a.includes('\n') ? '<script>' : a))
+  log(`$ ${cmd} ${shown.join(' ')}${opts.cwd ? `   (in ${path.relative(work, opts.cwd) || '.'})` : ''}`)
   const r = spawnSync(cmd, args, { stdio: 'inherit', ...opts })
   if (r.error) throw r.error
   return r.status ?? 1
