@@ -103,7 +103,11 @@ export declare function reindexQmdVault(
   deps?: Partial<QmdIndexDeps>,
 ): Promise<QmdReindexResult>
 
-/** Start-up recovery under the writer lock; `ok: false` with `qmd_index_busy` when busy. */
+/**
+ * Start-up recovery under the writer lock; `ok: false` with `qmd_index_busy` when busy. A QMD
+ * store of the TypeScript release is migrated here (lexical reindex; `qmd_migrated` info), unless
+ * its swap journal is malformed (left for inspection, `qmd_migration_pending`).
+ */
 export declare function recoverQmdIndex(paths: VaultPaths, deps?: Partial<QmdIndexDeps>): Promise<QmdRecoverResult>
 
 /** Best-effort lexical safety pass after a metadata projection failure; never rejects. */
@@ -112,7 +116,10 @@ export declare function invalidateQmdAfterProjectionFailure(
   deps?: Partial<QmdIndexDeps>,
 ): Promise<void>
 
-/** Status without opening the index or loading a model. */
+/**
+ * Status without opening the index or loading a model. A QMD store interrupted mid-swap (valid
+ * `swap.json`, no store of ours yet) is `recovering` with its `swapPhase`.
+ */
 export declare function readQmdIndexStatus(paths: VaultPaths): Promise<QmdGeneratedStatus>
 
 /** Resolves when the work queued so far for the vault `root` has settled. */

@@ -216,6 +216,9 @@ function recoverQmdIndex(paths, _deps) {
  * or a failure is left for status to report.
  */
 async function invalidateQmdAfterProjectionFailure(paths, deps) {
+  // Nothing published, nothing to invalidate: never build an index from a vault whose
+  // projection just failed (the client's contract: remove unsafe entries, never index additions).
+  if (!fs.existsSync(path.join(paths.qmd, 'CURRENT'))) return
   try {
     await reindexQmdVault(paths, { scope: 'changed', components: ['lexical'] }, deps)
   } catch {
