@@ -110,7 +110,11 @@ export declare function reindexQmdVault(
  */
 export declare function recoverQmdIndex(paths: VaultPaths, deps?: Partial<QmdIndexDeps>): Promise<QmdRecoverResult>
 
-/** Best-effort lexical safety pass after a metadata projection failure; never rejects. */
+/**
+ * Best-effort lexical safety pass after a metadata projection failure; never rejects. Does
+ * nothing where no index is published (it never builds one); otherwise a lexical `changed`
+ * reindex (drops removed and invalid pages; it may also index valid additions).
+ */
 export declare function invalidateQmdAfterProjectionFailure(
   paths: VaultPaths,
   deps?: Partial<QmdIndexDeps>,

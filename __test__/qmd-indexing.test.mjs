@@ -248,6 +248,14 @@ describe('llm-wiki-retrieval/qmd-indexing', () => {
     await qmd.invalidateQmdAfterProjectionFailure({ ...p, root: path.join(base, 'no-such-vault'), dotWiki: path.join(base, 'none') })
   })
 
+  test('invalidateQmdAfterProjectionFailure never builds an index where none is published', async () => {
+    const v = makeVault(path.join(base, 'v'), { pages: topicPages(2) })
+    const p = clientPaths(v.root)
+    assert.equal(await qmd.invalidateQmdAfterProjectionFailure(p), undefined)
+    assert.ok(!fs.existsSync(path.join(p.qmd, 'CURRENT')))
+    assert.equal((await qmd.readQmdIndexStatus(p)).state, 'missing')
+  })
+
   test('the engine exports recoverIndex and ensureVaultId (typed in index.d.ts)', async () => {
     const v = makeVault(path.join(base, 'v'), { pages: { 'concepts/a.md': page({ title: 'A', body: 'alpha' }) } })
     assert.match(await addon.ensureVaultId({ root: v.root }), UUID_V4)
