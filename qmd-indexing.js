@@ -2,7 +2,7 @@
 // `llm-wiki-retrieval/qmd-indexing`: the lifecycle entry points of pi-llm-wiki's
 // `lib/qmd-indexing.ts` (the TypeScript release's QMD indexing), with its names, signatures and
 // result shapes, implemented over this engine's native exports. The client's module becomes a
-// re-export of this one (examples/pi-llm-wiki/client.patch); see docs/INTEGRATION.md.
+// re-export of this one (examples/pi-llm-wiki/patches/0001-…); see docs/INTEGRATION.md.
 //
 // What differs, by design:
 //  - the index is this engine's store, in the directory `paths.qmd` names (`<meta>/qmd`); a QMD
