@@ -103,16 +103,27 @@ export declare function reindexQmdVault(
   deps?: Partial<QmdIndexDeps>,
 ): Promise<QmdReindexResult>
 
-/** Start-up recovery under the writer lock; `ok: false` with `qmd_index_busy` when busy. */
+/**
+ * Start-up recovery under the writer lock; `ok: false` with `qmd_index_busy` when busy. A QMD
+ * store of the TypeScript release is migrated here (lexical reindex; `qmd_migrated` info), unless
+ * its swap journal is malformed (left for inspection, `qmd_migration_pending`).
+ */
 export declare function recoverQmdIndex(paths: VaultPaths, deps?: Partial<QmdIndexDeps>): Promise<QmdRecoverResult>
 
-/** Best-effort lexical safety pass after a metadata projection failure; never rejects. */
+/**
+ * Best-effort lexical safety pass after a metadata projection failure; never rejects. Does
+ * nothing where no index is published (it never builds one); otherwise a lexical `changed`
+ * reindex (drops removed and invalid pages; it may also index valid additions).
+ */
 export declare function invalidateQmdAfterProjectionFailure(
   paths: VaultPaths,
   deps?: Partial<QmdIndexDeps>,
 ): Promise<void>
 
-/** Status without opening the index or loading a model. */
+/**
+ * Status without opening the index or loading a model. A QMD store interrupted mid-swap (valid
+ * `swap.json`, no store of ours yet) is `recovering` with its `swapPhase`.
+ */
 export declare function readQmdIndexStatus(paths: VaultPaths): Promise<QmdGeneratedStatus>
 
 /** Resolves when the work queued so far for the vault `root` has settled. */

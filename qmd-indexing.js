@@ -2,7 +2,7 @@
 // `llm-wiki-retrieval/qmd-indexing`: the lifecycle entry points of pi-llm-wiki's
 // `lib/qmd-indexing.ts` (the TypeScript release's QMD indexing), with its names, signatures and
 // result shapes, implemented over this engine's native exports. The client's module becomes a
-// re-export of this one (examples/pi-llm-wiki/client.patch); see docs/INTEGRATION.md.
+// re-export of this one (examples/pi-llm-wiki/patches/0001-…); see docs/INTEGRATION.md.
 //
 // What differs, by design:
 //  - the index is this engine's store, in the directory `paths.qmd` names (`<meta>/qmd`); a QMD
@@ -12,7 +12,24 @@
 //    accepted for signature compatibility and ignored: there is no QMD store to open;
 //  - the writer lock is the engine's OS lock; a live lock of the TypeScript release's writer
 //    (`index.lock/owner.json` without our `engine` field) makes this engine busy too.
+const fs = require('node:fs')
+const path = require('node:path')
 const binding = require('./index.js')
+
+const SWAP_PHASES = ['prepared', 'previous-moved', 'current-promoted', 'validated']
+
+/**
+ * The phase of the TypeScript release's swap journal (`<qmd>/swap.json`) when one is present and
+ * valid, else undefined. Read only while a QMD store is still pending migration.
+ */
+function qmdSwapPhase(paths) {
+  try {
+    const journal = JSON.parse(fs.readFileSync(path.join(paths.qmd, 'swap.json'), 'utf8'))
+    return journal && journal.version === 1 && SWAP_PHASES.includes(journal.phase) ? journal.phase : undefined
+  } catch {
+    return undefined
+  }
+}
 
 class QmdIndexError extends Error {
   constructor(code, message) {
@@ -51,7 +68,13 @@ function awaitQmdIndexQueue(root) {
 // ── Status ─────────────────────────────────────────────────────────────────────────────────
 
 /** The engine's status is a superset of `QmdGeneratedStatus`; the client's fields come first. */
-function toQmdStatus(s) {
+function toQmdStatus(s, paths) {
+  // A QMD store of the TypeScript release interrupted mid-swap: the client's `recovering` state
+  // with the journal's phase (the next reindex or start-up recovery migrates it).
+  if (paths && s && (s.state === 'stale' || s.state === 'missing') && !fs.existsSync(path.join(paths.qmd, 'CURRENT'))) {
+    const phase = qmdSwapPhase(paths)
+    if (phase) return { ...s, state: 'recovering', swapPhase: phase, repairComponents: [] }
+  }
   return s
 }
 
@@ -62,7 +85,7 @@ function toQmdStatus(s) {
  */
 async function readQmdIndexStatus(paths) {
   try {
-    return toQmdStatus(await binding.readIndexStatus(paths, { checkPages: true }))
+    return toQmdStatus(await binding.readIndexStatus(paths, { checkPages: true }), paths)
   } catch (err) {
     const e = asQmdError(err)
     return {
@@ -131,7 +154,7 @@ function reindexQmdVault(paths, options, _deps) {
         onProgress: onProgress ? (ev) => onProgress(ev.progress) : undefined,
       })
       const r = out.results[0].result
-      return { ...r, status: toQmdStatus(r.status) }
+      return { ...r, status: toQmdStatus(r.status, paths) }
     } catch (err) {
       const e = asQmdError(err)
       const res = emptyResult(opts, started)
@@ -147,12 +170,37 @@ function reindexQmdVault(paths, options, _deps) {
 /**
  * Start-up recovery (the client's `recoverQmdIndex(paths, deps?)`): removes what an interrupted
  * writer left and checks the published store, under the writer lock. `{ok: false}` with a
- * `qmd_index_busy` diagnostic when another writer holds the store; never rebuilds.
+ * `qmd_index_busy` diagnostic when another writer holds the store. A QMD store of the TypeScript
+ * release (`qmd_migration_pending`) is migrated here by a lexical reindex, so recall never goes
+ * empty across the upgrade: `qmd_migrated` (info) on success; on failure the QMD files stay and
+ * the reindex's error is reported. Otherwise it never rebuilds.
  */
 function recoverQmdIndex(paths, _deps) {
   return enqueue(paths.root, async () => {
     try {
-      return await binding.recoverIndex(paths)
+      const out = await binding.recoverIndex(paths)
+      if (!out.diagnostics.some((d) => d.code === 'qmd_migration_pending')) return out
+      // A malformed swap journal is left for inspection, as the TypeScript release did.
+      if (fs.existsSync(path.join(paths.qmd, 'swap.json')) && !qmdSwapPhase(paths)) return out
+      try {
+        const migrated = await binding.reindexWiki(paths, { vault: 'active', scope: 'changed', components: ['lexical'] })
+        const r = migrated.results[0].result
+        if (!r.ok) {
+          const errors = (r.errors || []).map((e) => ({ severity: 'error', code: e.code, path: paths.qmd, message: e.message }))
+          return { ok: false, diagnostics: [...out.diagnostics, ...errors] }
+        }
+        const rest = out.diagnostics.filter((d) => d.code !== 'qmd_migration_pending')
+        const info = {
+          severity: 'info',
+          code: 'qmd_migrated',
+          path: paths.qmd,
+          message: `QMD store migrated to the llm-wiki-retrieval index (${r.status.totalDocuments} documents, lexical; run wiki_reindex with vectors for semantic recall)`,
+        }
+        return { ok: out.ok, diagnostics: [...rest, info] }
+      } catch (err) {
+        const e = asQmdError(err)
+        return { ok: false, diagnostics: [...out.diagnostics, { severity: 'error', code: e.code, path: paths.qmd, message: e.message }] }
+      }
     } catch (err) {
       const e = asQmdError(err)
       return { ok: false, diagnostics: [{ severity: 'error', code: e.code, path: paths.qmd || paths.root, message: e.message }] }
@@ -168,6 +216,9 @@ function recoverQmdIndex(paths, _deps) {
  * or a failure is left for status to report.
  */
 async function invalidateQmdAfterProjectionFailure(paths, deps) {
+  // Nothing published, nothing to invalidate: never build an index from a vault whose
+  // projection just failed (the client's contract: remove unsafe entries, never index additions).
+  if (!fs.existsSync(path.join(paths.qmd, 'CURRENT'))) return
   try {
     await reindexQmdVault(paths, { scope: 'changed', components: ['lexical'] }, deps)
   } catch {

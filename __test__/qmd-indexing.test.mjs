@@ -154,7 +154,7 @@ describe('llm-wiki-retrieval/qmd-indexing', () => {
     assert.equal(typeof invalid.status.state, 'string')
   })
 
-  test('migration: a QMD store stays readable until our index is published, then is replaced', async () => {
+  test('migration: start-up recovery migrates a QMD store (recall never goes empty); a failed run keeps it', async () => {
     const v = makeVault(path.join(base, 'v'), { pages: topicPages(2) })
     const p = clientPaths(v.root)
     const vaultId = await qmd.ensureVaultId(p)
@@ -164,25 +164,42 @@ describe('llm-wiki-retrieval/qmd-indexing', () => {
     const before = await qmd.readQmdIndexStatus(p)
     assert.equal(before.state, 'stale')
     assert.deepEqual(before.repairComponents, ['lexical'])
-    const rec = await qmd.recoverQmdIndex(p)
-    assert.deepEqual(rec.diagnostics.map((d) => d.code), ['qmd_migration_pending'])
-    assert.ok(fs.existsSync(path.join(p.qmdCurrent, 'index.sqlite')), 'recovery never touches the QMD store')
 
-    // A failed run (a page set that cannot be read is not enough: break the config) keeps it.
+    // A failed migration (broken config) keeps the QMD store and reports why.
     const config = fs.readFileSync(v.config, 'utf8')
     fs.writeFileSync(v.config, '{broken')
-    assert.equal((await qmd.reindexQmdVault(p, { scope: 'changed', components: ['lexical'] })).ok, false)
+    const failed = await qmd.recoverQmdIndex(p)
+    assert.equal(failed.ok, false)
+    assert.equal(failed.diagnostics[0].code, 'qmd_migration_pending')
+    assert.ok(failed.diagnostics.length > 1, JSON.stringify(failed.diagnostics))
     assert.ok(fs.existsSync(path.join(p.qmdCurrent, 'index.sqlite')))
     assert.ok(fs.existsSync(p.qmdManifest))
     fs.writeFileSync(v.config, config)
 
-    const r = await qmd.reindexQmdVault(p, { scope: 'changed', components: ['lexical'] })
-    assert.equal(r.ok, true, JSON.stringify(r.errors))
-    assert.equal(r.status.state, 'ready')
-    assert.equal(r.vaultId, vaultId, 'the vault keeps its identity')
+    const rec = await qmd.recoverQmdIndex(p)
+    assert.equal(rec.ok, true, JSON.stringify(rec.diagnostics))
+    assert.deepEqual(rec.diagnostics.map((d) => d.code), ['qmd_migrated'])
+    const after = await qmd.readQmdIndexStatus(p)
+    assert.equal(after.state, 'ready')
+    assert.equal(after.vaultId, vaultId, 'the vault keeps its identity')
     for (const n of ['current', 'documents', 'manifest.json']) assert.ok(!fs.existsSync(path.join(p.qmd, n)), n)
     assert.ok(fs.existsSync(path.join(p.qmd, 'custom-thing', 'keep.txt')), 'unknown files are left alone')
     assert.equal(storeDirs(p.qmd).length, 1)
+  })
+
+  test('a QMD store interrupted mid-swap is reported recovering with its phase; a malformed journal blocks migration', async () => {
+    const v = makeVault(path.join(base, 'v'), { pages: topicPages(1) })
+    const p = clientPaths(v.root)
+    writeQmdStore(p, await qmd.ensureVaultId(p))
+    fs.writeFileSync(path.join(p.qmd, 'swap.json'), JSON.stringify({ version: 1, operationId: 'op', stagingName: 'staging-00000000-0000-4000-8000-000000000000', phase: 'current-promoted', startedAt: 'x' }))
+    const st = await qmd.readQmdIndexStatus(p)
+    assert.equal(st.state, 'recovering')
+    assert.equal(st.swapPhase, 'current-promoted')
+    assert.deepEqual(st.repairComponents, [])
+    fs.writeFileSync(path.join(p.qmd, 'swap.json'), '{"version":99}')
+    const rec = await qmd.recoverQmdIndex(p)
+    assert.deepEqual(rec.diagnostics.map((d) => d.code), ['qmd_migration_pending'], 'left for inspection')
+    assert.ok(fs.existsSync(path.join(p.qmdCurrent, 'index.sqlite')))
   })
 
   test('a live lock of the TypeScript writer defers the migration: busy, deferred, lock and store untouched', async () => {
@@ -229,6 +246,14 @@ describe('llm-wiki-retrieval/qmd-indexing', () => {
     assert.equal(await qmd.invalidateQmdAfterProjectionFailure(p), undefined)
     assert.equal((await qmd.readQmdIndexStatus(p)).totalDocuments, 1)
     await qmd.invalidateQmdAfterProjectionFailure({ ...p, root: path.join(base, 'no-such-vault'), dotWiki: path.join(base, 'none') })
+  })
+
+  test('invalidateQmdAfterProjectionFailure never builds an index where none is published', async () => {
+    const v = makeVault(path.join(base, 'v'), { pages: topicPages(2) })
+    const p = clientPaths(v.root)
+    assert.equal(await qmd.invalidateQmdAfterProjectionFailure(p), undefined)
+    assert.ok(!fs.existsSync(path.join(p.qmd, 'CURRENT')))
+    assert.equal((await qmd.readQmdIndexStatus(p)).state, 'missing')
   })
 
   test('the engine exports recoverIndex and ensureVaultId (typed in index.d.ts)', async () => {

@@ -1,30 +1,33 @@
-// `npm run test:client`: the real client, pi-llm-wiki, on this engine.
+// `npm run test:client`: the real client, pi-llm-wiki, adopts this engine, proven by its whole
+// test suite.
 //
 //  1. Copy the client snapshot ($PI_LLM_WIKI_SRC, else $LLM_WIKI_SHARED/upstream/pi-llm-wiki, else
-//     ../shared/upstream/pi-llm-wiki) into a temp
-//     dir and apply examples/pi-llm-wiki/client.patch (qmd-indexing.ts becomes a re-export of
-//     `llm-wiki-retrieval/qmd-indexing`; recall.ts, index.ts and mcp/operations.ts recall
-//     through `recallWiki`; automatic injection renders `recallMemory` bundles (lib/memory.ts,
-//     with the wiki_resolve_conflict / wiki_recall_feedback tools and the feedback hooks); the
-//     tests that asserted the old engine's internals are replaced, see docs/INTEGRATION.md).
-//     To change the patch: copy the snapshot, `git init` + commit it, `git apply` the patch,
-//     edit, then `git add -A` (without package-lock.json / node_modules) and
-//     `git diff --cached <snapshot commit>` > client.patch.
-//  2. Stage this package (index.js, index.d.ts, qmd-indexing.*, binding.js, the built addon)
-//     as a local dependency of the client, install with `npm install --ignore-scripts` (the npm
-//     registry only), and fetch Node 22 from npm (`node-<platform>-<arch>@22`) when the system
-//     Node is older (the client's `engines`).
-//  3. `tsc --noEmit` and vitest on the eight retrieval test files, under Node 22, with the
-//     repository's models (.models, or $LLM_WIKI_MODELS_DIR) and HOME/WIKI_HOME in the temp dir.
+//     ../shared/upstream/pi-llm-wiki) into a temp dir and apply the patch series
+//     examples/pi-llm-wiki/patches/0001-…, 0002-…, … in order with `git apply` (patches/README.md
+//     says what each changes; docs/INTEGRATION.md lists every changed, retired and added test).
+//     To change the series: copy the snapshot, `git init` + commit it, `git am` the series, edit
+//     and commit (amend the commit the change belongs to), then
+//     `git format-patch --no-signature --zero-commit -o <repo>/examples/pi-llm-wiki/patches <snapshot>..`.
+//  2. Stage this package (index.js, index.d.ts, qmd-indexing.*, binding.js, the built addon) as
+//     the client's `llm-wiki-retrieval` dependency, install with `npm install --ignore-scripts`
+//     (the npm registry only), and fetch Node 22 (`node-<platform>-<arch>@22`) when the system
+//     Node is older (the client's `engines`) and pnpm (the client's `packageManager`, which its
+//     mcp-package test runs) from npm.
+//  3. `tsc --noEmit` and `vitest run` — every test file of the client — under Node 22, with the
+//     repository's models (.models, or $LLM_WIKI_MODELS_DIR) and HOME in the temp dir. On Linux
+//     vitest runs under a small Python subreaper that reaps orphaned processes (mcp-exec's
+//     process-group test checks that a killed grandchild is gone; where PID 1 does not reap,
+//     as in some containers, the zombie would otherwise still answer `kill(pid, 0)`).
 //  4. Pass/fail per file → bench-results/client/results.md (+ results.json, the engine
 //     benchmark report retrieval-benchmark.json). Exits non-zero when tsc or a test fails.
 //
-// Options: --baseline (run the unpatched snapshot with its own engine instead: the "before"
-// figures; no tsc gate, failures expected), --keep (leave the temp dir), --out <dir>,
-// --qmd-migration (also migrate a QMD store written by the snapshot's own, unpatched code:
-// builds QMD's better-sqlite3 from source with node-gyp and the Node 22 headers — a C compiler
-// and several minutes — then runs examples/pi-llm-wiki/qmd-migration.test.ts in an unpatched
-// copy; recorded as `qmdMigration` in the results).
+// Options: --baseline (also run the unpatched snapshot's whole suite with its own engine and
+// dependencies, installed with --ignore-scripts: bench-results/client/baseline.md; failures there
+// are expected and do not fail the run), --keep (leave the temp dir), --out <dir>,
+// --qmd-migration (migrate a QMD store written by the snapshot's own, unpatched code: builds
+// QMD's better-sqlite3 from source with node-gyp and the Node 22 headers — a C compiler and
+// several minutes — in an unpatched copy, then runs examples/pi-llm-wiki/qmd-migration.test.ts
+// there; recorded as `qmdMigration` in the results).
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -35,21 +38,16 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const repo = path.resolve(here, '..', '..')
 const argv = process.argv.slice(2)
 const BASELINE = argv.includes('--baseline')
-const QMD_MIGRATION = argv.includes('--qmd-migration') && !BASELINE
+const QMD_MIGRATION = argv.includes('--qmd-migration')
 const KEEP = argv.includes('--keep')
 const outIdx = argv.indexOf('--out')
 const outDir = path.resolve(outIdx >= 0 ? argv[outIdx + 1] : path.join(repo, 'bench-results', 'client'))
 
-export const TEST_FILES = [
-  'test/recall.test.ts',
-  'test/agent-start-injection.test.ts',
-  'test/mcp-parity.test.ts',
-  'test/qmd-reindex-tool.test.ts',
-  'test/qmd-indexing.test.ts',
-  'test/qmd-indexing-recovery.test.ts',
-  'test/retrieval-benchmark.test.ts',
-  'test/memory-recall.test.ts',
-]
+/** The patch series, applied in order (file names sort by their number). */
+export const PATCHES = fs
+  .readdirSync(path.join(here, 'patches'))
+  .filter((f) => /^\d{4}-.*\.patch$/.test(f))
+  .sort()
 
 const shared = process.env.LLM_WIKI_SHARED || path.join(repo, '..', 'shared')
 const src = path.resolve(process.env.PI_LLM_WIKI_SRC || path.join(shared, 'upstream', 'pi-llm-wiki'))
@@ -63,7 +61,8 @@ const work = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pi-llm-wiki-
 const log = (m) => console.log(`[test:client ${((Date.now() - started) / 1000).toFixed(0)}s] ${m}`)
 
 function sh(cmd, args, opts = {}) {
-  log(`$ ${cmd} ${args.join(' ')}${opts.cwd ? `   (in ${path.relative(work, opts.cwd) || '.'})` : ''}`)
+  const shown = args.map((a) => (a.includes('\n') ? '<script>' : a))
+  log(`$ ${cmd} ${shown.join(' ')}${opts.cwd ? `   (in ${path.relative(work, opts.cwd) || '.'})` : ''}`)
   const r = spawnSync(cmd, args, { stdio: 'inherit', ...opts })
   if (r.error) throw r.error
   return r.status ?? 1
@@ -144,39 +143,73 @@ function modelEnv() {
   return env
 }
 
+/** pnpm (the client's `packageManager`) from npm, for the tests that run it. */
+function pnpmBin(clientPkg) {
+  const dir = path.join(work, 'pnpm')
+  fs.mkdirSync(dir, { recursive: true })
+  fs.writeFileSync(path.join(dir, 'package.json'), '{"name":"pnpm-tool","private":true}\n')
+  const spec = /^pnpm@/.test(clientPkg.packageManager || '') ? clientPkg.packageManager : 'pnpm@9'
+  mustInstall(['install', '--no-audit', '--no-fund', '--ignore-scripts', spec], { cwd: dir })
+  return path.join(dir, 'node_modules', '.bin')
+}
+
+// A subreaper around vitest (Linux, Python 3): orphans of the tests are reparented to it and
+// reaped, so a killed process is gone and not a zombie where PID 1 does not reap.
+const REAPER = `
+import ctypes, os, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+child = os.fork()
+if child == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+status = 1
+while True:
+    try:
+        pid, st = os.wait()
+    except ChildProcessError:
+        break
+    if pid == child:
+        status = os.waitstatus_to_exitcode(st)
+sys.exit(status if status >= 0 else 128 - status)
+`
+
+function withReaper(cmd, args) {
+  if (process.platform !== 'linux') return [cmd, args]
+  const probe = spawnSync('python3', ['-c', 'import ctypes, os; os.waitstatus_to_exitcode'], { stdio: 'ignore' })
+  return probe.status === 0 ? ['python3', ['-c', REAPER, cmd, ...args]] : [cmd, args]
+}
+
 function perFile(report, clientDir) {
   const rows = []
-  for (const file of TEST_FILES) {
-    const abs = path.join(clientDir, file)
-    const suite = report.testResults.find((r) => path.resolve(r.name) === abs)
-    const tests = suite ? suite.assertionResults : []
+  for (const suite of report.testResults) {
+    const file = path.relative(clientDir, path.resolve(suite.name)).split(path.sep).join('/')
+    const tests = suite.assertionResults
     const count = (status) => tests.filter((t) => t.status === status).length
     rows.push({
       file,
       passed: count('passed'),
       failed: count('failed'),
       skipped: count('skipped') + count('pending') + count('todo'),
-      suiteError: suite && suite.status === 'failed' && tests.length === 0 ? suite.message || 'suite failed' : undefined,
+      suiteError: suite.status === 'failed' && tests.length === 0 ? suite.message || 'suite failed' : undefined,
       failures: tests.filter((t) => t.status === 'failed').map((t) => t.fullName || t.title),
     })
   }
-  return rows
+  return rows.sort((x, y) => (x.file < y.file ? -1 : x.file > y.file ? 1 : 0))
 }
 
-function writeResults(result) {
+function writeResults(name, result) {
   fs.mkdirSync(outDir, { recursive: true })
-  const name = BASELINE ? 'baseline' : 'results'
   fs.writeFileSync(path.join(outDir, `${name}.json`), `${JSON.stringify(result, null, 2)}\n`)
+  const baseline = result.mode === 'baseline'
   const lines = [
-    `# pi-llm-wiki client tests ${BASELINE ? 'as shipped (its own engine)' : 'on llm-wiki-retrieval (patched)'}`,
+    `# pi-llm-wiki client tests ${baseline ? 'as shipped (its own engine)' : 'on llm-wiki-retrieval (patched)'}`,
     '',
     `Command: \`node examples/pi-llm-wiki/run.mjs${argv.length ? ` ${argv.join(' ')}` : ''}\` (\`npm run test:client\`). Node ${result.node}, ` +
-      `client snapshot ${result.snapshot}, ${result.date}. tsc --noEmit: ${result.tsc}.`,
+      `client snapshot ${result.snapshot}, ${result.date}. ${baseline ? '' : `Patches: ${PATCHES.length}. `}The whole suite: ${result.files.length} test files. tsc --noEmit: ${result.tsc}. ${result.seconds} s.`,
     '',
     '| file | passed | failed | skipped |',
     '|---|---:|---:|---:|',
     ...result.files.map((f) => `| ${f.file} | ${f.passed} | ${f.failed}${f.suiteError ? ' (suite error)' : ''} | ${f.skipped} |`),
-    `| **total** | **${result.total.passed}** | **${result.total.failed}** | ${result.total.skipped} |`,
+    `| **total (${result.files.length} files)** | **${result.total.passed}** | **${result.total.failed}** | ${result.total.skipped} |`,
     '',
     ...(result.qmdMigration ? [`Migration of a QMD store written by the unpatched snapshot's own code (qmd-migration.test.ts): ${result.qmdMigration}.`, ''] : []),
   ]
@@ -207,70 +240,104 @@ function writeResults(result) {
   log(`results: ${path.join(outDir, `${name}.md`)}`)
 }
 
-let exitCode = 1
-try {
-  const client = path.join(work, 'client')
-  copyTree(src, client)
-  const pkgPath = path.join(client, 'package.json')
-  const clientPkg = JSON.parse(fs.readFileSync(pkgPath, 'utf8'))
-  if (!BASELINE) {
-    must('git', ['apply', '--whitespace=nowarn', path.join(here, 'client.patch')], { cwd: client })
-    stagePackage(path.join(work, 'llm-wiki-retrieval'))
-    clientPkg.dependencies['llm-wiki-retrieval'] = 'file:../llm-wiki-retrieval'
-    fs.writeFileSync(pkgPath, `${JSON.stringify(clientPkg, null, 2)}\n`)
-  }
-  // No native builds (the client's own QMD engine needs them; this engine does not) and no
-  // network beyond the npm registry.
-  mustInstall(['install', '--ignore-scripts', '--no-audit', '--no-fund', '--install-links'], { cwd: client })
-  const node = node22()
-  const nodeVersion = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim()
-  const home = path.join(work, 'home')
-  fs.mkdirSync(home, { recursive: true })
-  const env = { ...process.env, ...modelEnv(), HOME: home, WIKI_HOME: '', CI: 'true' }
-  delete env.WIKI_HOME
-  const tscStatus = sh(node, [path.join(client, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit'], { cwd: client, env })
-  const reportFile = path.join(work, 'vitest.json')
-  const benchFile = path.join(work, 'retrieval-benchmark.json')
-  sh(
-    node,
-    [path.join(client, 'node_modules', 'vitest', 'vitest.mjs'), 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${reportFile}`, ...TEST_FILES],
-    { cwd: client, env: { ...env, RETRIEVAL_ENGINE_REPORT: benchFile } },
-  )
-  let qmdMigration
-  if (QMD_MIGRATION) {
-    // The snapshot's own QMD engine needs its native SQLite module: build it for Node 22.
-    const nodeDir = path.dirname(path.dirname(node))
-    const built = sh('npm', ['rebuild', 'better-sqlite3', `--nodedir=${nodeDir}`], {
-      cwd: client,
-      env: { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH}`, npm_config_build_from_source: 'true' },
-    })
-    const base = path.join(work, 'unpatched')
-    copyTree(src, base)
-    fs.symlinkSync(path.join(client, 'node_modules'), path.join(base, 'node_modules'), 'dir')
-    fs.copyFileSync(path.join(here, 'qmd-migration.test.ts'), path.join(base, 'test', 'qmd-migration.test.ts'))
-    const status =
-      built === 0 ? sh(node, [path.join(client, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/qmd-migration.test.ts'], { cwd: base, env }) : 1
-    qmdMigration = built !== 0 ? 'better-sqlite3 could not be built' : status === 0 ? 'pass' : 'fail'
-  }
+/** tsc + the whole vitest suite in `dir`; the per-file result. */
+function runSuite(mode, dir, node, env, extra = {}) {
+  const t0 = Date.now()
+  const clientPkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'))
+  const tscStatus = sh(node, [path.join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit'], { cwd: dir, env })
+  const reportFile = path.join(work, `vitest-${mode}.json`)
+  const [cmd, args] = withReaper(node, [
+    path.join(dir, 'node_modules', 'vitest', 'vitest.mjs'),
+    'run',
+    '--reporter=dot',
+    '--reporter=json',
+    `--outputFile.json=${reportFile}`,
+  ])
+  sh(cmd, args, { cwd: dir, env })
   const report = fs.existsSync(reportFile) ? JSON.parse(fs.readFileSync(reportFile, 'utf8')) : { testResults: [] }
-  const files = perFile(report, client)
+  const files = perFile(report, dir)
   const total = files.reduce((t, f) => ({ passed: t.passed + f.passed, failed: t.failed + f.failed, skipped: t.skipped + f.skipped }), { passed: 0, failed: 0, skipped: 0 })
-  const result = {
-    mode: BASELINE ? 'baseline' : 'patched',
+  return {
+    mode,
     date: new Date().toISOString(),
-    node: nodeVersion,
+    node: spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim(),
     snapshot: clientPkg.version,
     tsc: tscStatus === 0 ? 'pass' : 'fail',
     files,
     total,
-    benchmark: fs.existsSync(benchFile) ? JSON.parse(fs.readFileSync(benchFile, 'utf8')) : undefined,
-    qmdMigration,
-    seconds: Math.round((Date.now() - started) / 1000),
+    seconds: Math.round((Date.now() - t0) / 1000),
+    ...extra,
   }
-  writeResults(result)
-  console.log(JSON.stringify({ tsc: result.tsc, total, files: files.map((f) => `${f.file} ${f.passed}/${f.failed}`) }, null, 2))
-  const suiteErrors = files.some((f) => f.suiteError)
-  exitCode = BASELINE ? 0 : tscStatus === 0 && total.failed === 0 && !suiteErrors && total.passed > 0 && qmdMigration !== 'fail' ? 0 : 1
+}
+
+function install(dir) {
+  // No native builds (the client's own QMD engine needs them; this engine does not) and no
+  // network beyond the npm registry.
+  mustInstall(['install', '--ignore-scripts', '--no-audit', '--no-fund', '--install-links'], { cwd: dir })
+}
+
+function addEngineDependency(dir) {
+  const pkgPath = path.join(dir, 'package.json')
+  const pkg = JSON.parse(fs.readFileSync(pkgPath, 'utf8'))
+  pkg.dependencies['llm-wiki-retrieval'] = 'file:../llm-wiki-retrieval'
+  fs.writeFileSync(pkgPath, `${JSON.stringify(pkg, null, 2)}\n`)
+}
+
+let exitCode = 1
+try {
+  const client = path.join(work, 'client')
+  copyTree(src, client)
+  const snapshotPkg = JSON.parse(fs.readFileSync(path.join(client, 'package.json'), 'utf8'))
+  for (const patch of PATCHES) must('git', ['apply', '--whitespace=nowarn', path.join(here, 'patches', patch)], { cwd: client })
+  stagePackage(path.join(work, 'llm-wiki-retrieval'))
+  addEngineDependency(client)
+  install(client)
+  const node = node22()
+  const pnpm = pnpmBin(snapshotPkg)
+  const home = path.join(work, 'home')
+  fs.mkdirSync(home, { recursive: true })
+  const env = {
+    ...process.env,
+    ...modelEnv(),
+    HOME: home,
+    CI: 'true',
+    PATH: [path.dirname(node), pnpm, process.env.PATH].join(path.delimiter),
+  }
+  delete env.WIKI_HOME
+  const benchFile = path.join(work, 'retrieval-benchmark.json')
+  const result = runSuite('patched', client, node, { ...env, RETRIEVAL_ENGINE_REPORT: benchFile })
+  if (fs.existsSync(benchFile)) result.benchmark = JSON.parse(fs.readFileSync(benchFile, 'utf8'))
+
+  let baseline
+  if (BASELINE || QMD_MIGRATION) {
+    const base = path.join(work, 'unpatched')
+    copyTree(src, base)
+    if (QMD_MIGRATION) addEngineDependency(base)
+    install(base)
+    if (BASELINE) {
+      fs.rmSync(path.join(work, 'home'), { recursive: true, force: true })
+      fs.mkdirSync(home, { recursive: true })
+      baseline = runSuite('baseline', base, node, env)
+    }
+    if (QMD_MIGRATION) {
+      // The snapshot's own QMD engine needs its native SQLite module: build it for Node 22.
+      const nodeDir = path.dirname(path.dirname(node))
+      const built = sh('npm', ['rebuild', 'better-sqlite3', `--nodedir=${nodeDir}`], {
+        cwd: base,
+        env: { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH}`, npm_config_build_from_source: 'true' },
+      })
+      fs.copyFileSync(path.join(here, 'qmd-migration.test.ts'), path.join(base, 'test', 'qmd-migration.test.ts'))
+      const status =
+        built === 0 ? sh(node, [path.join(base, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/qmd-migration.test.ts'], { cwd: base, env }) : 1
+      result.qmdMigration = built !== 0 ? 'better-sqlite3 could not be built' : status === 0 ? 'pass' : 'fail'
+    }
+  }
+  writeResults('results', result)
+  if (baseline) writeResults('baseline', baseline)
+  const summary = (r) => ({ tsc: r.tsc, files: r.files.length, total: r.total, failing: r.files.filter((f) => f.failed || f.suiteError).map((f) => f.file) })
+  console.log(JSON.stringify({ patched: summary(result), ...(baseline ? { baseline: summary(baseline) } : {}) }, null, 2))
+  const suiteErrors = result.files.some((f) => f.suiteError)
+  exitCode = result.tsc === 'pass' && result.total.failed === 0 && !suiteErrors && result.total.passed > 0 && result.qmdMigration !== 'fail' ? 0 : 1
 } catch (err) {
   console.error(err)
   exitCode = 1
