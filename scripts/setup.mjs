@@ -22,19 +22,23 @@ export function ensureNodeModules() {
   }
 }
 
-/** Fetch libonnxruntime + the default embedder; returns false (lexical-only) when it fails. */
-export function ensureModels({ required = false } = {}) {
+/**
+ * Fetch libonnxruntime + the default embedder into `.models/` (a model root the package entry
+ * point searches from a checkout). Returns `{ ok, reason }`: `ok` false (lexical-only) with the
+ * one-line reason when it fails; `required` makes a failure throw. `quiet` hides the fetch's
+ * own output unless it fails.
+ */
+export function ensureModels({ required = false, quiet = false } = {}) {
   if (existsSync(join(root, '.models', 'runtime', 'runtime.json')) && existsSync(join(root, '.models', 'all-MiniLM-L6-v2-int8', 'manifest.json'))) {
-    return true
+    return { ok: true }
   }
-  try {
-    run('python3', ['scripts/fetch_models.py'])
-    return true
-  } catch (err) {
-    if (required) throw err
-    console.error(`warning: models unavailable (${err.message}); continuing lexical-only`)
-    return false
-  }
+  console.error('Building the default model into .models/ (scripts/fetch_models.py; a few minutes the first time)...')
+  const r = spawnSync('python3', ['scripts/fetch_models.py'], { cwd: root, stdio: quiet ? 'pipe' : 'inherit', encoding: 'utf8' })
+  if (r.status === 0) return { ok: true }
+  const lastLine = (r.error?.message || `${r.stderr || ''}`.trim().split('\n').pop() || `exit code ${r.status ?? r.signal}`).trim()
+  const reason = `scripts/fetch_models.py failed: ${lastLine}`
+  if (required) throw new Error(reason)
+  return { ok: false, reason }
 }
 
 /**
