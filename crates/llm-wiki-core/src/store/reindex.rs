@@ -816,8 +816,16 @@ pub fn reindex_vault(paths: &VaultPaths, opts: &ReindexOptions) -> ReindexResult
   let components = dedup_components(&opts.components);
   let mut res = base_result(opts, &components);
   let layout = StoreLayout::new(paths.retrieval());
+  // A folder that is no vault at all (no `.llm-wiki/`, `.wiki/`, `.llm-wiki-retrieval/`, no
+  // config): report it, naming `init`, before anything (a lock, the store) is written into it.
+  let uninitialised = !crate::vault::paths::has_vault(&paths.root) && !paths.config_file().exists();
+  let missing = if uninitialised { read_config(paths).err() } else { None };
   // Never waits: a vault being indexed (by this process or another) answers busy at once.
-  let outcome = match lock::acquire(&layout) {
+  let acquired = match missing {
+    Some(e) => Err(e),
+    None => lock::acquire(&layout),
+  };
+  let outcome = match acquired {
     Err(e) => {
       // A live writer of the TypeScript release: its QMD store migrates on a later run.
       if matches!(e, Error::IndexBusy(_))
