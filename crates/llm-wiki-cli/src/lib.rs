@@ -39,9 +39,18 @@ struct Cli {
 /// The user commands (flattened into the development binary's command set).
 #[derive(Subcommand, Debug)]
 pub enum Command {
+  /// Make a plain folder of Markdown notes indexable: creates only <folder>/.llm-wiki-retrieval/
+  /// (config.json, .gitignore); the notes are never written. Once per folder.
+  Init {
+    /// The folder that holds the notes (an Obsidian vault, a docs/ folder).
+    folder: PathBuf,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+  },
   /// Build or update a vault's retrieval index (incremental unless --force).
   Index {
-    /// Vault root (the directory containing .llm-wiki/).
+    /// Vault root: a folder initialised with `init`, or one holding .llm-wiki/ (pi-llm-wiki).
     vault: PathBuf,
     /// Rebuild from scratch.
     #[arg(long)]
@@ -422,6 +431,27 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
         return Err(Error::Index(
           r.errors.first().map(|e| e.message.clone()).unwrap_or_else(|| "cancelled".into()),
         ));
+      }
+    }
+    Command::Init { folder, json } => {
+      let r = llm_wiki_core::vault::init::init_vault(&folder)?;
+      if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
+      } else if r.created.is_empty() {
+        writeln!(
+          out,
+          "{} already is a vault ({} layout, {} notes); nothing created",
+          r.root.display(),
+          r.layout,
+          r.pages
+        )
+        .ok();
+      } else {
+        writeln!(out, "initialised {} ({} Markdown notes); created:", r.root.display(), r.pages).ok();
+        for p in &r.created {
+          writeln!(out, "  {}", p.display()).ok();
+        }
+        writeln!(out, "next: {PROGRAM} index {}", r.root.display()).ok();
       }
     }
     Command::Status { vault, json } => {

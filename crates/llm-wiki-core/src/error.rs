@@ -109,6 +109,15 @@ pub enum Error {
   /// every archive are left in place).
   #[error("feedback compaction failed: {0}")]
   FeedbackCompaction(String),
+  /// `init` refused a folder; `code` is one of [`crate::vault::init::codes`] (nothing written).
+  #[error("{message}")]
+  VaultInit {
+    /// Why: `vault_init_not_found`, `vault_init_not_directory`, `vault_init_unreadable`,
+    /// `vault_init_no_markdown` or `vault_init_inside_vault`.
+    code: &'static str,
+    /// Human-readable explanation naming the folder.
+    message: String,
+  },
 }
 
 impl Error {
@@ -136,6 +145,7 @@ impl Error {
       Error::Resolution { code, .. } => code,
       Error::EventsLockBusy(_) => "events_lock_busy",
       Error::FeedbackCompaction(_) => "feedback_compaction_failed",
+      Error::VaultInit { code, .. } => code,
     }
   }
 

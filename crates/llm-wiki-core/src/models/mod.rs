@@ -3,7 +3,8 @@
 //!
 //! Resolution (first match wins):
 //! * embedder: `configure({embedModel})` → `LLM_WIKI_EMBED_MODEL` → `<root>/all-MiniLM-L6-v2-int8`
-//!   for each model root (`configure({modelRoots})`, `LLM_WIKI_MODELS_DIR`, the user cache
+//!   for each model root (`configure({modelRoots})`, `LLM_WIKI_MODELS_DIR`, the roots the host
+//!   layer added ([`add_model_roots`]: a source checkout's `.models/`), the user cache
 //!   `$XDG_CACHE_HOME/llm-wiki-retrieval/models` or `~/.cache/llm-wiki-retrieval/models`);
 //! * cross-encoder: `configure({rerankModel})` → `LLM_WIKI_RERANK_MODEL` (no default: no trained
 //!   cross-encoder ships with the engine);
@@ -165,6 +166,27 @@ fn detected_candidates() -> &'static RwLock<Vec<PathBuf>> {
   D.get_or_init(Default::default)
 }
 
+/// Model roots found by the host layer (a source checkout's `.models/`, where
+/// `scripts/fetch_models.py` builds the models); searched after the configured roots and
+/// `LLM_WIKI_MODELS_DIR`, before the user cache. Kept apart from the settings, like
+/// [`detected_candidates`].
+fn detected_roots() -> &'static RwLock<Vec<PathBuf>> {
+  static D: OnceLock<RwLock<Vec<PathBuf>>> = OnceLock::new();
+  D.get_or_init(Default::default)
+}
+
+/// Append model roots searched after the configured ones and `LLM_WIKI_MODELS_DIR`, before the
+/// user cache (duplicates ignored). Never removes a root or changes another setting; models
+/// already loaded stay loaded.
+pub fn add_model_roots(paths: impl IntoIterator<Item = PathBuf>) {
+  let mut list = detected_roots().write();
+  for p in paths {
+    if !list.contains(&p) {
+      list.push(p);
+    }
+  }
+}
+
 /// Change the settings `change` names (the others keep their values), then release the loaded
 /// models that no longer match the effective settings (another directory, thread count, or
 /// dense retrieval switched off). Models that still match stay loaded.
@@ -218,6 +240,11 @@ pub fn effective_config() -> ModelConfig {
   }
   if let Some(r) = env_path("LLM_WIKI_MODELS_DIR") {
     c.model_roots.push(r);
+  }
+  for r in detected_roots().read().iter() {
+    if !c.model_roots.contains(r) {
+      c.model_roots.push(r.clone());
+    }
   }
   c.model_roots.push(user_model_root());
   if c.embed_model.is_none() {
@@ -505,6 +532,20 @@ mod tests {
     let before = c.clone();
     ConfigChange::default().apply_to(&mut c);
     assert_eq!(c, before, "an empty change changes nothing");
+  }
+
+  #[test]
+  fn added_roots_follow_the_configured_ones_and_precede_the_user_cache() {
+    let checkout = PathBuf::from("/checkout/.models");
+    add_model_roots([checkout.clone(), checkout.clone()]);
+    let roots = effective_config().model_roots;
+    let at = roots.iter().position(|r| r == &checkout).expect("added root searched");
+    assert_eq!(roots.iter().filter(|r| **r == checkout).count(), 1, "duplicates ignored");
+    assert_eq!(roots.last(), Some(&user_model_root()), "the user cache stays last");
+    assert!(at < roots.len() - 1);
+    if let Some(env) = env_path("LLM_WIKI_MODELS_DIR") {
+      assert!(roots.iter().position(|r| r == &env).unwrap() < at, "LLM_WIKI_MODELS_DIR first");
+    }
   }
 
   #[test]

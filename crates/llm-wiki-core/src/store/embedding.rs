@@ -29,7 +29,7 @@ use crate::chunk::Chunker;
 use crate::error::{Error, Result};
 use crate::fsutil::sync_dir;
 use crate::models::{self, TextKind};
-use crate::vault::{Page, VaultPaths};
+use crate::vault::{Page, PageModel, VaultPaths};
 
 /// Most chunks embedded per committed batch.
 pub const VECTOR_COMMIT_BATCH: usize = 512;
@@ -112,6 +112,8 @@ pub struct ChunkTexts<'a> {
   wanted: &'a HashSet<u64>,
   wiki: &'a Path,
   chunker: &'a Chunker,
+  /// How the pages are read (a plain folder's notes need no frontmatter).
+  model: PageModel,
   ready: VecDeque<(u64, String)>,
   seen: HashSet<u64>,
   pages_read: usize,
@@ -125,10 +127,17 @@ impl<'a> ChunkTexts<'a> {
       wanted,
       wiki,
       chunker,
+      model: PageModel::Wiki,
       ready: VecDeque::new(),
       seen: HashSet::new(),
       pages_read: 0,
     }
+  }
+
+  /// Read the pages under `model` (default [`PageModel::Wiki`]).
+  pub fn with_model(mut self, model: PageModel) -> Self {
+    self.model = model;
+    self
   }
 
   /// Pages read so far.
@@ -155,7 +164,7 @@ impl<'a> ChunkTexts<'a> {
     if super::manifest::sha256_hex(&bytes) != entry.content_hash {
       return;
     }
-    let Ok(page) = Page::parse(id, path, &String::from_utf8_lossy(&bytes)) else { return };
+    let Ok(page) = Page::parse_as(self.model, id, path, &String::from_utf8_lossy(&bytes)) else { return };
     for c in self.chunker.chunk(&page.meta.title, &page.body, page.body_start_line).chunks {
       let key = chunk_key(&c.id);
       if self.wanted.contains(&key) && self.seen.insert(key) {
@@ -487,7 +496,8 @@ pub fn vector_phase(
     res.generation = vw.finish()?;
     return Ok(());
   }
-  let mut texts = ChunkTexts::new(&gen.manifest, &missing, &paths.wiki, chunker);
+  let mut texts =
+    ChunkTexts::new(&gen.manifest, &missing, &paths.wiki, chunker).with_model(paths.page_model());
   let total = missing.len() as u64;
   emit(opts, "embedding chunks", 0, total);
   let mut done = 0u64;

@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::fsutil::{now_iso, now_ms, remove_dir_all_if_exists, write_json};
 use crate::vault::config::{ensure_vault_id, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
-use crate::vault::{discover_pages, Diagnostic, Page, PageFile, VaultPaths};
+use crate::vault::{discover_pages, Diagnostic, Page, PageFile, PageModel, VaultPaths};
 
 /// Largest page file that is indexed; bigger files are excluded with `page_too_large`.
 pub const MAX_PAGE_BYTES: u64 = 16 * 1024 * 1024;
@@ -131,8 +131,14 @@ struct Before<'a> {
 
 /// [`load_one`] with a panic turned into the page's diagnostic (`page_index_panic`): a bug hit
 /// by one page must not take the others down or pair them with the wrong results.
-fn load_guarded(file: &PageFile, before: Before, trust_stat: bool, chunker: &Chunker) -> Loaded {
-  match std::panic::catch_unwind(AssertUnwindSafe(|| load_one(file, before, trust_stat, chunker))) {
+fn load_guarded(
+  file: &PageFile,
+  before: Before,
+  trust_stat: bool,
+  chunker: &Chunker,
+  model: PageModel,
+) -> Loaded {
+  match std::panic::catch_unwind(AssertUnwindSafe(|| load_one(file, before, trust_stat, chunker, model))) {
     Ok(loaded) => loaded,
     Err(payload) => {
       let what = payload
@@ -150,7 +156,13 @@ fn load_guarded(file: &PageFile, before: Before, trust_stat: bool, chunker: &Chu
 }
 
 /// Read, hash and (when changed) parse + chunk one page file.
-fn load_one(file: &PageFile, before: Before, trust_stat: bool, chunker: &Chunker) -> Loaded {
+fn load_one(
+  file: &PageFile,
+  before: Before,
+  trust_stat: bool,
+  chunker: &Chunker,
+  model: PageModel,
+) -> Loaded {
   #[cfg(test)]
   tests::panic_hook(&file.id);
   let prev = before.entry;
@@ -190,7 +202,7 @@ fn load_one(file: &PageFile, before: Before, trust_stat: bool, chunker: &Chunker
       return Loaded::Unchanged(ManifestEntry { size: file.size, mtime_ns: file.mtime_ns, ..(**p).clone() });
     }
   }
-  match Page::from_file_bytes(&file.id, file.abs_path.clone(), &bytes) {
+  match Page::from_file_bytes_as(model, &file.id, file.abs_path.clone(), &bytes) {
     Err(e) => Loaded::Invalid(Diagnostic::from_frontmatter(&file.rel_path, &e)),
     Ok((page, warning)) => {
       // The body's links are read from the chunker's Markdown pass (one parse of the body).
@@ -350,8 +362,10 @@ enum Coverage {
 /// one batch of parsed pages at a time (a 100k-page vault never sits in memory at once). Pages
 /// are loaded by an ordered parallel map, so results stay paired with their files whatever a page
 /// does. Cancellation is checked between batches.
+#[allow(clippy::too_many_arguments)]
 fn scan_pages(
   files: &[PageFile],
+  model: PageModel,
   coverage: Coverage,
   prior: Option<&Manifest>,
   opts: &ReindexOptions,
@@ -386,7 +400,11 @@ fn scan_pages(
   for (b, (batch, before)) in files.chunks(per_batch).zip(before.chunks(per_batch)).enumerate() {
     opts.cancel.check()?;
     let loaded: Vec<Loaded> = pool.install(|| {
-      batch.par_iter().zip(before.par_iter()).map(|(f, b)| load_guarded(f, *b, trust_stat, chunker)).collect()
+      batch
+        .par_iter()
+        .zip(before.par_iter())
+        .map(|(f, b)| load_guarded(f, *b, trust_stat, chunker, model))
+        .collect()
     });
     debug_assert_eq!(loaded.len(), batch.len());
     for ((file, l), before) in batch.iter().zip(loaded).zip(before) {
@@ -798,8 +816,16 @@ pub fn reindex_vault(paths: &VaultPaths, opts: &ReindexOptions) -> ReindexResult
   let components = dedup_components(&opts.components);
   let mut res = base_result(opts, &components);
   let layout = StoreLayout::new(paths.retrieval());
+  // A folder that is no vault at all (no `.llm-wiki/`, `.wiki/`, `.llm-wiki-retrieval/`, no
+  // config): report it, naming `init`, before anything (a lock, the store) is written into it.
+  let uninitialised = !crate::vault::paths::has_vault(&paths.root) && !paths.config_file().exists();
+  let missing = if uninitialised { read_config(paths).err() } else { None };
   // Never waits: a vault being indexed (by this process or another) answers busy at once.
-  let outcome = match lock::acquire(&layout) {
+  let acquired = match missing {
+    Some(e) => Err(e),
+    None => lock::acquire(&layout),
+  };
+  let outcome = match acquired {
     Err(e) => {
       // A live writer of the TypeScript release: its QMD store migrates on a later run.
       if matches!(e, Error::IndexBusy(_))
@@ -934,8 +960,9 @@ fn run_locked(
     Some(mut gen) => {
       // An indexing thread per changed page at most: a one-page commit flushes one writer thread.
       let mut sink = Sink::new(&gen.lexical, threads.min(files.len().max(1)), true);
-      let mut scan = scan_pages(&files, coverage, Some(&gen.manifest), opts, &chunker, &mut sink, res)
-        .map_err(classify)?;
+      let mut scan =
+        scan_pages(&files, paths.page_model(), coverage, Some(&gen.manifest), opts, &chunker, &mut sink, res)
+          .map_err(classify)?;
       release_files(files);
       if scan.nothing() {
         drop(sink);
@@ -1019,7 +1046,8 @@ fn run_locked(
         sink.spill = (files.len() >= spill_from_pages())
           .then(|| EntrySpill::create(staging.dir.join(SPILL_FILE)))
           .transpose()?;
-        let scan = scan_pages(&files, Coverage::Walk, None, opts, &chunker, &mut sink, res)?;
+        let scan =
+          scan_pages(&files, paths.page_model(), Coverage::Walk, None, opts, &chunker, &mut sink, res)?;
         // Not needed past the scan: freed before the manifest comes back and the lint runs.
         release_files(std::mem::take(&mut files));
         let commit = CommitInfo { generation: first, manifest_generation: first, vectors: carried };

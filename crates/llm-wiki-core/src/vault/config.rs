@@ -33,10 +33,7 @@ pub fn read_config(paths: &VaultPaths) -> Result<Map<String, Value>> {
   let bytes = match std::fs::read(&path) {
     Ok(b) => b,
     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-      return Err(Error::ConfigInvalid {
-        path,
-        message: "config.json is missing; cannot confirm or create a vault identity".into(),
-      })
+      return Err(Error::ConfigInvalid { path, message: super::init::missing_config_hint(paths) })
     }
     Err(e) => {
       return Err(Error::ConfigInvalid {

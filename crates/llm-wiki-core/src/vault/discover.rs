@@ -145,8 +145,12 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
   // threads, created from whichever thread first used it, would carry that thread's name (a
   // reindex job's), so nothing could tell when a cancelled job's threads are gone.
   let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4);
+  // A plain folder of notes (pages directly in the vault root): dot folders and files
+  // (`.obsidian/`, `.trash/`, `.git/`, the engine's `.llm-wiki-retrieval/`) and `node_modules/`
+  // are not notes, and `index.md` / `log.md` are ordinary notes.
+  let notes = real_wiki == real_root;
   let root =
-    Sub { path: wiki_dir.to_path_buf(), rel: String::new(), utf8: true, listing: Err(String::new()) };
+    Sub { path: wiki_dir.to_path_buf(), rel: String::new(), utf8: true, notes, listing: Err(String::new()) };
   let tree = match rayon::ThreadPoolBuilder::new()
     .num_threads(threads)
     .thread_name(|i| format!("llm-wiki-walk-{i}"))
@@ -186,6 +190,9 @@ struct Sub {
   rel: String,
   /// Whether every component of the path under `wiki/` is UTF-8.
   utf8: bool,
+  /// A plain folder of notes ([`crate::vault::PageModel::Note`]): skip dot entries and
+  /// `node_modules`, reserve no name.
+  notes: bool,
   /// Its listing, or why it could not be read.
   listing: std::result::Result<Listing, String>,
 }
@@ -243,17 +250,24 @@ fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, Strin
     let name_str = name.to_string_lossy();
     let entry_rel = || child_rel(&sub.rel, &name_str);
     let utf8 = sub.utf8 && name.to_str().is_some();
+    if sub.notes && (name_str.starts_with('.') || name_str == "node_modules") {
+      continue;
+    }
     let item = match entry.file_type() {
       Err(e) => {
         listing.errors.push(format!("{}: {e}", name_str));
         continue;
       }
       // `index.md` / `log.md` are reserved at any depth (a folder of that name is walked).
-      Ok(ft) if is_reserved(&name_str) && !ft.is_dir() => continue,
+      Ok(ft) if !sub.notes && is_reserved(&name_str) && !ft.is_dir() => continue,
       Ok(ft) if ft.is_symlink() => Item::Symlink(name.clone()),
-      Ok(ft) if ft.is_dir() => {
-        Item::Dir(Box::new(Sub { path: entry.path(), rel: entry_rel(), utf8, listing: Err(String::new()) }))
-      }
+      Ok(ft) if ft.is_dir() => Item::Dir(Box::new(Sub {
+        path: entry.path(),
+        rel: entry_rel(),
+        utf8,
+        notes: sub.notes,
+        listing: Err(String::new()),
+      })),
       Ok(ft) if ft.is_file() && is_markdown(&name_str) && utf8 => {
         let rel_path = nfc(entry_rel());
         let stat = entry.metadata().map(|m| (m.len(), mtime_ns(&m)));

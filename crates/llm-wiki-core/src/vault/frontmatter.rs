@@ -158,6 +158,22 @@ pub fn normalize_newlines(text: &str) -> String {
 
 /// Split a page into frontmatter + body and validate the frontmatter.
 pub fn parse_page_text(raw: &str) -> Result<ParsedFrontmatter, FrontmatterError> {
+  parse_with(raw, true)
+}
+
+/// A note of a plain Markdown folder (Obsidian-style): frontmatter is optional (a file without
+/// an opening fence is all body) and needs no `type`; a fenced block must still be one YAML
+/// mapping within the size limit, or the page is reported and excluded.
+pub fn parse_note_text(raw: &str) -> Result<ParsedFrontmatter, FrontmatterError> {
+  // A UTF-8 BOM before the fence is skipped here: editors on Windows write one.
+  let raw = raw.strip_prefix('\u{feff}').unwrap_or(raw);
+  if !normalize_newlines(raw).starts_with("---\n") {
+    return Ok(ParsedFrontmatter { entries: Vec::new(), body: normalize_newlines(raw), body_start_line: 1 });
+  }
+  parse_with(raw, false)
+}
+
+fn parse_with(raw: &str, require_type: bool) -> Result<ParsedFrontmatter, FrontmatterError> {
   // Like the extension, a UTF-8 BOM is not skipped: such a file has no opening fence.
   let text = normalize_newlines(raw);
   let Some(rest) = text.strip_prefix("---\n") else {
@@ -174,6 +190,8 @@ pub fn parse_page_text(raw: &str) -> Result<ParsedFrontmatter, FrontmatterError>
   }
   let entries = match parse_yaml_events(yaml)? {
     Some(YamlValue::Map(entries)) => entries,
+    // A note's empty block (`---` then `---`) is no metadata.
+    None if !require_type => Vec::new(),
     // An empty or comment-only block holds zero documents.
     None => {
       return Err(FrontmatterError::new(
@@ -190,7 +208,7 @@ pub fn parse_page_text(raw: &str) -> Result<ParsedFrontmatter, FrontmatterError>
     .find(|(k, _)| k == "type")
     .and_then(|(_, v)| v.as_str())
     .is_some_and(|s| !s.trim().is_empty());
-  if !type_ok {
+  if require_type && !type_ok {
     return Err(FrontmatterError::new("concept_missing_type", "Missing or empty type field"));
   }
   Ok(ParsedFrontmatter { entries, body, body_start_line })

@@ -3,13 +3,14 @@
 pub mod config;
 pub mod discover;
 pub mod frontmatter;
+pub mod init;
 pub mod page;
 pub mod paths;
 
 use serde::{Deserialize, Serialize};
 
 pub use discover::{discover_pages, Discovery, PageFile};
-pub use page::{Page, PageMeta, Relation, Role};
+pub use page::{Page, PageMeta, PageModel, Relation, Role};
 pub use paths::VaultPaths;
 
 /// Severity of a [`Diagnostic`].

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::frontmatter::{parse_page_text, FrontmatterError, ParsedFrontmatter, YamlValue, STANDARD_FIELDS};
+use super::frontmatter::{
+  parse_note_text, parse_page_text, FrontmatterError, ParsedFrontmatter, YamlValue, STANDARD_FIELDS,
+};
 
 /// Canonical types (reusable conclusions); every other type is evidence.
 pub const CANONICAL_TYPES: &[&str] =
@@ -235,6 +237,88 @@ fn position_of(bytes: &[u8], at: usize) -> (u32, u32) {
   (line.min(u32::MAX as usize) as u32, column.min(u32::MAX as usize) as u32)
 }
 
+/// How a vault's files are read as pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PageModel {
+  /// pi-llm-wiki pages: frontmatter with a `type` is required (strict validation).
+  #[default]
+  Wiki,
+  /// Notes of a plain Markdown folder (Obsidian-style): frontmatter optional, title from
+  /// `title:`, else the first `# ` heading, else the file name; tags from `tags:` and inline
+  /// `#tags`; a note without a `type` is a card ([`Role::Canonical`]): it is the user's own note.
+  Note,
+}
+
+/// The first ATX level-1 heading of a body outside code fences (`# Title`), trimmed.
+fn first_heading(body: &str) -> Option<String> {
+  let mut fence: Option<&str> = None;
+  for line in body.lines() {
+    let t = line.trim_start();
+    for marker in ["```", "~~~"] {
+      if t.starts_with(marker) {
+        fence = match fence {
+          Some(m) if m == marker => None,
+          None => Some(marker),
+          other => other,
+        };
+      }
+    }
+    if fence.is_none() {
+      if let Some(h) = t.strip_prefix("# ") {
+        let h = h.trim().trim_end_matches('#').trim();
+        if !h.is_empty() {
+          return Some(h.to_string());
+        }
+      }
+    }
+  }
+  None
+}
+
+/// Inline `#tags` of a body (Obsidian's rule: `#` at the start or after whitespace, then letters,
+/// digits, `_`, `-` or `/`, at least one not a digit), outside code fences and inline code;
+/// headings (`# `) are not tags. First occurrence order, without the `#`.
+pub fn inline_tags(body: &str) -> Vec<String> {
+  let mut out: Vec<String> = Vec::new();
+  let mut in_fence = false;
+  for line in body.lines() {
+    let t = line.trim_start();
+    if t.starts_with("```") || t.starts_with("~~~") {
+      in_fence = !in_fence;
+      continue;
+    }
+    if in_fence {
+      continue;
+    }
+    let mut in_code = false;
+    let mut prev: Option<char> = None;
+    let chars: Vec<char> = line.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+      let c = chars[i];
+      if c == '`' {
+        in_code = !in_code;
+      } else if c == '#' && !in_code && prev.is_none_or(char::is_whitespace) {
+        let tag: String = chars[i + 1..]
+          .iter()
+          .take_while(|ch| ch.is_alphanumeric() || matches!(ch, '_' | '-' | '/'))
+          .collect();
+        if !tag.is_empty() && !tag.chars().all(|ch| ch.is_ascii_digit()) {
+          if !out.iter().any(|o| o.eq_ignore_ascii_case(&tag)) {
+            out.push(tag.clone());
+          }
+          i += 1 + tag.chars().count();
+          prev = Some('x');
+          continue;
+        }
+      }
+      prev = Some(c);
+      i += 1;
+    }
+  }
+  out
+}
+
 impl Page {
   /// Parse a page file's bytes (see [`decode_page_bytes`]); the second value is the decoding
   /// warning of a page that was indexed despite invalid UTF-8.
@@ -243,22 +327,50 @@ impl Page {
     path: PathBuf,
     bytes: &[u8],
   ) -> Result<(Page, Option<FrontmatterError>), FrontmatterError> {
+    Page::from_file_bytes_as(PageModel::Wiki, id, path, bytes)
+  }
+
+  /// [`Page::from_file_bytes`] under a [`PageModel`].
+  pub fn from_file_bytes_as(
+    model: PageModel,
+    id: &str,
+    path: PathBuf,
+    bytes: &[u8],
+  ) -> Result<(Page, Option<FrontmatterError>), FrontmatterError> {
     let (text, warning) = decode_page_bytes(bytes)?;
-    Ok((Page::parse(id, path, &text)?, warning))
+    Ok((Page::parse_as(model, id, path, &text)?, warning))
   }
 
   /// Parse a page's text. `id` is the folder-qualified id, `path` its absolute file path.
   pub fn parse(id: &str, path: PathBuf, text: &str) -> Result<Page, FrontmatterError> {
-    let fm = parse_page_text(text)?;
+    Page::parse_as(PageModel::Wiki, id, path, text)
+  }
+
+  /// [`Page::parse`] under a [`PageModel`].
+  pub fn parse_as(model: PageModel, id: &str, path: PathBuf, text: &str) -> Result<Page, FrontmatterError> {
+    let note = model == PageModel::Note;
+    let fm = if note { parse_note_text(text)? } else { parse_page_text(text)? };
     let page_type = text_field(&fm, "type").unwrap_or_default();
-    let title = text_field(&fm, "title").unwrap_or_else(|| id.rsplit('/').next().unwrap_or(id).to_string());
+    let file_name = || id.rsplit('/').next().unwrap_or(id).to_string();
+    let title = text_field(&fm, "title")
+      .or_else(|| if note { first_heading(&fm.body) } else { None })
+      .unwrap_or_else(file_name);
+    let mut tags = list_field(&fm, "tags");
+    if note {
+      for t in inline_tags(&fm.body) {
+        if !tags.iter().any(|o| o.eq_ignore_ascii_case(&t)) {
+          tags.push(t);
+        }
+      }
+    }
+    let role = if note && page_type.is_empty() { Role::Canonical } else { Role::for_type(&page_type) };
     let extensions: Vec<(String, YamlValue)> =
       fm.entries.iter().filter(|(k, _)| !STANDARD_FIELDS.contains(&k.as_str())).cloned().collect();
     let meta = PageMeta {
       title,
       status: text_field(&fm, "status").map(|s| s.to_lowercase()),
       aliases: list_field(&fm, "aliases"),
-      tags: list_field(&fm, "tags"),
+      tags,
       description: text_field(&fm, "description"),
       summary: text_field(&fm, "summary"),
       domain: text_field(&fm, "domain"),
@@ -281,7 +393,7 @@ impl Page {
     Ok(Page {
       id: id.to_string(),
       path,
-      role: Role::for_type(&page_type),
+      role,
       meta,
       extensions,
       body: fm.body,
@@ -293,6 +405,33 @@ impl Page {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn notes_of_a_plain_folder_need_no_frontmatter() {
+    let text = "Intro line\n\n```\n# not a heading #nottag\n```\n# Backup plan\nKeep #backup and #ops/rotation, not #123 or a#b; `#code` [[rag|RAG]] #Backup\n";
+    let p = Page::parse_as(PageModel::Note, "notes/Backup", PathBuf::from("/n.md"), text).unwrap();
+    assert_eq!(p.meta.title, "Backup plan", "title from the first heading outside code");
+    assert_eq!(p.meta.tags, vec!["backup", "ops/rotation"]);
+    assert_eq!(p.role, Role::Canonical, "an untyped note is the user's own card");
+    assert_eq!(p.body_start_line, 1);
+    let fm = "---\ntags: [a, b]\naliases: [x]\n---\nNo heading here #b #c\n";
+    let p = Page::parse_as(PageModel::Note, "dir/My Note", PathBuf::from("/m.md"), fm).unwrap();
+    assert_eq!(
+      (p.meta.title.as_str(), p.meta.tags.clone()),
+      ("My Note", vec!["a".into(), "b".into(), "c".into()])
+    );
+    let typed =
+      Page::parse_as(PageModel::Note, "s", PathBuf::from("/s.md"), "---\ntype: source\n---\nx").unwrap();
+    assert_eq!(typed.role, Role::Evidence, "a declared type keeps its role");
+    assert!(Page::parse_as(PageModel::Note, "e", PathBuf::from("/e.md"), "---\n---\nbody").is_ok());
+    let broken = Page::parse_as(PageModel::Note, "b", PathBuf::from("/b.md"), "---\n: [\n---\n").unwrap_err();
+    assert_eq!(broken.code, "frontmatter_parse_error");
+    // The same text is rejected by the strict pi-llm-wiki model.
+    assert_eq!(
+      Page::parse("notes/Backup", PathBuf::from("/n.md"), text).unwrap_err().code,
+      "frontmatter_missing"
+    );
+  }
 
   #[test]
   fn roles() {

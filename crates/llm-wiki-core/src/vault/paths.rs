@@ -5,6 +5,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::PageModel;
+
+/// The engine's folder in a plain Markdown folder ([`VaultPaths::plain`]).
+pub const PLAIN_DIR: &str = ".llm-wiki-retrieval";
+
 /// Absolute paths of one vault. Field names follow the extension's `VaultPaths`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -99,13 +104,50 @@ impl VaultPaths {
     }
   }
 
-  /// Legacy only when `<root>/.wiki` exists and `<root>/.llm-wiki` does not.
+  /// A plain folder of Markdown notes (an Obsidian vault, a `docs/` folder): the pages are the
+  /// folder's own `.md` files ([`PageModel::Note`]), and everything the engine writes lives in
+  /// `<root>/.llm-wiki-retrieval/` (`config.json`, `meta/` with the index). Created by
+  /// [`crate::vault::init::init_vault`].
+  pub fn plain(root: impl Into<PathBuf>) -> Self {
+    let root = root.into();
+    let dot_wiki = root.join(PLAIN_DIR);
+    let meta = dot_wiki.join("meta");
+    Self::assemble(
+      root.clone(),
+      dot_wiki.clone(),
+      dot_wiki.join("raw"),
+      root.clone(),
+      meta,
+      dot_wiki.join("outputs"),
+      dot_wiki.join(".discoveries"),
+    )
+  }
+
+  /// `.llm-wiki/` → new layout; else `.wiki/` → legacy; else `.llm-wiki-retrieval/` → a plain
+  /// folder ([`VaultPaths::plain`]); else the new layout (whose missing `config.json` is then
+  /// reported, naming `llm-wiki-retrieval init`).
   pub fn for_root(root: impl Into<PathBuf>) -> Self {
     let root = root.into();
     if root.join(".wiki").is_dir() && !root.join(".llm-wiki").exists() {
       Self::legacy(root)
+    } else if root.join(PLAIN_DIR).is_dir() && !root.join(".llm-wiki").exists() {
+      Self::plain(root)
     } else {
       Self::new_layout(root)
+    }
+  }
+
+  /// True for a plain folder of notes: the pages live directly in the root.
+  pub fn is_plain(&self) -> bool {
+    self.wiki == self.root
+  }
+
+  /// How this vault's files are read as pages.
+  pub fn page_model(&self) -> PageModel {
+    if self.is_plain() {
+      PageModel::Note
+    } else {
+      PageModel::Wiki
     }
   }
 
@@ -145,8 +187,9 @@ pub fn personal_vault_paths() -> VaultPaths {
   VaultPaths::new_layout(personal_root())
 }
 
-fn has_vault(dir: &Path) -> bool {
-  dir.join(".llm-wiki").is_dir() || dir.join(".wiki").is_dir()
+/// True when `dir` holds a vault of any layout (`.llm-wiki/`, `.wiki/`, `.llm-wiki-retrieval/`).
+pub fn has_vault(dir: &Path) -> bool {
+  dir.join(".llm-wiki").is_dir() || dir.join(".wiki").is_dir() || dir.join(PLAIN_DIR).is_dir()
 }
 
 /// Physical path with symlinks resolved; the input itself when it does not exist.

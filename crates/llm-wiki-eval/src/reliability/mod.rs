@@ -111,7 +111,7 @@ pub fn require_embedder() -> Result<String> {
   let c = llm_wiki_core::models::effective_config();
   llm_wiki_core::models::embed_model_id(&c).ok_or_else(|| {
     Error::ModelUnavailable(
-      "the vector phase needs an embedding model: run scripts/fetch_models.py and set LLM_WIKI_MODELS_DIR"
+      "the vector phase needs an embedding model: run scripts/fetch_models.py (it builds the checkout's .models/, which this binary searches) or set LLM_WIKI_MODELS_DIR"
         .into(),
     )
   })
