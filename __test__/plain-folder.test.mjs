@@ -30,7 +30,8 @@ test('JS API: initVault, then reindex and recall a flat folder of notes', async 
   const before = fs.readdirSync(notes).sort()
   const refused = await addon.reindexWiki({ root: notes }, { components: ['lexical'] })
   const err = refused.results[0].result.errors[0]
-  assert.equal(err.code, 'config_invalid')
+  // reindexWiki keeps the client's code for a missing vault; its message names init.
+  assert.equal(err.code, 'config_invalid_knowledge_format')
   assert.match(err.message, /llm-wiki-retrieval init/)
   assert.deepEqual(fs.readdirSync(notes).sort(), before, 'nothing written before init')
 

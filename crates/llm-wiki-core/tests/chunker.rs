@@ -181,6 +181,11 @@ fn a_counter_change_rebuilds_once_and_an_unloadable_tokenizer_falls_back() {
   for (i, body) in hostile_bodies().iter().enumerate() {
     write(&p, &format!("concepts/p{i}"), body);
   }
+  // The hostile bodies are mostly not English: pin the vault to the default (English) model, whose
+  // counter this test follows, whether or not multilingual-e5-small is installed beside it.
+  let mut config: serde_json::Value = serde_json::from_slice(&fs::read(p.config_file()).unwrap()).unwrap();
+  config["retrieval"] = serde_json::json!({ "embedModel": "english" });
+  fs::write(p.config_file(), config.to_string()).unwrap();
   let lexical = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
   let run = || {
     let r = reindex_vault(&p, &lexical);

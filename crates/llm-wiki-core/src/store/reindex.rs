@@ -1173,9 +1173,13 @@ pub fn resolve_targets(active: &VaultPaths, target: VaultTarget) -> Vec<(VaultPa
 /// Check that a vault exists and has a usable knowledge format before writing to it.
 fn inspect_writable(paths: &VaultPaths) -> std::result::Result<(), IndexIssue> {
   if !paths.dot_wiki.is_dir() {
+    // The client's code and wording (its tests match them), then what a plain folder needs.
     return Err(IndexIssue::new(
       "config_invalid_knowledge_format",
-      "Wiki vault not found. Run wiki_bootstrap first.",
+      format!(
+        "Wiki vault not found. Run wiki_bootstrap first (a pi-llm-wiki vault), or `llm-wiki-retrieval init {}` (JS: initVault) for a plain folder of notes.",
+        paths.root.display()
+      ),
     ));
   }
   if let Ok(config) = read_config(paths) {
