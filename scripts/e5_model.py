@@ -695,16 +695,7 @@ def build(out: Path, src: Path, check_only: bool, force: bool, stamps) -> None:
                 "opset": fm.OPSET, "ir": fm.IR_VERSION, "max_length": MAX_LENGTH}
 
     def up_to_date(name, key, outputs, what):
-        fresh = stamps.fresh(name, key, outputs)
-        if check_only:
-            if not fresh:
-                raise Fail(f"{what} is missing, modified or built by another recipe; run without --check")
-            log(f"{what}: ok")
-            return True
-        if fresh and not force:
-            log(f"{what}: up to date")
-            return True
-        return False
+        return stamps.skip(name, key, outputs, what, check_only, force)
 
     dirs = {v: out / d for v, (d, _) in VARIANTS.items()}
     golden_file = out / "golden" / "e5_reference.json"

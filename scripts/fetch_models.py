@@ -283,6 +283,19 @@ class Stamps:
                 return False
         return True
 
+    def skip(self, name: str, key: dict, outputs: list[Path], what: str, check: bool, force: bool) -> bool:
+        """True when the step can be skipped; in --check mode staleness is an error."""
+        fresh = self.fresh(name, key, outputs)
+        if check:
+            if not fresh:
+                raise Fail(f"{what} is missing, modified or built by another recipe; run without --check")
+            log(f"{what}: ok")
+            return True
+        if fresh and not force:
+            log(f"{what}: up to date")
+            return True
+        return False
+
     def write(self, name: str, key: dict, outputs: list[Path]) -> None:
         files = {o.relative_to(self.out).as_posix(): sha256_file(o) for o in outputs}
         data = json.dumps({"key": key, "files": files}, indent=2, sort_keys=True) + "\n"
@@ -1063,17 +1076,7 @@ def inner_main(args: argparse.Namespace) -> int:
     }
 
     def up_to_date(name, key, outputs, what):
-        """True when the step can be skipped; in --check mode staleness is an error."""
-        fresh = stamps.fresh(name, key, outputs)
-        if check:
-            if not fresh:
-                raise Fail(f"{what} is missing, modified or built by another recipe; run without --check")
-            log(f"{what}: ok")
-            return True
-        if fresh and not force:
-            log(f"{what}: up to date")
-            return True
-        return False
+        return stamps.skip(name, key, outputs, what, check, force)
 
     t = time.monotonic()
     step_runtime(out, check, force)
