@@ -265,3 +265,27 @@ fn watching_a_vault_without_a_wiki_directory_fails() {
   let err = watch_wiki(&p, lexical_opts(), Arc::new(|_| {})).err().expect("no wiki directory");
   assert_eq!(err.code(), "invalid_argument");
 }
+
+/// A folder moved out of `wiki/` (Move to Trash) arrives as a rename of a path that no longer
+/// exists. Whatever its name — a dot in it, a scratch-like suffix — it is a folder when the store
+/// indexed pages under it, and its pages leave recall.
+#[test]
+fn folders_moved_out_with_dotted_or_scratch_names_take_their_pages_along() {
+  let (t, p) = temp_vault();
+  let names = ["release-1.2", "2024.05", "x.bak", "notes.tmp"];
+  for (i, dir) in names.iter().enumerate() {
+    write_page(&p, &format!("{dir}/page"), "Page", &format!("a page about zqxvfolder{i}"));
+  }
+  let (mut h, _log) = start(&p, lexical_opts());
+  for (i, dir) in names.iter().enumerate() {
+    let term = format!("zqxvfolder{i}");
+    wait_hits(&p, &term, &[&format!("{dir}/page")]);
+  }
+  let trash = t.path().join("trash");
+  fs::create_dir_all(&trash).unwrap();
+  for (i, dir) in names.iter().enumerate() {
+    fs::rename(p.wiki.join(dir), trash.join(dir)).unwrap();
+    wait_hits(&p, &format!("zqxvfolder{i}"), &[]);
+  }
+  h.close();
+}

@@ -61,11 +61,19 @@ fn has_extension(name: &str) -> bool {
   name.rfind('.').is_some_and(|i| i > 0 && i + 1 < name.len())
 }
 
-/// Classify `path` (absolute) against the vault's `wiki` directory. `kind` is what the OS reported;
-/// for a path that no longer exists and whose kind is unknown (a rename's old name, a poll), a
-/// name without an extension is taken for a folder: a missed folder would miss its pages, a
-/// spurious one costs a scan of a subtree.
-pub fn classify(wiki: &Path, path: &Path, kind: PathKind) -> Relevance {
+/// Classify `path` (absolute) against the vault's `wiki` directory. `kind` is what the OS reported.
+/// A folder is a folder whatever its name (`release-1.2`, `x.bak`): discovery walks them all. For
+/// a path that no longer exists and whose kind is unknown (a rename's old name, a folder moved to
+/// the trash, a poll), what the store knows decides: `indexed_folder(rel)` says whether the index
+/// holds pages below it (then its pages must go). Failing that, a name without an extension that
+/// is not an editor's scratch name is taken for a folder too: a missed folder would miss its
+/// pages, a spurious one costs a look-up of a path that is gone.
+pub fn classify(
+  wiki: &Path,
+  path: &Path,
+  kind: PathKind,
+  indexed_folder: &dyn Fn(&str) -> bool,
+) -> Relevance {
   let Ok(rel) = path.strip_prefix(wiki) else {
     return if wiki.starts_with(path) { Relevance::Root } else { Relevance::Ignore };
   };
@@ -84,19 +92,18 @@ pub fn classify(wiki: &Path, path: &Path, kind: PathKind) -> Relevance {
   };
   let joined = parts.join("/");
   let rel = if joined.is_ascii() { joined } else { joined.nfc().collect() };
-  if is_scratch(name) || is_reserved(name) {
-    return Relevance::Ignore;
-  }
   let folder = match kind {
     PathKind::Folder => true,
     PathKind::File => false,
     PathKind::Unknown => match std::fs::symlink_metadata(path) {
       Ok(m) => m.is_dir(),
-      Err(_) => !is_markdown(name) && !has_extension(name),
+      Err(_) => (!is_markdown(name) && !has_extension(name) && !is_scratch(name)) || indexed_folder(&rel),
     },
   };
   if folder {
     Relevance::Dir(rel)
+  } else if is_scratch(name) || is_reserved(name) {
+    Relevance::Ignore
   } else if is_markdown(name) {
     Relevance::Page(rel)
   } else {
@@ -110,7 +117,7 @@ mod tests {
 
   fn c(rel: &str, kind: PathKind) -> Relevance {
     let wiki = Path::new("/nonexistent-vault/.llm-wiki/wiki");
-    classify(wiki, &wiki.join(rel), kind)
+    classify(wiki, &wiki.join(rel), kind, &|_| false)
   }
 
   #[test]
@@ -150,12 +157,33 @@ mod tests {
   }
 
   #[test]
+  fn a_vanished_folder_is_known_by_the_pages_indexed_below_it_not_by_its_name() {
+    let wiki = Path::new("/nonexistent-vault/.llm-wiki/wiki");
+    let indexed = |rel: &str| ["release-1.2", "2024.05", "x.bak", "a/b.tmp"].contains(&rel);
+    for rel in ["release-1.2", "2024.05", "x.bak", "a/b.tmp"] {
+      assert_eq!(classify(wiki, &wiki.join(rel), PathKind::Unknown, &indexed), Relevance::Dir(rel.into()));
+    }
+    // Reported as folders: folders, whatever the name.
+    assert_eq!(c("x.bak", PathKind::Folder), Relevance::Dir("x.bak".into()));
+    assert_eq!(c("v2.tmp", PathKind::Folder), Relevance::Dir("v2.tmp".into()));
+    // Nothing indexed below: scratch files and dotted names stay ignored.
+    assert_eq!(c("release-1.3", PathKind::Unknown), Relevance::Ignore);
+    assert_eq!(c("x.md.tmp", PathKind::Unknown), Relevance::Ignore);
+  }
+
+  #[test]
   fn outside_and_root() {
     let wiki = Path::new("/v/.llm-wiki/wiki");
-    assert_eq!(classify(wiki, Path::new("/v/.llm-wiki/meta/qmd/x"), PathKind::File), Relevance::Ignore);
-    assert_eq!(classify(wiki, Path::new("/v/.obsidian/workspace.json"), PathKind::File), Relevance::Ignore);
-    assert_eq!(classify(wiki, wiki, PathKind::Folder), Relevance::Root);
-    assert_eq!(classify(wiki, Path::new("/v"), PathKind::Folder), Relevance::Root);
+    assert_eq!(
+      classify(wiki, Path::new("/v/.llm-wiki/meta/qmd/x"), PathKind::File, &|_| false),
+      Relevance::Ignore
+    );
+    assert_eq!(
+      classify(wiki, Path::new("/v/.obsidian/workspace.json"), PathKind::File, &|_| false),
+      Relevance::Ignore
+    );
+    assert_eq!(classify(wiki, wiki, PathKind::Folder, &|_| false), Relevance::Root);
+    assert_eq!(classify(wiki, Path::new("/v"), PathKind::Folder, &|_| false), Relevance::Root);
   }
 
   #[cfg(unix)]
@@ -164,6 +192,6 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
     let wiki = Path::new("/v/wiki");
     let p = wiki.join(std::ffi::OsStr::from_bytes(b"bad\xff.md"));
-    assert_eq!(classify(wiki, &p, PathKind::File), Relevance::Unnamed);
+    assert_eq!(classify(wiki, &p, PathKind::File, &|_| false), Relevance::Unnamed);
   }
 }

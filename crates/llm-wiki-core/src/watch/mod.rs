@@ -411,6 +411,16 @@ struct Worker {
   queued: Vec<WatchEvent>,
 }
 
+/// Whether the live store holds pages (indexed or excluded) below the folder `rel` of `wiki/`:
+/// how a path that is gone is known to have been a folder (false when no store is readable).
+fn indexed_folder(paths: &VaultPaths, rel: &str) -> bool {
+  let Ok(snapshot) = crate::retrieve::engine::open_snapshot(paths) else { return false };
+  let prefix = format!("{rel}/");
+  let m = &snapshot.manifest;
+  m.entries.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix))
+    || m.excluded.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix))
+}
+
 fn event_kind(kind: &EventKind) -> PathKind {
   match kind {
     EventKind::Create(CreateKind::Folder) | EventKind::Remove(RemoveKind::Folder) => PathKind::Folder,
@@ -612,8 +622,9 @@ impl Worker {
         let kind = event_kind(&ev.kind);
         let now = Instant::now();
         let mut relevant = false;
+        let indexed_folder = |rel: &str| indexed_folder(&self.paths, rel);
         for p in &ev.paths {
-          match classify(&self.paths.wiki, p, kind) {
+          match classify(&self.paths.wiki, p, kind, &indexed_folder) {
             Relevance::Page(rel) => {
               self.pending.add_page(rel, now);
               relevant = true;
