@@ -95,7 +95,12 @@ pub fn replayable(wiki: &Path, recorded: &HashSet<String>) -> Vec<FeedbackEvent>
     if recorded.contains(&id) {
       continue;
     }
-    let Ok(text) = std::fs::read_to_string(wiki.join("sources").join(&name)) else { continue };
+    let file = wiki.join("sources").join(&name);
+    let Ok(bytes) = crate::vault::read::read_page_at(wiki, &file, crate::store::reindex::MAX_PAGE_BYTES)
+    else {
+      continue;
+    };
+    let Ok(text) = String::from_utf8(bytes) else { continue };
     let Ok(fm) = parse_page_text(&text) else { continue };
     let get = |k: &str| fm.get(k).and_then(|v| v.scalar_text());
     if get("category").as_deref() != Some(CATEGORY) || get("status").as_deref() != Some("observation") {

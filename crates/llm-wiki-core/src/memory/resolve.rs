@@ -846,7 +846,7 @@ fn check_page(paths: &VaultPaths, other_vault: Option<&VaultPaths>, vault: &str,
     }
     return Err(reject(codes::PAGE_MISSING, format!("{id} is no page of the {vault} vault")));
   };
-  let bytes = std::fs::read(&file).map_err(|e| Error::io("read", &file, e))?;
+  let bytes = crate::vault::read::read_page_at(&paths.wiki, &file, crate::store::reindex::MAX_PAGE_BYTES)?;
   let (page, _) = Page::from_file_bytes(id, file.clone(), &bytes)
     .map_err(|e| reject(codes::PAGE_INVALID, format!("{id} cannot be parsed ({}): {}", e.code, e.message)))?;
   if parse_resolution(&page).0.is_some() {
@@ -868,7 +868,11 @@ pub fn scan_records(paths: &VaultPaths) -> Vec<(String, ResolutionRecord)> {
     let Ok(rel) = e.path().strip_prefix(&paths.wiki) else { continue };
     let rel = rel.to_string_lossy().replace('\\', "/");
     let id = rel[..rel.len() - 3].nfc().collect::<String>();
-    let Ok(bytes) = std::fs::read(e.path()) else { continue };
+    let Ok(bytes) =
+      crate::vault::read::read_page_at(&paths.wiki, e.path(), crate::store::reindex::MAX_PAGE_BYTES)
+    else {
+      continue;
+    };
     if !bytes.windows(CATEGORY.len()).any(|w| w == CATEGORY.as_bytes()) {
       continue;
     }

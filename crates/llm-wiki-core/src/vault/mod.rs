@@ -5,6 +5,7 @@ pub mod discover;
 pub mod frontmatter;
 pub mod page;
 pub mod paths;
+pub mod read;
 
 use serde::{Deserialize, Serialize};
 
