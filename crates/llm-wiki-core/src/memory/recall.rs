@@ -169,7 +169,10 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
     .iter()
     .filter(|r| !is_record(r.vault, &r.id))
     .map(|r| {
-      let excerpt = file_lines(&r.path, r.line_start, r.line_end).unwrap_or_else(|| r.preview.clone());
+      let excerpt = vaults
+        .get(r.vault)
+        .and_then(|(paths, _, _)| file_lines(&paths.wiki, &r.path, r.line_start, r.line_end))
+        .unwrap_or_else(|| r.preview.clone());
       let meta = vaults.get(r.vault).and_then(|(_, s, _)| s.manifest.entries.get(&r.id)).map(|e| &*e.meta);
       let fallback = PageMeta { status: r.status.clone(), ..PageMeta::default() };
       let meta = meta.unwrap_or(&fallback);
