@@ -73,7 +73,8 @@ pub fn write_observation(wiki: &Path, c: &Correction) -> Result<String> {
   if parsed.get("corrected_page").and_then(|v| v.as_str()) != Some(c.page_id.as_str()) {
     return Err(Error::invalid("correction observation does not round-trip its corrected_page"));
   }
-  let path = wiki.join("sources").join(format!("{slug}.md"));
+  // Never through a linked `sources/` (the page would land outside the vault).
+  let path = crate::vault::read::page_folder(wiki, "sources")?.join(format!("{slug}.md"));
   crate::store::swap::crash_point("correction_before_write");
   atomic_write(&path, page.as_bytes())?;
   Ok(format!("sources/{slug}"))
@@ -139,6 +140,7 @@ mod tests {
   fn observation_round_trips_and_replays() {
     let dir = tempfile::tempdir().unwrap();
     let wiki = dir.path().join("wiki");
+    std::fs::create_dir(&wiki).unwrap();
     let c = Correction {
       vault_id: "11111111-2222-4333-8444-555555555555".into(),
       page_id: "concepts/deploy \"blue\"".into(),

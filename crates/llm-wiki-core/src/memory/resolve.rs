@@ -957,12 +957,27 @@ pub fn render_page(
   s
 }
 
+/// Create `target` with `bytes` (fsynced), failing with `AlreadyExists` when it exists: never
+/// replaces a file. A partial file left by a failed write is removed.
+fn write_new(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+  use std::io::Write;
+  let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(target)?;
+  let res = f.write_all(bytes).and_then(|_| f.sync_all());
+  if res.is_err() {
+    drop(f);
+    let _ = std::fs::remove_file(target);
+  }
+  res
+}
+
 /// Write `text` as `target` by temporary file + validation + atomic rename: the temporary file
 /// is read back and must parse to `expect`; the rename never replaces an existing file.
 fn commit_page(target: &Path, id: &str, text: &str, expect: &ResolutionRecord) -> Result<()> {
   use std::io::Write;
   let dir = target.parent().ok_or_else(|| Error::invalid("resolution page has no folder"))?;
-  std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+  // Never through a linked `analyses/` (the record would land outside the vault).
+  let wiki = dir.parent().ok_or_else(|| Error::invalid("resolution page has no folder"))?;
+  crate::vault::read::page_folder(wiki, FOLDER)?;
   let tmp = dir.join(format!(".{id}.md.tmp-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
   let res = (|| {
     let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
@@ -991,7 +1006,18 @@ fn commit_page(target: &Path, id: &str, text: &str, expect: &ResolutionRecord) -
           format!("{} already exists but is not a valid resolution record", target.display()),
         ));
       }
-      Err(_) => std::fs::rename(&tmp, target).map_err(|e| Error::io("rename", target, e))?,
+      Err(_) => {
+        // No hard links on this filesystem: a rename would replace a record written meanwhile,
+        // so the page is written in place by an exclusive create (never over an existing file).
+        let _ = std::fs::remove_file(&tmp);
+        write_new(target, text.as_bytes()).map_err(|e| match e.kind() {
+          std::io::ErrorKind::AlreadyExists => reject(
+            codes::PAGE_INVALID,
+            format!("{} already exists but is not a valid resolution record", target.display()),
+          ),
+          _ => Error::io("create", target, e),
+        })?
+      }
     }
     crate::fsutil::sync_dir(dir);
     Ok(())

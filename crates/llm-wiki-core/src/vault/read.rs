@@ -176,6 +176,36 @@ pub fn read_page(wiki: &Path, rel_path: &str, cap: u64) -> Result<Vec<u8>, PageR
   read_page_at(wiki, &super::discover::resolve_page_file(wiki, rel_path), cap)
 }
 
+/// The folder `wiki/<name>` the engine writes pages into (`sources` for correction observations,
+/// `analyses` for resolution records), created when missing: refused when it is a symbolic link
+/// or resolves anywhere but directly under the real `wiki/` (a page written through a linked
+/// folder would land outside the vault). `wiki` must exist.
+pub fn page_folder(wiki: &Path, name: &str) -> Result<PathBuf, PageReadError> {
+  let io = |path: &Path| {
+    let path = path.to_path_buf();
+    move |source| PageReadError::Io { path, source }
+  };
+  let real_wiki = std::fs::canonicalize(wiki).map_err(io(wiki))?;
+  let dir = wiki.join(name);
+  match std::fs::create_dir(&dir) {
+    Ok(()) => {}
+    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+    Err(e) => return Err(PageReadError::Io { path: dir, source: e }),
+  }
+  let meta = std::fs::symlink_metadata(&dir).map_err(io(&dir))?;
+  if meta.file_type().is_symlink() {
+    return Err(PageReadError::Symlink(dir));
+  }
+  if !meta.is_dir() {
+    return Err(PageReadError::NotRegular(dir));
+  }
+  let real = std::fs::canonicalize(&dir).map_err(io(&dir))?;
+  if real.parent() != Some(real_wiki.as_path()) {
+    return Err(PageReadError::OutsideWiki(dir));
+  }
+  Ok(dir)
+}
+
 #[cfg(all(test, unix))]
 mod tests {
   use super::*;
@@ -210,6 +240,17 @@ mod tests {
     assert!(matches!(read_page(&wiki, "linked/b.md", 100), Err(PageReadError::Symlink(_))));
     assert!(matches!(read_page_at(&wiki, &secret, 100), Err(PageReadError::OutsideWiki(_))));
     assert!(matches!(read_page(&wiki, "../secret.md", 100), Err(PageReadError::OutsideWiki(_))));
+  }
+
+  /// Issue 43, small item d: pages are never written through a linked `sources`/`analyses`.
+  #[test]
+  fn page_folders_must_be_real_folders_of_the_wiki() {
+    let (t, wiki) = wiki();
+    assert_eq!(page_folder(&wiki, "sources").unwrap(), wiki.join("sources"));
+    assert!(wiki.join("sources").is_dir());
+    std::fs::create_dir(t.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(t.path().join("elsewhere"), wiki.join("analyses")).unwrap();
+    assert!(matches!(page_folder(&wiki, "analyses"), Err(PageReadError::Symlink(_))));
   }
 
   #[test]
