@@ -193,7 +193,13 @@ impl WikiWatcher {
   pub fn close<'env>(&mut self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
     self.slot.close();
     if let Some(data) = self.hook.take() {
-      remove_teardown_hook(env, data);
+      // SAFETY: on the JS thread of the environment the hook was added to; the hook has not
+      // run (the environment is alive), so the box is ours to free once removed.
+      let status =
+        unsafe { sys::napi_remove_env_cleanup_hook(env.raw(), Some(close_on_teardown), data as *mut c_void) };
+      if status == sys::Status::napi_ok {
+        drop(unsafe { Box::from_raw(data as *mut Arc<CloseSlot>) });
+      }
     }
     let handle = self.handle.clone();
     task::spawn(env, None, task::Priority::Interactive, move || {
@@ -258,19 +264,16 @@ pub fn watch_wiki<'env>(
   // SAFETY: on the JS thread that owns `env`; `data` stays valid until the hook runs or
   // `close()` removes it.
   let status = unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(close_on_teardown), data.cast()) };
-  // The hook's data: taken by the watcher when it starts (its `close()` removes the hook), else
-  // removed and freed when the start settles (a failed start left one box and hook per call).
-  let hook = Arc::new(Mutex::new(if status == sys::Status::napi_ok {
+  let hook = if status == sys::Status::napi_ok {
     Some(data as usize)
   } else {
     drop(unsafe { Box::from_raw(data) });
     None
-  }));
-  let unclaimed = hook.clone();
+  };
   let on_event = o.on_event.map(Arc::new);
   let threads = crate::thread_count(o.threads);
   let (components, debounce, poll, poll_interval) = (o.components, o.debounce_ms, o.poll, o.poll_interval_ms);
-  let mut started = task::spawn(env, None, task::Priority::Interactive, move || {
+  task::spawn(env, None, task::Priority::Interactive, move || {
     if slot.closed.load(Ordering::SeqCst) {
       return Err(Failure { code: "cancelled".into(), message: "operation cancelled".into() });
     }
@@ -302,26 +305,8 @@ pub fn watch_wiki<'env>(
     });
     let handle = core_watch::watch_wiki(&paths, opts, sink).map_err(Failure::from)?;
     slot.set(handle.closer());
-    let hook = hook.lock().unwrap_or_else(|e| e.into_inner()).take();
     Ok(WikiWatcher { handle: Arc::new(Mutex::new(Some(handle))), slot, hook })
-  })?;
-  started.finally(move |env| {
-    if let Some(data) = unclaimed.lock().unwrap_or_else(|e| e.into_inner()).take() {
-      remove_teardown_hook(&env, data);
-    }
-    Ok(())
   })
-}
-
-/// Remove the teardown hook whose data is `data` and free the data (on the JS thread of the
-/// environment the hook was added to, which is alive: the hook has not run).
-fn remove_teardown_hook(env: &Env, data: usize) {
-  // SAFETY: see above; once removed, the box is ours to free.
-  let status =
-    unsafe { sys::napi_remove_env_cleanup_hook(env.raw(), Some(close_on_teardown), data as *mut c_void) };
-  if status == sys::Status::napi_ok {
-    drop(unsafe { Box::from_raw(data as *mut Arc<CloseSlot>) });
-  }
 }
 
 /// `test-hooks` builds only: `LLM_WIKI_TEST_WATCH_OVERFLOW=1` makes the watcher treat every OS
