@@ -709,7 +709,10 @@ export interface RecallDiagnostic {
 
 /** Input of `recordRecallFeedback`. */
 export interface RecallFeedbackInput {
-  /** Session whose shown set holds the pair (not needed for `conflict_selected`). */
+  /**
+   * Session whose shown set holds the pair (required for every action, `conflict_selected`
+   * included; optional in the type for compatibility, a call without it is `invalid_argument`).
+   */
   sessionId?: string
   vaultId: string
   pageId: string

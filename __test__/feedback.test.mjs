@@ -54,6 +54,12 @@ describe('recall feedback', () => {
     await assert.rejects(recordRecallFeedback(v.paths, { sessionId, vaultId, pageId: 'concepts/sourdough', action: 'relevant' }), { code: 'feedback_not_shown' })
     await assert.rejects(recordRecallFeedback(v.paths, { sessionId, vaultId, pageId: order[0], action: 'liked' }), { code: 'invalid_argument' })
     await assert.rejects(recordRecallFeedback(v.paths, { vaultId, pageId: order[0], action: 'relevant' }), { code: 'invalid_argument' })
+    // Conflict choices: ids validated like every other target, a session and a shown page required (issue 43).
+    for (const pageId of ['../../../outside', path.resolve(v.wiki, '..', 'outside'), 'concepts/../x']) {
+      await assert.rejects(recordRecallFeedback(v.paths, { sessionId, vaultId, pageId, action: 'conflict_selected' }), { code: 'invalid_argument' })
+    }
+    await assert.rejects(recordRecallFeedback(v.paths, { vaultId, pageId: order[0], action: 'conflict_selected' }), { code: 'invalid_argument' })
+    await assert.rejects(recordRecallFeedback(v.paths, { sessionId, vaultId, pageId: 'concepts/sourdough', action: 'conflict_selected' }), { code: 'feedback_not_shown' })
     assert.equal((await recordRecallFeedback(v.paths, { sessionId, vaultId, pageId: order[1], action: 'relevant' })).status, 'recorded')
     assert.equal((await recordRecallFeedback(v.paths, { sessionId, vaultId, pageId: order[0], action: 'irrelevant' })).status, 'recorded')
     const lines = events().map((l) => JSON.parse(l))

@@ -51,7 +51,8 @@ pub struct ConfirmShownInput {
 /// Input of `recordRecallFeedback`.
 #[napi(object, object_to_js = false)]
 pub struct RecallFeedbackInput {
-  /// Session whose shown set holds the pair (not needed for `conflict_selected`).
+  /// Session whose shown set holds the pair (required for every action, `conflict_selected`
+  /// included; optional in the type for compatibility, a call without it is `invalid_argument`).
   pub session_id: Option<String>,
   pub vault_id: String,
   pub page_id: String,
@@ -158,8 +159,8 @@ pub fn record_recall_feedback<'env>(
     let paths = paths.to_core()?;
     let action = core_feedback::FeedbackAction::parse(&input.action).map_err(core_err)?;
     let session = input.session_id.unwrap_or_default();
-    if session.is_empty() && action != core_feedback::FeedbackAction::ConflictSelected {
-      return Err(invalid("sessionId is required for every action but conflict_selected"));
+    if session.is_empty() {
+      return Err(invalid("sessionId is required (a feedback target must be a page the session was shown)"));
     }
     let on = implicit(&input.config);
     let out = core_record::record_feedback(

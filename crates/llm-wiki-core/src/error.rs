@@ -59,7 +59,8 @@ pub enum Error {
   /// The recall query is longer than the accepted maximum (never truncated).
   #[error("recall query has {chars} characters; the maximum is {max}")]
   QueryTooLong {
-    /// Characters of the normalized query.
+    /// Characters counted: of the raw text (trimmed, whitespace runs as one) when that is over
+    /// the cap, else of the normalized query.
     chars: usize,
     /// The accepted maximum.
     max: usize,

@@ -140,20 +140,40 @@ fn unlisted_segment_files(lexical: &std::path::Path) -> Vec<String> {
     .collect()
 }
 
+fn listed_segments(lexical: &std::path::Path) -> usize {
+  let meta: serde_json::Value =
+    serde_json::from_slice(&fs::read(lexical.join("meta.json")).unwrap()).unwrap();
+  meta["segments"].as_array().unwrap().len()
+}
+
+/// Page edits reindexed after the cold build. Each adds one small segment; the incremental
+/// writer's policy (`LexicalIndex::writer`: `LogMergePolicy`, `set_min_num_segments(8)`, all
+/// segments under `SMALL_LAYER_DOCS` documents in one level) merges once eight are there, so ten
+/// edits run at least one merge (seven, as this test had, never did).
+const EDITS: usize = 10;
+
 #[test]
 fn nothing_writes_into_the_store_after_reindex_returned() {
-  // Every commit adds small segments; from the fourth on, tantivy merges them (with the big ones
-  // of the cold build) in the background. When a reindex returns, those merges are done and
-  // applied: the directory holds only listed segments, and removing the vault cannot race them.
+  // Every commit adds a small segment; from the eighth on, tantivy merges them in the background.
+  // When a reindex returns, those merges are done and applied: the directory holds only listed
+  // segments, and removing the vault cannot race them.
   for round in 0..4 {
     let (t, p) = vault(1500);
-    for k in 0..8 {
+    let r = reindex_vault(&p, &lexical());
+    assert!(r.ok, "{:?}", r.errors);
+    let cold = listed_segments(&lexical_dir(&p));
+    for k in 0..EDITS {
       let f = p.wiki.join(format!("concepts/topic-{k}.md"));
       fs::write(&f, format!("{}\nRound {round} edit {k} adds zxedit{k}vor.\n", topic(k))).unwrap();
       let r = reindex_vault(&p, &ReindexOptions { scope: llm_wiki_core::store::Scope::All, ..lexical() });
       assert!(r.ok, "{:?}", r.errors);
     }
     let lexical_dir = lexical_dir(&p);
+    let segments = listed_segments(&lexical_dir);
+    assert!(
+      segments < cold + EDITS,
+      "round {round}: no merge ran ({cold} cold-build segments + {EDITS} edits = {segments} segments)"
+    );
     let unlisted = unlisted_segment_files(&lexical_dir);
     assert!(unlisted.is_empty(), "round {round}: a merge is still writing (or was abandoned): {unlisted:?}");
     let root = t.path().to_path_buf();

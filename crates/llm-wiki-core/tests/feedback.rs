@@ -298,3 +298,37 @@ fn session_aware_automatic_recall() {
     ledger::end(x);
   }
 }
+
+/// Issue 43, item 7: a `conflict_selected` choice names a page id like every other feedback target
+/// (absolute, `..` and `.md` ids are `invalid_argument`, never an existence probe of a file
+/// outside the vault) and counts only for a page the session was shown.
+#[test]
+fn conflict_choices_are_validated_and_need_a_shown_page() {
+  let (t, p) = vault();
+  let s = "fb-conflict";
+  let r = recall_wiki(&p, QUERY, &explicit(Some(s), true)).unwrap();
+  let vid = vault_id(&r);
+  confirm_shown(&p, s, false).unwrap();
+  // A Markdown file beside the vault, named relative to wiki/ and absolutely.
+  fs::write(t.path().join("outside.md"), "# Outside\n").unwrap();
+  let rel_out =
+    format!("{}/outside", "../".repeat(p.wiki.strip_prefix(t.path()).unwrap().components().count()));
+  let abs_out = t.path().join("outside").to_string_lossy().into_owned();
+  for bad in
+    [rel_out.as_str(), abs_out.as_str(), "concepts/../concepts/release-a", "concepts/release-a.md", ""]
+  {
+    let e = record_feedback(&p, s, &vid, bad, FeedbackAction::ConflictSelected, None, true).unwrap_err();
+    assert_eq!(e.code(), "invalid_argument", "{bad}: {e}");
+  }
+  // A real page the session never showed, or no session: not counted.
+  for (sess, page) in [(s, "concepts/sourdough"), ("", r.results[0].id.as_str())] {
+    let e = record_feedback(&p, sess, &vid, page, FeedbackAction::ConflictSelected, None, true).unwrap_err();
+    assert_eq!(e.code(), "feedback_not_shown", "{sess:?} {page}: {e}");
+  }
+  assert!(!events_path(&p.meta).exists() || fs::read_to_string(events_path(&p.meta)).unwrap().is_empty());
+  // A shown page: recorded.
+  let out =
+    record_feedback(&p, s, &vid, &r.results[0].id, FeedbackAction::ConflictSelected, None, true).unwrap();
+  assert_eq!((out.status.as_str(), out.events), ("recorded", 1));
+  ledger::end(s);
+}

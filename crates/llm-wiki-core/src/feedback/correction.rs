@@ -73,7 +73,8 @@ pub fn write_observation(wiki: &Path, c: &Correction) -> Result<String> {
   if parsed.get("corrected_page").and_then(|v| v.as_str()) != Some(c.page_id.as_str()) {
     return Err(Error::invalid("correction observation does not round-trip its corrected_page"));
   }
-  let path = wiki.join("sources").join(format!("{slug}.md"));
+  // Never through a linked `sources/` (the page would land outside the vault).
+  let path = crate::vault::read::page_folder(wiki, "sources")?.join(format!("{slug}.md"));
   crate::store::swap::crash_point("correction_before_write");
   atomic_write(&path, page.as_bytes())?;
   Ok(format!("sources/{slug}"))
@@ -95,7 +96,12 @@ pub fn replayable(wiki: &Path, recorded: &HashSet<String>) -> Vec<FeedbackEvent>
     if recorded.contains(&id) {
       continue;
     }
-    let Ok(text) = std::fs::read_to_string(wiki.join("sources").join(&name)) else { continue };
+    let file = wiki.join("sources").join(&name);
+    let Ok(bytes) = crate::vault::read::read_page_at(wiki, &file, crate::store::reindex::MAX_PAGE_BYTES)
+    else {
+      continue;
+    };
+    let Ok(text) = String::from_utf8(bytes) else { continue };
     let Ok(fm) = parse_page_text(&text) else { continue };
     let get = |k: &str| fm.get(k).and_then(|v| v.scalar_text());
     if get("category").as_deref() != Some(CATEGORY) || get("status").as_deref() != Some("observation") {
@@ -134,6 +140,7 @@ mod tests {
   fn observation_round_trips_and_replays() {
     let dir = tempfile::tempdir().unwrap();
     let wiki = dir.path().join("wiki");
+    std::fs::create_dir(&wiki).unwrap();
     let c = Correction {
       vault_id: "11111111-2222-4333-8444-555555555555".into(),
       page_id: "concepts/deploy \"blue\"".into(),

@@ -131,8 +131,14 @@ pub fn record_feedback(
     FeedbackAction::Shown => {
       return Err(Error::invalid("shown is recorded by confirmRecallShown after delivery"));
     }
-    FeedbackAction::ConflictSelected => return record_conflict_selected(active, vault_id, page_id, None),
     _ => {}
+  }
+  // Every target is a page id ('/'-separated, relative to wiki/, no '..', no '.md'), so no
+  // feedback call can name (or probe for) a file outside the vault.
+  if crate::memory::relations::normalize_target(page_id).as_deref() != Ok(page_id) {
+    let why =
+      crate::memory::relations::normalize_target(page_id).err().unwrap_or("is not in normalized form");
+    return Err(Error::invalid(format!("pageId '{page_id}' {why}")));
   }
   if correction.is_some() && action != FeedbackAction::Corrected {
     return Err(Error::invalid("correction is accepted only with corrected"));
@@ -142,6 +148,10 @@ pub fn record_feedback(
   }
   let entry = ledger::shown_entry(session, vault_id, page_id)
     .ok_or_else(|| Error::FeedbackNotShown { vault_id: vault_id.into(), page_id: page_id.into() })?;
+  if action == FeedbackAction::ConflictSelected {
+    // A choice between pages the session was shown, counted for the query it was shown for.
+    return record_conflict_selected(active, vault_id, page_id, Some(&entry.query_hash));
+  }
   let paths = vault_by_id(active, vault_id)?;
   let mut event = event_of(&entry, action);
   if action.is_implicit() {
@@ -184,7 +194,8 @@ pub fn record_feedback(
 }
 
 /// Record a `conflict_selected` event for the selected page outside a resolution (the binding's
-/// `recordFeedback` with that action; no session needed). Waits 2 s for the lock.
+/// `recordRecallFeedback` with that action, for a page its session was shown; `page_id` must be
+/// a normalized page id — [`record_feedback`] checks both). Waits 2 s for the lock.
 /// `resolveConflict` does not call this: it appends [`conflict_selected_event`] in its own hold.
 pub fn record_conflict_selected(
   active: &VaultPaths,
@@ -194,7 +205,7 @@ pub fn record_conflict_selected(
 ) -> Result<FeedbackOutcome> {
   let paths = vault_by_id(active, vault_id)?;
   let file = crate::vault::discover::resolve_page_file(&paths.wiki, &format!("{page_id}.md"));
-  if !file.is_file() {
+  if crate::vault::read::open_page(&paths.wiki, &file).is_err() {
     return Err(Error::invalid(format!("page {page_id} does not exist in vault {vault_id}")));
   }
   let event = conflict_selected_event(vault_id, page_id, query_hash);

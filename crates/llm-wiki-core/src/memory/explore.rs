@@ -4,6 +4,7 @@
 //! visited and in output size.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -238,13 +239,18 @@ pub fn neighbours_in(
   }
   // The page text gets what the edges left.
   let file = out.page.as_ref().map(|p| p.path.clone()).unwrap_or_default();
-  if let Ok(text) = std::fs::read_to_string(&file) {
-    let room = max_bytes.saturating_sub(used);
+  // At most the room left is read (plus a character's bytes), never through a symlink or from a
+  // FIFO ([`crate::vault::read`]).
+  let room = max_bytes.saturating_sub(used);
+  if let Ok((bytes, more)) =
+    crate::vault::read::read_prefix_at(&paths.wiki, Path::new(&file), room as u64 + 3)
+  {
+    let text = String::from_utf8_lossy(&bytes);
     let mut cut = text.len().min(room);
     while !text.is_char_boundary(cut) {
       cut -= 1;
     }
-    if cut < text.len() {
+    if cut < text.len() || more {
       out.truncated = true;
     }
     out.content = text[..cut].to_string();

@@ -50,10 +50,13 @@ pub struct MemoryResponse {
   pub mode: RetrievalMode,
 }
 
-/// Lines `start..=end` (1-based) of a file, or `None`.
-fn file_lines(path: &str, start: u32, end: u32) -> Option<String> {
-  let text = std::fs::read_to_string(path).ok()?;
-  let text = text.replace("\r\n", "\n");
+/// Lines `start..=end` (1-based) of page file `path` under `wiki`, or `None` (also when the file
+/// is no longer a regular page file within the indexing cap: [`crate::vault::read`]).
+fn file_lines(wiki: &std::path::Path, path: &str, start: u32, end: u32) -> Option<String> {
+  let bytes =
+    crate::vault::read::read_page_at(wiki, std::path::Path::new(path), crate::store::reindex::MAX_PAGE_BYTES)
+      .ok()?;
+  let text = String::from_utf8(bytes).ok()?.replace("\r\n", "\n");
   let lines: Vec<&str> = text
     .split('\n')
     .skip(start.saturating_sub(1) as usize)
@@ -94,7 +97,7 @@ impl MemorySource for Source {
       ),
       None => (None, 0, 0, entry.meta.description.clone().unwrap_or_default()),
     };
-    let excerpt = file_lines(&path, start, end).unwrap_or(source);
+    let excerpt = file_lines(&paths.wiki, &path, start, end).unwrap_or(source);
     Some(MemoryItem {
       vault: vault.to_string(),
       vault_id: snap.manifest.vault_id.clone(),
@@ -166,7 +169,10 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
     .iter()
     .filter(|r| !is_record(r.vault, &r.id))
     .map(|r| {
-      let excerpt = file_lines(&r.path, r.line_start, r.line_end).unwrap_or_else(|| r.preview.clone());
+      let excerpt = vaults
+        .get(r.vault)
+        .and_then(|(paths, _, _)| file_lines(&paths.wiki, &r.path, r.line_start, r.line_end))
+        .unwrap_or_else(|| r.preview.clone());
       let meta = vaults.get(r.vault).and_then(|(_, s, _)| s.manifest.entries.get(&r.id)).map(|e| &*e.meta);
       let fallback = PageMeta { status: r.status.clone(), ..PageMeta::default() };
       let meta = meta.unwrap_or(&fallback);

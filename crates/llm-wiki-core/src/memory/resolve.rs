@@ -846,7 +846,7 @@ fn check_page(paths: &VaultPaths, other_vault: Option<&VaultPaths>, vault: &str,
     }
     return Err(reject(codes::PAGE_MISSING, format!("{id} is no page of the {vault} vault")));
   };
-  let bytes = std::fs::read(&file).map_err(|e| Error::io("read", &file, e))?;
+  let bytes = crate::vault::read::read_page_at(&paths.wiki, &file, crate::store::reindex::MAX_PAGE_BYTES)?;
   let (page, _) = Page::from_file_bytes(id, file.clone(), &bytes)
     .map_err(|e| reject(codes::PAGE_INVALID, format!("{id} cannot be parsed ({}): {}", e.code, e.message)))?;
   if parse_resolution(&page).0.is_some() {
@@ -868,7 +868,11 @@ pub fn scan_records(paths: &VaultPaths) -> Vec<(String, ResolutionRecord)> {
     let Ok(rel) = e.path().strip_prefix(&paths.wiki) else { continue };
     let rel = rel.to_string_lossy().replace('\\', "/");
     let id = rel[..rel.len() - 3].nfc().collect::<String>();
-    let Ok(bytes) = std::fs::read(e.path()) else { continue };
+    let Ok(bytes) =
+      crate::vault::read::read_page_at(&paths.wiki, e.path(), crate::store::reindex::MAX_PAGE_BYTES)
+    else {
+      continue;
+    };
     if !bytes.windows(CATEGORY.len()).any(|w| w == CATEGORY.as_bytes()) {
       continue;
     }
@@ -953,12 +957,27 @@ pub fn render_page(
   s
 }
 
+/// Create `target` with `bytes` (fsynced), failing with `AlreadyExists` when it exists: never
+/// replaces a file. A partial file left by a failed write is removed.
+fn write_new(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+  use std::io::Write;
+  let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(target)?;
+  let res = f.write_all(bytes).and_then(|_| f.sync_all());
+  if res.is_err() {
+    drop(f);
+    let _ = std::fs::remove_file(target);
+  }
+  res
+}
+
 /// Write `text` as `target` by temporary file + validation + atomic rename: the temporary file
 /// is read back and must parse to `expect`; the rename never replaces an existing file.
 fn commit_page(target: &Path, id: &str, text: &str, expect: &ResolutionRecord) -> Result<()> {
   use std::io::Write;
   let dir = target.parent().ok_or_else(|| Error::invalid("resolution page has no folder"))?;
-  std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+  // Never through a linked `analyses/` (the record would land outside the vault).
+  let wiki = dir.parent().ok_or_else(|| Error::invalid("resolution page has no folder"))?;
+  crate::vault::read::page_folder(wiki, FOLDER)?;
   let tmp = dir.join(format!(".{id}.md.tmp-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
   let res = (|| {
     let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
@@ -987,7 +1006,18 @@ fn commit_page(target: &Path, id: &str, text: &str, expect: &ResolutionRecord) -
           format!("{} already exists but is not a valid resolution record", target.display()),
         ));
       }
-      Err(_) => std::fs::rename(&tmp, target).map_err(|e| Error::io("rename", target, e))?,
+      Err(_) => {
+        // No hard links on this filesystem: a rename would replace a record written meanwhile,
+        // so the page is written in place by an exclusive create (never over an existing file).
+        let _ = std::fs::remove_file(&tmp);
+        write_new(target, text.as_bytes()).map_err(|e| match e.kind() {
+          std::io::ErrorKind::AlreadyExists => reject(
+            codes::PAGE_INVALID,
+            format!("{} already exists but is not a valid resolution record", target.display()),
+          ),
+          _ => Error::io("create", target, e),
+        })?
+      }
     }
     crate::fsutil::sync_dir(dir);
     Ok(())

@@ -6,8 +6,13 @@ use unicode_normalization::UnicodeNormalization;
 use super::ranking::SubQuery;
 use crate::error::{Error, Result};
 
-/// Longest accepted query, in characters after normalization. Longer queries are rejected with
-/// `recall_query_too_long`, never truncated.
+/// Longest accepted query (and sub-query), in characters. Longer queries are rejected with
+/// `recall_query_too_long`, never truncated. The cap is checked twice: first on the raw text,
+/// before anything is allocated for it ([`raw_chars`]: trimmed, each whitespace run counted as
+/// one character — what whitespace collapsing leaves), then on the normalized query (NFKC can
+/// expand a character up to 18 times, U+FDFA, or compose a decomposed sequence into one). A
+/// 50 MB paste is refused by the first check without being normalized; a query whose raw text
+/// holds more than 2,000 characters is refused even when NFKC would compose it below the cap.
 pub const QUERY_MAX_CHARS: usize = 2_000;
 
 /// Most typed sub-queries one recall accepts (each costs a lexical search or an embedding).
@@ -31,8 +36,32 @@ pub const INTERROGATIVE_PREFIXES: &[&str] = &[
   "哪",
 ];
 
-/// NFKC, trim, collapse whitespace runs to one space.
+/// Characters of `raw` as whitespace collapsing counts them (trimmed, each whitespace run as
+/// one), counted without allocating.
+pub fn raw_chars(raw: &str) -> usize {
+  let mut n = 0;
+  let mut space = false;
+  for c in raw.trim().chars() {
+    if c.is_whitespace() {
+      space = true;
+    } else {
+      n += 1 + space as usize;
+      space = false;
+    }
+  }
+  n
+}
+
+/// NFKC, trim, collapse whitespace runs to one space. The raw text's length is checked against
+/// [`QUERY_MAX_CHARS`] before it is normalized, the normalized query's after.
 pub fn normalize_query(raw: &str) -> Result<String> {
+  // Text of at most the cap in bytes cannot be over it in characters: no scan needed.
+  if raw.len() > QUERY_MAX_CHARS {
+    let chars = raw_chars(raw);
+    if chars > QUERY_MAX_CHARS {
+      return Err(Error::QueryTooLong { chars, max: QUERY_MAX_CHARS });
+    }
+  }
   let nfkc: String = raw.nfkc().collect();
   let q = nfkc.split_whitespace().collect::<Vec<_>>().join(" ");
   if q.is_empty() {
@@ -148,6 +177,32 @@ mod tests {
     let k = identity_key("T\u{308}ON");
     assert_eq!(k, "\u{1e97}on");
     assert_eq!(identity_key(&k), k);
+  }
+
+  /// Issue 43, item 8: the raw text is measured before NFKC (U+FDFA expands 18×), so an
+  /// over-long paste is refused with its own length, not normalized first.
+  #[test]
+  fn raw_length_is_checked_before_normalizing() {
+    let paste = "\u{fdfa}".repeat(200_000);
+    match normalize_query(&paste) {
+      Err(Error::QueryTooLong { chars, max }) => assert_eq!((chars, max), (200_000, QUERY_MAX_CHARS)),
+      other => panic!("{other:?}"),
+    }
+    // Whitespace runs count once, surrounding whitespace not at all.
+    assert_eq!(raw_chars("  a \n\t b  "), 3);
+    let spaced = format!("  {}  ", ["word"; 400].join("     "));
+    assert!(spaced.len() > QUERY_MAX_CHARS && normalize_query(&spaced).is_ok());
+    // Under the raw cap, over it once expanded: refused after normalizing.
+    match normalize_query(&"\u{fdfa}".repeat(200)) {
+      Err(Error::QueryTooLong { chars, .. }) => assert_eq!(chars, 200 * 18),
+      other => panic!("{other:?}"),
+    }
+    // Each sub-query the same.
+    let subs = [SubQuery::Lex("ok".into()), SubQuery::Vec(paste)];
+    match normalize_subqueries(&subs) {
+      Err((Some(1), Error::QueryTooLong { chars, .. })) => assert_eq!(chars, 200_000),
+      other => panic!("{other:?}"),
+    }
   }
 
   #[test]

@@ -160,7 +160,9 @@ impl<'a> ChunkTexts<'a> {
   fn read_page(&mut self, id: &str, entry: &ManifestEntry) {
     self.pages_read += 1;
     let path = crate::vault::discover::resolve_page_file(self.wiki, &entry.rel_path);
-    let Ok(bytes) = std::fs::read(&path) else { return };
+    let Ok(bytes) = crate::vault::read::read_page_at(self.wiki, &path, super::reindex::MAX_PAGE_BYTES) else {
+      return;
+    };
     if super::manifest::sha256_hex(&bytes) != entry.content_hash {
       return;
     }

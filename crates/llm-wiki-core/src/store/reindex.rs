@@ -186,15 +186,19 @@ fn load_one(
       &format!("Page is {} bytes; pages over {MAX_PAGE_BYTES} bytes are not indexed", file.size),
     ));
   }
-  let bytes = match std::fs::read(&file.abs_path) {
+  // The walk's `wiki/` folder: the file's path less as many components as its relative path has.
+  let wiki = file.abs_path.ancestors().nth(file.rel_path.split('/').count()).unwrap_or(&file.abs_path);
+  let bytes = match crate::vault::read::read_page_at(wiki, &file.abs_path, MAX_PAGE_BYTES) {
     Ok(b) => b,
-    Err(e) => {
+    Err(e @ crate::vault::read::PageReadError::Io { .. }) => {
       return Loaded::Invalid(Diagnostic::error(
         "frontmatter_parse_error",
         &file.rel_path,
         &format!("Failed to read file: {e}"),
       ))
     }
+    // Replaced since the walk's stat (a symlink, a FIFO, grown past the cap): refused unread.
+    Err(e) => return Loaded::Invalid(Diagnostic::error(e.code(), &file.rel_path, &e.to_string())),
   };
   let hash = sha256_hex(&bytes);
   if let Some(p) = prev {

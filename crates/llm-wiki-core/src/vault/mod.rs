@@ -6,6 +6,7 @@ pub mod frontmatter;
 pub mod init;
 pub mod page;
 pub mod paths;
+pub mod read;
 
 use serde::{Deserialize, Serialize};
 

@@ -642,3 +642,18 @@ fn a_resolution_without_its_event_is_replayed_exactly_once() {
   let proj = projection::current(&p.meta, crate::retrieve::trust::now_secs());
   assert!((one_choice(&proj) - 1.0).abs() < 1e-3);
 }
+
+/// Issue 43, small item c: the fallback for filesystems without hard links never replaces an
+/// existing file (it used to `rename` over the target).
+#[test]
+fn the_no_hard_link_fallback_never_overwrites() {
+  let t = tempfile::tempdir().unwrap();
+  let target = t.path().join("r.md");
+  std::fs::write(&target, "existing").unwrap();
+  let e = super::write_new(&target, b"new").unwrap_err();
+  assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+  assert_eq!(std::fs::read_to_string(&target).unwrap(), "existing");
+  let fresh = t.path().join("s.md");
+  super::write_new(&fresh, b"new").unwrap();
+  assert_eq!(std::fs::read_to_string(&fresh).unwrap(), "new");
+}
