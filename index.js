@@ -17,12 +17,50 @@ const { existsSync, readdirSync } = require('node:fs')
 const { dirname, join } = require('node:path')
 const binding = require('./binding.js')
 
-function reject(fn) {
+// Statuses napi-rs reports for an argument of the wrong type (its `Status` names): every export
+// reports them as the engine's `invalid_argument` instead, the napi status kept as `napiCode`.
+const ARGUMENT_STATUSES = new Set([
+  'InvalidArg',
+  'ObjectExpected',
+  'StringExpected',
+  'NameExpected',
+  'FunctionExpected',
+  'NumberExpected',
+  'BooleanExpected',
+  'ArrayExpected',
+  'BigintExpected',
+  'DateExpected',
+  'ArrayBufferExpected',
+  'DetachableArraybufferExpected',
+])
+
+function argumentError(err) {
+  if (err && typeof err === 'object' && ARGUMENT_STATUSES.has(err.code)) {
+    err.napiCode = err.code
+    err.code = 'invalid_argument'
+  }
+  return err
+}
+
+/** A synchronous export whose argument-type errors carry `code: 'invalid_argument'`. */
+function typed(fn) {
   return function (...args) {
     try {
       return fn.apply(this, args)
     } catch (err) {
-      return Promise.reject(err)
+      throw argumentError(err)
+    }
+  }
+}
+
+/** An async export that rejects (never throws), argument-type errors as `invalid_argument`. */
+function reject(fn) {
+  return function (...args) {
+    try {
+      const out = fn.apply(this, args)
+      return out && typeof out.then === 'function' ? out.then(undefined, (err) => Promise.reject(argumentError(err))) : out
+    } catch (err) {
+      return Promise.reject(argumentError(err))
     }
   }
 }
@@ -79,31 +117,31 @@ const wrapped = {
 // One literal assignment per export: Node's ES-module loader only detects CommonJS names it can
 // see written out, so `import { recallWiki } from 'llm-wiki-retrieval'` needs them spelled here.
 exports.__napiBindingTarget = binding.__napiBindingTarget
-exports.addModelRoots = binding.addModelRoots
-exports.addOnnxRuntimeCandidates = binding.addOnnxRuntimeCandidates
+exports.addModelRoots = typed(binding.addModelRoots)
+exports.addOnnxRuntimeCandidates = typed(binding.addOnnxRuntimeCandidates)
 exports.compactFeedback = wrapped.compactFeedback
-exports.configure = binding.configure
+exports.configure = typed(binding.configure)
 exports.confirmRecallShown = wrapped.confirmRecallShown
-exports.endRecallSession = binding.endRecallSession
+exports.endRecallSession = typed(binding.endRecallSession)
 exports.ensureVaultId = wrapped.ensureVaultId
 exports.downloadModel = wrapped.downloadModel
-exports.engineInfo = binding.engineInfo
+exports.engineInfo = typed(binding.engineInfo)
 exports.feedbackStatus = wrapped.feedbackStatus
 exports.initVault = wrapped.initVault
 exports.linkPath = wrapped.linkPath
-exports.modelStatus = binding.modelStatus
+exports.modelStatus = typed(binding.modelStatus)
 exports.neighbours = wrapped.neighbours
-exports.personalVaultPaths = binding.personalVaultPaths
+exports.personalVaultPaths = typed(binding.personalVaultPaths)
 exports.readIndexStatus = wrapped.readIndexStatus
 exports.rebuildFeedback = wrapped.rebuildFeedback
-exports.recallSessionStats = binding.recallSessionStats
-exports.recallSkipReason = binding.recallSkipReason
+exports.recallSessionStats = typed(binding.recallSessionStats)
+exports.recallSkipReason = typed(binding.recallSkipReason)
 exports.recordRecallFeedback = wrapped.recordRecallFeedback
 exports.recallMemory = wrapped.recallMemory
 exports.recoverIndex = wrapped.recoverIndex
 exports.recallWiki = wrapped.recallWiki
 exports.reindexWiki = wrapped.reindexWiki
 exports.resolveConflict = wrapped.resolveConflict
-exports.resolveVaultPaths = binding.resolveVaultPaths
+exports.resolveVaultPaths = typed(binding.resolveVaultPaths)
 exports.runCli = wrapped.runCli
 exports.watchWiki = wrapped.watchWiki

@@ -25,7 +25,7 @@ while getopts n: opt; do
   esac
 done
 shift $((OPTIND - 1))
-TARGETS=${*:-frontmatter chunker query store_files}
+TARGETS=${*:-frontmatter chunker query store_files journal feedback_files ann_file}
 SAN=${FUZZ_SANITIZER:-none}
 TIMEOUT=${FUZZ_TIMEOUT:-10}
 RSS=${FUZZ_RSS_MB:-2048}
@@ -33,10 +33,10 @@ NICE=${FUZZ_NICE:-10}
 mkdir -p logs
 echo "== building $TARGETS (sanitizer $SAN)"
 for t in $TARGETS; do
-  nice -n "$NICE" cargo +nightly fuzz build -s "$SAN" "$t" >> logs/build.log 2>&1 || { echo "build of $t failed: fuzz/logs/build.log" >&2; exit 1; }
+  nice -n "$NICE" cargo +nightly fuzz build --features libfuzzer -s "$SAN" "$t" >> logs/build.log 2>&1 || { echo "build of $t failed: fuzz/logs/build.log" >&2; exit 1; }
 done
 TRIPLE=$(rustc +nightly -vV | sed -n 's/^host: //p')
-BIN_DIR=target/$TRIPLE/release
+BIN_DIR=../target/$TRIPLE/release
 SUMMARY=logs/summary.md
 {
   echo "| target | runs | seconds | exec/s | corpus | result |"
@@ -48,7 +48,8 @@ for t in $TARGETS; do
     frontmatter) dict=dicts/yaml.dict; max=16384 ;;
     chunker) dict=dicts/markdown.dict; max=16384 ;;
     query) dict=dicts/markdown.dict; max=8192 ;;
-    store_files) dict=dicts/json.dict; max=16384 ;;
+    store_files|journal|feedback_files) dict=dicts/json.dict; max=16384 ;;
+    ann_file) dict=dicts/json.dict; max=65536 ;;
     *) echo "unknown target $t" >&2; exit 2 ;;
   esac
   mkdir -p "corpus/$t" "artifacts/$t"

@@ -388,7 +388,12 @@ pub fn download_model<'env>(
     revision: o.revision,
     files: o.files.map(|f| {
       f.into_iter()
-        .map(|f| fetch::RemoteFile { remote: f.remote, local: f.local, sha256: f.sha256.unwrap_or_default() })
+        .map(|f| fetch::RemoteFile {
+          remote: f.remote,
+          local: f.local,
+          sha256: f.sha256.unwrap_or_default(),
+          size: None,
+        })
         .collect()
     }),
     id: o.id,

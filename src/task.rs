@@ -8,10 +8,12 @@
 //!
 //! Two kinds of job:
 //! * interactive (recall, status, the CLI): the blocking pool of the tokio runtime napi-rs owns;
-//! * background (reindex, model downloads): one thread per job, at lowered CPU priority on Linux
-//!   (nice +10, inherited by the threads the job starts), so long indexing never preempts the
-//!   host's JavaScript thread or its I/O. Priority cannot be raised back without privileges,
-//!   hence a fresh thread per job rather than a pool; it exits with its job.
+//! * background (reindex, model downloads): at most `pool::MAX_BACKGROUND_JOBS` at once in the
+//!   process (`llm_wiki_core::pool::spawn_background`; more wait in a FIFO queue), on threads at
+//!   lowered CPU priority on Linux (nice +10, inherited by the threads the job starts), so long
+//!   indexing never preempts the host's JavaScript thread or its I/O. Priority cannot be raised
+//!   back without privileges, so these threads serve background jobs only; one exits when the
+//!   queue is empty.
 
 use std::ffi::c_void;
 use std::time::Duration;
@@ -72,13 +74,10 @@ where
     Priority::Interactive => JobResult::Pool(spawn_blocking(move || run_caught(work))),
     Priority::Background => {
       let (tx, rx) = napi::tokio::sync::oneshot::channel();
-      std::thread::Builder::new()
-        .name("llm-wiki-background".into())
-        .spawn(move || {
-          lower_priority();
-          let _ = tx.send(run_caught(work));
-        })
-        .map_err(|e| Error::from_reason(format!("cannot start a job thread: {e}")))?;
+      llm_wiki_core::pool::spawn_background("llm-wiki-background", lower_priority, move || {
+        let _ = tx.send(run_caught(work));
+      })
+      .map_err(|e| Error::from_reason(format!("cannot start a job thread: {e}")))?;
       JobResult::Thread(rx)
     }
   };

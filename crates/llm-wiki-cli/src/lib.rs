@@ -367,7 +367,7 @@ fn parse_remote_file(arg: &str) -> Result<fetch::RemoteFile> {
   let mut parts = arg.rsplitn(3, ':');
   match (parts.next(), parts.next(), parts.next()) {
     (Some(sha256), Some(local), Some(remote)) if !remote.is_empty() && !local.is_empty() => {
-      Ok(fetch::RemoteFile { remote: remote.into(), local: local.into(), sha256: sha256.into() })
+      Ok(fetch::RemoteFile { remote: remote.into(), local: local.into(), sha256: sha256.into(), size: None })
     }
     _ => Err(Error::invalid(format!("--file {arg:?} must be REMOTE:LOCAL:SHA256"))),
   }

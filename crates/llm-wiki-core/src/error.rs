@@ -77,6 +77,10 @@ pub enum Error {
   /// Downloading a model file failed (network, HTTP status, checksum).
   #[error("download failed: {0}")]
   Download(String),
+  /// A model file is larger than its declared size (or than the cap of an undeclared one): the
+  /// download stopped as soon as the bytes said so.
+  #[error("download too large: {0}")]
+  DownloadTooLarge(String),
   /// A time budget ran out (for example the reranker's).
   #[error("timed out: {0}")]
   Timeout(String),
@@ -139,6 +143,7 @@ impl Error {
       Error::ModelUnavailable(_) => "model_unavailable",
       Error::Inference(_) => "model_inference_failed",
       Error::Download(_) => "model_download_failed",
+      Error::DownloadTooLarge(_) => "model_download_too_large",
       Error::Timeout(_) => "timeout",
       Error::FeedbackLockBusy(_) => "feedback_lock_busy",
       Error::FeedbackNotShown { .. } => "feedback_not_shown",

@@ -629,7 +629,12 @@ fn a_download_that_updates_the_manifest_in_place_reaches_the_loaded_model() {
     files: m
       .files
       .iter()
-      .map(|(local, f)| RemoteFile { remote: local.clone(), local: local.clone(), sha256: f.sha256.clone() })
+      .map(|(local, f)| RemoteFile {
+        remote: local.clone(),
+        local: local.clone(),
+        sha256: f.sha256.clone(),
+        size: Some(f.size),
+      })
       .collect(),
     id: m.id.clone(),
     kind: m.kind,

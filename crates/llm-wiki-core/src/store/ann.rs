@@ -206,6 +206,76 @@ pub fn build(dir: &Path, file: &str, model: &str, dims: usize, rows: &[(u64, &[i
   Ok(AnnRef { file: file.to_string(), rows: keys.len() as u64 })
 }
 
+/// Bytes of usearch's dense-index head (`index_dense_head_buffer_t`).
+const USEARCH_HEAD: usize = 64;
+/// Bytes of usearch's graph header (`index_serialized_header_t`: size, connectivity,
+/// connectivity_base, max_level, entry_slot).
+const GRAPH_HEADER: usize = 40;
+/// Levels a graph may claim: HNSW levels grow with log(rows) / log(connectivity) (about 5 for a
+/// billion rows at connectivity 16); more is a crafted file.
+const MAX_LEVEL: u64 = 64;
+
+/// Check that the usearch serialization `blob` (as `save_to_buffer` writes a dense index: rows and
+/// columns as u32, the int8 vectors, the 64-byte head, the graph header, one i16 level per node,
+/// then the nodes: key, level, and per level a u32 neighbour count and that level's slots)
+/// describes `n` rows of `dims` bytes and that every node and neighbour lies within it. usearch's
+/// `view` checks the node sizes against the buffer but trusts the vector width, the neighbour
+/// counts and the slots, so a crafted file with a valid checksum would otherwise make a search
+/// read outside the mapping. One pass over the graph (about 1/4 of the CRC's cost).
+fn check_graph(blob: &[u8], n: u64, dims: usize) -> std::result::Result<(), String> {
+  let short = || "usearch data shorter than it describes".to_string();
+  let slice = |at: usize, len: usize| at.checked_add(len).and_then(|end| blob.get(at..end)).ok_or_else(short);
+  let u32_at = |at: usize| slice(at, 4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
+  let u64_at = |at: usize| slice(at, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+  let (rows, cols) = (u32_at(0)? as u64, u32_at(4)? as usize);
+  if rows != n || cols != dims {
+    return Err(format!("usearch vectors are {rows} x {cols}, the header says {n} x {dims}"));
+  }
+  let vectors = (rows as usize).checked_mul(cols).ok_or_else(short)?;
+  let mut at = 8usize.checked_add(vectors).and_then(|x| x.checked_add(USEARCH_HEAD)).ok_or_else(short)?;
+  let (size, conn, base, max_level, entry) =
+    (u64_at(at)?, u64_at(at + 8)?, u64_at(at + 16)?, u64_at(at + 24)?, u64_at(at + 32)?);
+  if size != n || conn != CONNECTIVITY as u64 || base != 2 * CONNECTIVITY as u64 || max_level > MAX_LEVEL {
+    return Err(format!(
+      "usearch graph of {size} nodes, connectivity {conn}/{base}, {max_level} levels is not one this engine writes"
+    ));
+  }
+  if size > 0 && entry >= size {
+    return Err(format!("usearch entry node {entry} of {size}"));
+  }
+  at += GRAPH_HEADER;
+  let levels = slice(at, n as usize * 2)?;
+  at += levels.len();
+  let (conn, base) = (conn as usize, base as usize);
+  for (i, l) in levels.chunks_exact(2).enumerate() {
+    let level = i16::from_le_bytes([l[0], l[1]]);
+    if level < 0 || level as u64 > max_level {
+      return Err(format!("usearch node {i} at level {level}"));
+    }
+    // Key (u64) and level (i16), then the neighbour lists of levels 0..=level.
+    if slice(at + 8, 2)? != l {
+      return Err(format!("usearch node {i} does not repeat its level"));
+    }
+    at += 10;
+    for cap in std::iter::once(base).chain(std::iter::repeat_n(conn, level as usize)) {
+      let count = u32_at(at)? as usize;
+      if count > cap {
+        return Err(format!("usearch node {i} lists {count} neighbours (at most {cap})"));
+      }
+      let slots = slice(at + 4, cap * 4)?;
+      if slots[..count * 4].chunks_exact(4).any(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as u64 >= n)
+      {
+        return Err(format!("usearch node {i} names a neighbour outside the graph"));
+      }
+      at += 4 + cap * 4;
+    }
+  }
+  if at != blob.len() {
+    return Err(format!("usearch data of {} bytes, the graph describes {at}", blob.len()));
+  }
+  Ok(())
+}
+
 /// An open ANN file: the usearch graph viewed in place from the mapped file, and its key set.
 pub struct AnnFile {
   // Declared before `map`: dropped first, while the bytes it views are still mapped.
@@ -303,6 +373,7 @@ impl AnnFile {
     {
       return Err(bad("index metadata do not match its header".into()));
     }
+    check_graph(blob, n, dims).map_err(bad)?;
     let index = usearch::Index::new(&options(dims)).map_err(|e| bad(e.to_string()))?;
     // Search contexts: a view keeps the thread count reserved before it. A search finding all of
     // them busy fails, and that search falls back to the exact scan.
@@ -346,5 +417,95 @@ impl AnnFile {
       .filtered_search::<i8, _>(query, k, |key: u64| keep(key))
       .map_err(|e| AnnError(e.to_string()))?;
     Ok(m.keys)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  const DIMS: usize = 16;
+
+  fn rows(n: usize) -> Vec<(u64, Vec<i8>)> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n as u64)
+      .map(|k| {
+        let v = (0..DIMS)
+          .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 56) as i8
+          })
+          .collect();
+        (k + 1, v)
+      })
+      .collect()
+  }
+
+  fn built(dir: &Path, file: &str, model: &str, n: usize) -> AnnRef {
+    let rows = rows(n);
+    let refs: Vec<(u64, &[i8])> = rows.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    build(dir, file, model, DIMS, &refs).unwrap()
+  }
+
+  /// Rewrite `file` with `edit` applied and a valid checksum (what a crafted file would carry).
+  fn crafted(dir: &Path, file: &str, edit: impl FnOnce(&mut [u8], usize)) {
+    let path = dir.join(file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let n = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+    // The first node's neighbour count: after the keys, the vectors, usearch's head and graph
+    // header, and the levels, past the node's key and level.
+    let node0 = HEADER + keys_len(n) + 8 + n * DIMS + USEARCH_HEAD + GRAPH_HEADER + 2 * n + 10;
+    edit(&mut bytes, node0);
+    let crc = crc32fast::hash(&bytes[HEADER..]);
+    bytes[32..36].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+  }
+
+  #[test]
+  fn a_crafted_graph_with_a_valid_checksum_is_refused_before_usearch_views_it() {
+    let t = tempfile::tempdir().unwrap();
+    let good = built(t.path(), "ann-1.ann", "m", 300);
+    assert!(AnnFile::open(t.path(), &good, "m", DIMS).is_ok(), "a genuine file opens");
+
+    // A neighbour slot far outside the graph (a search would read past the mapping).
+    let r = built(t.path(), "ann-2.ann", "m", 300);
+    crafted(t.path(), "ann-2.ann", |b, at| {
+      assert!(u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) > 0, "node 0 has neighbours");
+      b[at + 4..at + 8].copy_from_slice(&0x7fff_ff00u32.to_le_bytes());
+    });
+    let e = AnnFile::open(t.path(), &r, "m", DIMS).err().expect("refused");
+    assert!(e.0.contains("outside the graph"), "{e}");
+
+    // A neighbour count past the node's capacity (the slots would run into the next nodes and
+    // past the end).
+    let r = built(t.path(), "ann-3.ann", "m", 300);
+    crafted(t.path(), "ann-3.ann", |b, at| b[at..at + 4].copy_from_slice(&100_000u32.to_le_bytes()));
+    let e = AnnFile::open(t.path(), &r, "m", DIMS).err().expect("refused");
+    assert!(e.0.contains("neighbours (at most"), "{e}");
+
+    // Vector rows narrower than the dimensions (distances would read past the matrix).
+    let r = built(t.path(), "ann-4.ann", "m", 300);
+    crafted(t.path(), "ann-4.ann", |b, _| {
+      let at = HEADER + keys_len(300) + 4;
+      b[at..at + 4].copy_from_slice(&1u32.to_le_bytes());
+    });
+    assert!(AnnFile::open(t.path(), &r, "m", DIMS).is_err());
+  }
+
+  #[test]
+  fn a_model_id_longer_than_the_header_holds_is_refused_and_one_that_fits_round_trips() {
+    let t = tempfile::tempdir().unwrap();
+    let rows = rows(10);
+    let refs: Vec<(u64, &[i8])> = rows.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    for len in [HEADER - 63, 4096, 5000] {
+      let e = build(t.path(), "ann-9.ann", &"x".repeat(len), DIMS, &refs).err().expect("refused");
+      assert!(e.to_string().contains("too long"), "{e}");
+    }
+    let model = "y".repeat(HEADER - 64);
+    let r = build(t.path(), "ann-8.ann", &model, DIMS, &refs).unwrap();
+    let f = AnnFile::open(t.path(), &r, &model, DIMS).unwrap();
+    assert_eq!(f.model, model);
   }
 }

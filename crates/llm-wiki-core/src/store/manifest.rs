@@ -291,7 +291,10 @@ impl Manifest {
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(|e| Error::ManifestInvalid(format!("{}: {e}", jpath.display())))?;
       let mut at = 0usize;
-      while let Some(nl) = bytes[at..].iter().position(|b| *b == b'\n') {
+      // Stop at the asked generation: later records belong to a run that never committed and
+      // may be anything (an earlier number included).
+      while m.generation != generation {
+        let Some(nl) = bytes[at..].iter().position(|b| *b == b'\n') else { break };
         let line = &bytes[at..at + nl];
         // A line that does not parse can only be the torn tail of an uncommitted record.
         let Ok(d) = serde_json::from_slice::<ManifestDelta>(line) else { break };

@@ -379,10 +379,7 @@ fn scan_pages(
 ) -> Result<Scan> {
   let trust_stat = opts.scope == Scope::Changed;
   let n_threads = threads(opts);
-  let pool = rayon::ThreadPoolBuilder::new()
-    .num_threads(n_threads)
-    .thread_name(|i| format!("llm-wiki-index-{i}"))
-    .build()
+  let pool = crate::pool::indexing_pool(n_threads)
     .map_err(|e| Error::Index(format!("cannot start indexing threads: {e}")))?;
   let total = files.len() as u64;
   emit(opts, "mirror", "comparing pages with the index", Some(0), Some(total));
