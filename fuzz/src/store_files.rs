@@ -107,7 +107,7 @@ pub fn run(data: &[u8]) {
   let pointer = layout.pointer();
   let names_store = pointer == Pointer::Valid(store.clone());
   let opts =
-    StatusOptions { check_pages: true, embed_model: "fuzz-model".into(), rerank_model: String::new() };
+    StatusOptions { check_pages: true, embed_model: Some("fuzz-model".into()), rerank_model: String::new() };
   for st in [
     read_index_status_with(paths, &opts),
     read_index_status_with(paths, &StatusOptions { check_pages: false, ..opts.clone() }),
