@@ -35,7 +35,7 @@ pub fn run(data: &[u8]) {
   if data.len() < 2 {
     return;
   }
-  let cfg = if data[0] % 2 == 0 {
+  let cfg = if data[0].is_multiple_of(2) {
     ChunkConfig::default()
   } else {
     let max_tokens = 16 + (data[1] as usize % 64);

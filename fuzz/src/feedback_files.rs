@@ -13,7 +13,7 @@
 //! JSON; recovery and the stream status never fail on hostile archives; a compaction of every
 //! feedback event, when it runs, keeps the event count and (to rounding) every page's term.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use llm_wiki_core::feedback::compact::{self, CompactOptions, ARCHIVE_DIR};
@@ -30,7 +30,7 @@ fn meta() -> &'static PathBuf {
   DIR.get_or_init(|| scratch_dir("feedback"))
 }
 
-fn fresh(meta: &PathBuf) -> Projection {
+fn fresh(meta: &Path) -> Projection {
   let mut p = projection::base(meta);
   projection::fold(meta, &mut p, NOW);
   p

@@ -14,8 +14,11 @@ pub mod query;
 pub mod smoke;
 pub mod store_files;
 
+/// A fuzz target: checks its invariants on one input (panics on a violation).
+pub type Target = fn(&[u8]);
+
 /// Every target: its name (the folder of its seeds, fuzz/seeds/<name>) and its function.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
   ("frontmatter", frontmatter::run),
   ("chunker", chunker::run),
   ("query", query::run),

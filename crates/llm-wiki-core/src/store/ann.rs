@@ -500,7 +500,7 @@ mod tests {
     let rows = rows(10);
     let refs: Vec<(u64, &[i8])> = rows.iter().map(|(k, v)| (*k, v.as_slice())).collect();
     for len in [HEADER - 63, 4096, 5000] {
-      let e = build(t.path(), "ann-9.ann", &"x".repeat(len), DIMS, &refs).err().expect("refused");
+      let e = build(t.path(), "ann-9.ann", &"x".repeat(len), DIMS, &refs).expect_err("refused");
       assert!(e.to_string().contains("too long"), "{e}");
     }
     let model = "y".repeat(HEADER - 64);
