@@ -12,6 +12,7 @@ import {
   copyPiBenchVault,
   skipWithoutPiBenchVault,
   editPage,
+  AUTOMATIC,
   EXPLICIT,
   makeVault,
   noPersonalVault,
@@ -189,6 +190,44 @@ describe('modes', () => {
 })
 
 describe('fallbacks (design error table)', () => {
+  test('no model installed yet: explicit recall is lexical and one diagnostic names the download; dense off and automatic recall stay quiet', async (t) => {
+    const root = tmpDir(t)
+    const v = makeVault(path.join(root, 'vault'), { pages: NOTES })
+    // The generated loader, not index.js: index.js adds this checkout's .models/ as a model root.
+    const script = `
+      const addon = require(${JSON.stringify(path.join(repoRoot, 'binding.js'))})
+      const paths = { root: ${JSON.stringify(v.root)} }
+      ;(async () => {
+        await addon.reindexWiki(paths, {})
+        const ask = async (policy) => {
+          const q = await addon.recallWiki(paths, 'backup copies off site', { policy, mode: 'hybrid' })
+          return { mode: q.mode, diags: q.diagnostics.map((d) => [d.code, d.message]), ids: q.results.map((x) => x.id) }
+        }
+        const explicit = await ask(${JSON.stringify(EXPLICIT)})
+        const automatic = await ask(${JSON.stringify(AUTOMATIC)})
+        addon.configure({ dense: false })
+        const off = await ask(${JSON.stringify(EXPLICIT)})
+        console.log(JSON.stringify({ explicit, automatic, off }))
+      })()`
+    const empty = path.join(root, 'empty')
+    fs.mkdirSync(empty)
+    const out = await runNodeScript(script, {
+      env: { LLM_WIKI_MODELS_DIR: '', XDG_CACHE_HOME: empty, HOME: empty, WIKI_HOME: path.join(root, 'none') },
+    })
+    assert.equal(out.code, 0, out.stderr)
+    const { explicit, automatic, off } = JSON.parse(out.stdout)
+    assert.equal(explicit.mode, 'lexical')
+    assert.equal(explicit.ids[0], 'concepts/backups')
+    assert.equal(explicit.diags.length, 1, JSON.stringify(explicit.diags))
+    const [code, message] = explicit.diags[0]
+    assert.equal(code, 'dense_unavailable')
+    assert.match(message, /llm-wiki-retrieval download/)
+    assert.ok(!message.includes('\n'))
+    assert.deepEqual(automatic.diags, [])
+    assert.equal(off.mode, 'lexical')
+    assert.deepEqual(off.diags, [])
+  })
+
   test('no ONNX Runtime library: reindex warns, recall degrades to lexical with a diagnostic', async (t) => {
     const root = tmpDir(t)
     const v = makeVault(path.join(root, 'vault'), { pages: NOTES })

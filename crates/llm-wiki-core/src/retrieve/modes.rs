@@ -104,13 +104,22 @@ struct Dense {
   calibration: DenseCalibration,
 }
 
-/// The dense side of a vault, or why there is none: `Err(None)` when no embedding model is set
-/// up at all (a deliberate lexical-only install: trace only, no diagnostic), `Err(Some(..))` when
-/// dense retrieval is set up but cannot run here.
+/// What explicit recall says when no embedding model is installed yet: one line, the command.
+pub const NO_MODEL_YET: &str =
+  "no embedding model is installed yet, so recall is lexical; fetch the default \
+  model (23 MB) with `npx llm-wiki-retrieval download` or `downloadModel()`";
+
+/// The dense side of a vault, or why there is none: `Err(None)` when dense retrieval is turned
+/// off (`configure({dense: false})`, a deliberate lexical-only install: trace only, no
+/// diagnostic), `Err(Some(..))` when it is on but cannot run here — no model installed yet
+/// included, whose diagnostic names the one command that fetches the default model.
 fn dense_side(ctx: &ModeContext) -> std::result::Result<Dense, Option<(&'static str, String)>> {
   let config = models::effective_config();
-  if !models::choice::any_model(&config) {
+  if config.disabled {
     return Err(None);
+  }
+  if !models::choice::any_model(&config) {
+    return Err(Some(("dense_unavailable", NO_MODEL_YET.into())));
   }
   let vectors = match ctx.snap.data.vectors() {
     Ok(Some(v)) if !v.present().is_empty() => v,
@@ -614,7 +623,7 @@ pub fn run_mode(ctx: &ModeContext, mode: RetrievalMode, trace: &mut Vec<String>)
   let dense = match dense_side(ctx) {
     Ok(d) => d,
     Err(why) => {
-      let reason = why.as_ref().map(|d| d.0).unwrap_or("no embedding model configured");
+      let reason = why.as_ref().map(|d| d.0).unwrap_or("dense retrieval turned off");
       trace.push(format!("fallback:{}->lexical ({reason})", mode.as_str()));
       diagnostics.extend(why);
       return Ok(ModeOutcome { hits: lexical(trace)?, used: RetrievalMode::Lexical, diagnostics });
