@@ -6,14 +6,20 @@ use unicode_normalization::UnicodeNormalization;
 use super::ranking::SubQuery;
 use crate::error::{Error, Result};
 
-/// Longest accepted query (and sub-query), in characters. Longer queries are rejected with
-/// `recall_query_too_long`, never truncated. The cap is checked twice: first on the raw text,
-/// before anything is allocated for it ([`raw_chars`]: trimmed, each whitespace run counted as
-/// one character — what whitespace collapsing leaves), then on the normalized query (NFKC can
-/// expand a character up to 18 times, U+FDFA, or compose a decomposed sequence into one). A
-/// 50 MB paste is refused by the first check without being normalized; a query whose raw text
-/// holds more than 2,000 characters is refused even when NFKC would compose it below the cap.
+/// Longest accepted query (and sub-query), in characters of the normalized query. Longer
+/// queries are rejected with `recall_query_too_long`, never truncated. The cap is checked twice:
+/// first on the raw text, before anything is allocated for it ([`raw_chars`]: trimmed, each
+/// whitespace run counted as one character — what whitespace collapsing leaves — against
+/// [`RAW_CHARS_MAX`]), then on the normalized query (NFKC can expand a character up to 18
+/// times, U+FDFA, or compose a decomposed sequence into one). A 50 MB paste is refused by the
+/// first check without being normalized; a decomposed query that NFKC composes below the cap is
+/// accepted.
 pub const QUERY_MAX_CHARS: usize = 2_000;
+
+/// Raw characters above which no query can normalize to [`QUERY_MAX_CHARS`] or fewer: NFKC
+/// composes at most four code points into one (the longest canonical decomposition, e.g.
+/// U+1F82), so 4× the cap. Normalizing what passes costs at most 18× of this (U+FDFA).
+pub const RAW_CHARS_MAX: usize = 4 * QUERY_MAX_CHARS;
 
 /// Most typed sub-queries one recall accepts (each costs a lexical search or an embedding).
 pub const SUBQUERIES_MAX: usize = 10;
@@ -53,12 +59,13 @@ pub fn raw_chars(raw: &str) -> usize {
 }
 
 /// NFKC, trim, collapse whitespace runs to one space. The raw text's length is checked against
-/// [`QUERY_MAX_CHARS`] before it is normalized, the normalized query's after.
+/// [`RAW_CHARS_MAX`] before it is normalized, the normalized query's against [`QUERY_MAX_CHARS`]
+/// after.
 pub fn normalize_query(raw: &str) -> Result<String> {
-  // Text of at most the cap in bytes cannot be over it in characters: no scan needed.
-  if raw.len() > QUERY_MAX_CHARS {
+  // Text of at most the raw cap in bytes cannot be over it in characters: no scan needed.
+  if raw.len() > RAW_CHARS_MAX {
     let chars = raw_chars(raw);
-    if chars > QUERY_MAX_CHARS {
+    if chars > RAW_CHARS_MAX {
       return Err(Error::QueryTooLong { chars, max: QUERY_MAX_CHARS });
     }
   }
@@ -192,6 +199,10 @@ mod tests {
     assert_eq!(raw_chars("  a \n\t b  "), 3);
     let spaced = format!("  {}  ", ["word"; 400].join("     "));
     assert!(spaced.len() > QUERY_MAX_CHARS && normalize_query(&spaced).is_ok());
+    // Decomposed text that NFKC composes under the cap is accepted (4,000 raw, 2,000 composed;
+    // the longest canonical decomposition, 4 code points, at the raw cap).
+    assert_eq!(normalize_query(&"e\u{301}".repeat(2000)).unwrap().chars().count(), 2000);
+    assert_eq!(normalize_query(&"\u{3b1}\u{313}\u{300}\u{345}".repeat(2000)).unwrap().chars().count(), 2000);
     // Under the raw cap, over it once expanded: refused after normalizing.
     match normalize_query(&"\u{fdfa}".repeat(200)) {
       Err(Error::QueryTooLong { chars, .. }) => assert_eq!(chars, 200 * 18),
