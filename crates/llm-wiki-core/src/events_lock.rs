@@ -24,9 +24,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::fsutil::{iso_from_ms, now_ms};
-use crate::retrieve::trust::parse_timestamp;
-use crate::store::lock::host_name;
 use crate::store::migrate::process_alive;
+use crate::util::host::host_name;
+use crate::util::time::parse_timestamp;
 
 /// The spec's wait of an implicit event (then dropped with a diagnostic).
 pub const IMPLICIT_WAIT: Duration = Duration::from_millis(250);

@@ -18,6 +18,7 @@ pub mod retrieve;
 pub mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
+pub mod util;
 pub mod vault;
 pub mod watch;
 

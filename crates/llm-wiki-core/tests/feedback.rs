@@ -158,7 +158,7 @@ fn correction_is_saved_first_pending_when_the_lock_is_busy_and_replayed() {
   let owner = EventsLockOwner {
     writer_id: "someone-else".into(),
     pid: std::process::id(),
-    hostname: llm_wiki_core::store::lock::host_name(),
+    hostname: llm_wiki_core::util::host::host_name(),
     acquired_at: llm_wiki_core::fsutil::now_iso(),
   };
   fs::create_dir_all(&p.meta).unwrap();

@@ -528,7 +528,7 @@ fn tiny_head(
   positive: Option<usize>,
   calibration: Option<serde_json::Value>,
 ) {
-  use llm_wiki_core::store::manifest::sha256_hex;
+  use llm_wiki_core::util::hash::sha256_hex;
   fs::create_dir_all(dir).unwrap();
   let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-heads");
   let model = fs::read(fixtures.join(onnx)).unwrap();

@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use llm_wiki_core::retrieve::engine::{open_snapshot, PageKeys, Snapshot};
 use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
-use llm_wiki_core::store::lexical::page_key;
 use llm_wiki_core::store::manifest::{committed, forget_committed, Manifest};
 use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
 use llm_wiki_core::testkit::temp_vault;
+use llm_wiki_core::util::hash::page_key;
 use llm_wiki_core::vault::VaultPaths;
 
 fn write(p: &VaultPaths, id: &str, body: &str) {

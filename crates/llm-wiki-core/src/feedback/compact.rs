@@ -40,7 +40,7 @@ use super::projection::{self, parse_line, Projection, MAX_LINE_BYTES};
 use crate::error::{Error, Result};
 use crate::events_lock::{self, EXPLICIT_WAIT};
 use crate::fsutil::{atomic_write, iso_from_ms, now_ms, sync_dir};
-use crate::store::manifest::hex;
+use crate::util::hash::hex;
 
 /// Folder of the archives, under `meta/`.
 pub const ARCHIVE_DIR: &str = "events-archive";

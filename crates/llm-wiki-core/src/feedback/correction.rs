@@ -12,7 +12,7 @@ use super::events::{FeedbackEvent, KIND, SCHEMA};
 use super::FeedbackAction;
 use crate::error::{Error, Result};
 use crate::fsutil::{atomic_write, iso_from_ms, now_ms};
-use crate::store::manifest::sha256_hex;
+use crate::util::hash::sha256_hex;
 use crate::vault::frontmatter::parse_page_text;
 
 /// `category` of a correction observation.

@@ -114,7 +114,7 @@ impl FeedbackAction {
 pub fn query_hash(raw_query: &str) -> String {
   let normalized = crate::retrieve::query::normalize_query(raw_query)
     .unwrap_or_else(|_| raw_query.split_whitespace().collect::<Vec<_>>().join(" "));
-  crate::store::manifest::sha256_hex(normalized.to_lowercase().as_bytes())
+  crate::util::hash::sha256_hex(normalized.to_lowercase().as_bytes())
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use super::events::{events_path, FeedbackEvent, KIND};
 use super::{FeedbackAction, FEEDBACK_BOUND, HALF_LIFE_SECS, SHOWN_ONLY_BOUND};
 use crate::fsutil::{read_json, write_json, JsonFile};
-use crate::store::manifest::hex;
+use crate::util::hash::hex;
 
 /// Projection file format version.
 pub const PROJECTION_VERSION: u32 = 1;
@@ -404,7 +404,7 @@ pub fn parse_line(text: &[u8]) -> Result<Option<(FeedbackEvent, i64)>, String> {
   }
   let e: FeedbackEvent = serde_json::from_value(v).map_err(|e| format!("invalid {KIND} event: {e}"))?;
   e.validate().map_err(|why| format!("invalid {KIND} event: {why}"))?;
-  let t = crate::retrieve::trust::parse_timestamp(&e.timestamp)
+  let t = crate::util::time::parse_timestamp(&e.timestamp)
     .ok_or_else(|| format!("invalid timestamp {:?}", e.timestamp))?;
   Ok(Some((e, t)))
 }
@@ -489,7 +489,7 @@ pub fn rebuild(
     return Ok(proj);
   }
   for e in extra {
-    let t = crate::retrieve::trust::parse_timestamp(&e.timestamp).unwrap_or(now).min(now);
+    let t = crate::util::time::parse_timestamp(&e.timestamp).unwrap_or(now).min(now);
     proj.add(e, t);
     proj.events -= 1;
     if let Some(o) = e.observation.as_ref().or(e.resolution.as_ref()) {
@@ -502,6 +502,11 @@ pub fn rebuild(
   write_json(&projection_path(meta), &proj)?;
   invalidate(meta);
   Ok(proj)
+}
+
+/// Whether `meta` has feedback to apply: a stream or a projection file (cheap: two stats).
+pub fn has_stream(meta: &Path) -> bool {
+  super::events::events_path(meta).is_file() || projection_path(meta).is_file()
 }
 
 #[cfg(test)]

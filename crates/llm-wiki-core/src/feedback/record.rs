@@ -4,7 +4,6 @@
 //! the vault that holds the page.
 
 use std::collections::HashSet;
-use std::path::Path;
 
 use serde::Serialize;
 
@@ -16,7 +15,7 @@ use super::FeedbackAction;
 use crate::error::{Error, Result};
 use crate::events_lock::{EXPLICIT_WAIT, IMPLICIT_WAIT};
 use crate::fsutil::now_iso;
-use crate::retrieve::recall::{recall_vaults, RecallDiagnostic, RecallPolicy};
+use crate::retrieve::recall::{corrupt_diagnostic, recall_vaults, RecallDiagnostic, RecallPolicy};
 use crate::retrieve::trust::now_secs;
 use crate::vault::config::{read_config, vault_id_of};
 use crate::vault::VaultPaths;
@@ -371,17 +370,4 @@ pub fn compact_feedback(
   super::compact::compact_feedback(&paths.meta, opts, progress, &mut || {
     rebuild_unlocked(paths, &mut |_, _| {}).map(|_| ())
   })
-}
-
-/// The diagnostic of a malformed stream.
-pub fn corrupt_diagnostic(why: &str) -> RecallDiagnostic {
-  RecallDiagnostic {
-    code: "feedback_events_corrupt".into(),
-    message: format!("feedback adjustments are disabled: {why}; the stream and the last projection are kept"),
-  }
-}
-
-/// Whether `meta` has feedback to apply: a stream or a projection file (cheap: two stats).
-pub fn has_stream(meta: &Path) -> bool {
-  super::events::events_path(meta).is_file() || projection::projection_path(meta).is_file()
 }

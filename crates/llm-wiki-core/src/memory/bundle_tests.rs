@@ -205,7 +205,7 @@ fn date_freshness_and_scope_are_carried_and_rendered() {
     crate::vault::Page::parse("c/x", "/x.md".into(), &format!("---\ntype: concept\n{fm}---\n")).unwrap().meta
   };
   let day = 86_400;
-  let now = crate::retrieve::trust::parse_timestamp("2026-06-01").unwrap();
+  let now = crate::util::time::parse_timestamp("2026-06-01").unwrap();
   assert_eq!(Freshness::of(&meta("status: stable\n"), now), None, "nothing declared, nothing carried");
   let m = meta("stale_after: 2026-05-01\nverified:\n  - by: Ada\n    at: 2026-04-01\nupdated: 2026-03-01\n");
   let f = Freshness::of(&m, now).unwrap();

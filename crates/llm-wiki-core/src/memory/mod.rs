@@ -6,6 +6,7 @@ pub mod explore;
 pub mod graph;
 pub mod links;
 pub mod lint;
+pub mod page_links;
 pub mod recall;
 pub mod relations;
 pub mod resolve;

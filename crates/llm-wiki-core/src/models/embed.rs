@@ -4,7 +4,7 @@
 use super::manifest::{ModelDir, ModelKind, Pooling};
 use super::onnx::{OnnxModel, SessionConfig};
 use crate::error::{Error, Result};
-use crate::store::CancelFlag;
+use crate::util::CancelFlag;
 
 /// Texts per inference batch (measured fastest on 2 cores, and light on memory).
 pub const EMBED_BATCH: usize = 8;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::manifest::{FileInfo, ModelDir, ModelKind, ModelManifest, Pooling};
 use super::tokens::MIN_CHUNK_TOKENS;
 use crate::error::{Error, Result};
-use crate::store::CancelFlag;
+use crate::util::CancelFlag;
 
 /// One file to fetch.
 #[derive(Debug, Clone)]
@@ -599,7 +599,7 @@ mod tests {
           continue;
         };
         if path.contains("/resolve/") {
-          let sha = crate::store::manifest::sha256_hex(body);
+          let sha = crate::util::hash::sha256_hex(body);
           let _ = write!(out, "HTTP/1.1 302 Found\r\nlocation: /cdn/{name}\r\nx-linked-etag: \"{sha}\"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
           continue;
         }
@@ -622,7 +622,7 @@ mod tests {
   const TOKENIZER: &[u8] = b"{\"x\":1}";
 
   fn sha(bytes: &[u8]) -> String {
-    crate::store::manifest::sha256_hex(bytes)
+    crate::util::hash::sha256_hex(bytes)
   }
 
   fn spec(base: &str, model: &[u8]) -> DownloadSpec {
@@ -804,7 +804,7 @@ mod tests {
     let dir =
       download_model(&spec(&base, &model), t.path(), &CancelFlag::new(), &mut |p| events.push(p)).unwrap();
     assert_eq!(std::fs::read(t.path().join("model.onnx")).unwrap(), model);
-    assert_eq!(dir.manifest.files["model.onnx"].sha256, crate::store::manifest::sha256_hex(&model));
+    assert_eq!(dir.manifest.files["model.onnx"].sha256, crate::util::hash::sha256_hex(&model));
     // The default spec's batching rule reaches the manifest (the hub's int8 files have per-batch
     // activation scales: one text per run keeps vectors independent of batch neighbours).
     assert_eq!(dir.manifest.max_batch, Some(1));

@@ -221,7 +221,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     }
     h.update(&buf[..n]);
   }
-  Ok(crate::store::manifest::hex(&h.finalize()))
+  Ok(crate::util::hash::hex(&h.finalize()))
 }
 
 #[cfg(test)]
@@ -235,7 +235,7 @@ mod tests {
     let files = [("model.onnx", model), ("tokenizer.json", b"{}".as_slice())]
       .iter()
       .map(|(n, b)| {
-        (n.to_string(), FileInfo { sha256: crate::store::manifest::sha256_hex(b), size: b.len() as u64 })
+        (n.to_string(), FileInfo { sha256: crate::util::hash::sha256_hex(b), size: b.len() as u64 })
       })
       .collect();
     let m = ModelManifest {
@@ -281,7 +281,7 @@ mod tests {
     assert_eq!(ModelDir::open(t.path()).unwrap().query_model_file(), None, "present but not listed");
     let path = t.path().join("manifest.json");
     let mut m: ModelManifest = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let info = FileInfo { sha256: crate::store::manifest::sha256_hex(b"query-bytes"), size: 11 };
+    let info = FileInfo { sha256: crate::util::hash::sha256_hex(b"query-bytes"), size: 11 };
     m.files.insert(QUERY_MODEL_FILE.into(), info);
     std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
     let dir = ModelDir::open(t.path()).unwrap();

@@ -23,10 +23,11 @@ use tantivy::Searcher;
 use crate::error::{Error, Result};
 use crate::fsutil::JsonFile;
 use crate::store::layout::{is_real_dir, Pointer, StoreDir, StoreLayout};
-use crate::store::lexical::{page_key, CommitInfo, LexicalIndex};
+use crate::store::lexical::{CommitInfo, LexicalIndex};
 use crate::store::manifest::{JournalPos, Manifest, ManifestDelta};
 use crate::store::state::StateFile;
 use crate::store::vectors::{chunk_key, VectorIndex};
+use crate::util::hash::page_key;
 use crate::vault::VaultPaths;
 
 /// An open store directory of one vault.

@@ -8,7 +8,7 @@ use tantivy::DocAddress;
 
 use super::engine::Snapshot;
 use super::lexical::ExactMatch;
-use crate::store::CancelFlag;
+use crate::util::CancelFlag;
 
 /// A typed sub-query: `lex` feeds the lexical list, `vec` the dense list.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,10 +14,9 @@ use super::query::{normalize_query, normalize_subqueries};
 use super::trust::{now_secs, trust_of};
 use crate::error::{Error, Result};
 use crate::feedback::ledger::{self, ShownEntry};
-use crate::feedback::projection::{self, Projection};
-use crate::feedback::record::{corrupt_diagnostic, has_stream};
+use crate::feedback::projection::{self, has_stream, Projection};
 use crate::feedback::shape::skip_reason;
-use crate::store::CancelFlag;
+use crate::util::CancelFlag;
 use crate::vault::config::{intent_of, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
 use crate::vault::{Role, VaultPaths};
@@ -640,6 +639,14 @@ fn build_result(
     warnings: trust.warnings.iter().map(|w| w.to_string()).collect(),
     stale_after: entry.meta.stale_after.clone(),
   })
+}
+
+/// The diagnostic of a malformed stream.
+pub fn corrupt_diagnostic(why: &str) -> RecallDiagnostic {
+  RecallDiagnostic {
+    code: "feedback_events_corrupt".into(),
+    message: format!("feedback adjustments are disabled: {why}; the stream and the last projection are kept"),
+  }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::fusion::weighted_rrf;
 use super::ranking::{ModeContext, VaultHit};
 use crate::error::{Error, Result};
 use crate::models::{CrossEncoder, Embedder, TextKind, EMBED_BATCH};
-use crate::store::CancelFlag;
+use crate::util::CancelFlag;
 
 /// Pages whose passages are cut into sentence windows (the top of the pool, where nDCG@10 and the
 /// automatic list are decided; each page costs ~8 short inferences).

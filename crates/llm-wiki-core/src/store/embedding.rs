@@ -163,7 +163,7 @@ impl<'a> ChunkTexts<'a> {
     let Ok(bytes) = crate::vault::read::read_page_at(self.wiki, &path, super::reindex::MAX_PAGE_BYTES) else {
       return;
     };
-    if super::manifest::sha256_hex(&bytes) != entry.content_hash {
+    if crate::util::hash::sha256_hex(&bytes) != entry.content_hash {
       return;
     }
     let Ok(page) = Page::parse_as(self.model, id, path, &String::from_utf8_lossy(&bytes)) else { return };
@@ -569,7 +569,8 @@ pub fn install_vectors(
 mod tests {
   use super::*;
   use crate::chunk::{chunk_page, ChunkConfig};
-  use crate::store::manifest::{sha256_hex, ChunkIds};
+  use crate::store::manifest::ChunkIds;
+  use crate::util::hash::sha256_hex;
   use crate::vault::{PageMeta, Role};
 
   /// A manifest of `n` pages with `sections` sections each, written under `wiki`.

@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
-use sha2::Digest;
 use tantivy::collector::TopDocs;
 use tantivy::directory::Directory;
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
@@ -33,6 +32,7 @@ use super::vectors::VectorManifest;
 use crate::analysis::{wiki_analyzer, WIKI_ANALYZER};
 use crate::chunk::ChunkedPage;
 use crate::error::{Error, Result};
+use crate::util::hash::page_key;
 use crate::vault::PageMeta;
 
 /// Copies of the title and of each alias in the scoring field (BM25F-style field weight).
@@ -191,12 +191,6 @@ fn exact_term(field: Field, value: &str) -> Box<dyn Query> {
 /// Tokens of a page id useful for search: every path segment plus the file stem words.
 fn ident_text(page_id: &str) -> String {
   page_id.replace(['/', '-', '_', '.'], " ")
-}
-
-/// 64-bit key of a page id (first 8 bytes of its sha256), stored as a fast field.
-pub fn page_key(page_id: &str) -> u64 {
-  let d = sha2::Sha256::digest(page_id.as_bytes());
-  u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
 }
 
 /// BM25 statistics restricted to one document kind. Sections and chunks share an index, and

@@ -16,26 +16,11 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use serde::{Deserialize, Serialize};
-
 use super::layout::StoreLayout;
+pub use super::owner::LockOwner;
 use crate::error::{Error, Result};
 use crate::fsutil::now_iso;
-
-/// Content of `index.lock/owner.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LockOwner {
-  /// Process id of the holder.
-  pub pid: u32,
-  /// Host of the holder (for a human reading the file; never used to decide anything).
-  pub hostname: String,
-  /// When it was taken (RFC 3339).
-  pub acquired_at: String,
-  /// `llm-wiki-retrieval` in this engine's markers; absent in the TypeScript release's lock.
-  #[serde(default, skip_serializing_if = "Option::is_none")]
-  pub engine: Option<String>,
-}
+use crate::util::host::host_name;
 
 /// Holds the store's writer lock until dropped.
 #[derive(Debug)]
@@ -60,11 +45,6 @@ impl Drop for StoreLock {
 fn held() -> &'static Mutex<HashSet<PathBuf>> {
   static HELD: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
   HELD.get_or_init(Default::default)
-}
-
-/// This machine's host name (empty when unknown).
-pub fn host_name() -> String {
-  hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// Take the writer lock of a store without waiting: `Err(IndexBusy)` when another process or

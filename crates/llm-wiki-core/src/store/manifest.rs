@@ -21,6 +21,7 @@ use super::layout::StoreDir;
 use crate::error::{Error, Result};
 use crate::fsutil::{parse_json, read_mapped, JsonFile};
 use crate::memory::graph::PageLinks;
+use crate::util::hash::hex;
 use crate::vault::{Diagnostic, PageMeta, Role};
 
 /// Version of the manifest file format.
@@ -830,22 +831,6 @@ pub fn forget_store(dir: &StoreDir) {
 /// Drop every cached manifest (as in a fresh process).
 pub fn forget_committed() {
   MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner()).clear();
-}
-
-/// Lowercase hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-  const DIGITS: &[u8; 16] = b"0123456789abcdef";
-  let mut s = String::with_capacity(bytes.len() * 2);
-  for b in bytes {
-    s.push(DIGITS[(b >> 4) as usize] as char);
-    s.push(DIGITS[(b & 15) as usize] as char);
-  }
-  s
-}
-
-/// sha256 of bytes as lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-  hex(&Sha256::digest(bytes))
 }
 
 #[cfg(test)]

@@ -22,7 +22,8 @@
 use std::path::Path;
 
 use super::layout::{is_real_dir, Pointer, StoreLayout};
-use super::lock::{host_name, LockOwner};
+use super::owner::LockOwner;
+use crate::util::host::host_name;
 
 /// True when the store root holds a QMD store of the TypeScript release (`current/` or a swap
 /// journal) and no store of ours is published yet.

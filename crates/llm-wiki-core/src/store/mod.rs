@@ -12,158 +12,18 @@ pub mod lock;
 pub mod manifest;
 pub mod migrate;
 pub mod model_choice;
+pub mod owner;
 pub mod recover;
 pub mod reindex;
 pub mod spill;
 pub mod state;
 pub mod status;
 pub mod swap;
+pub mod terms;
 pub mod vectors;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-use serde::{Deserialize, Serialize};
-
-use crate::error::{Error, Result};
-
+pub use crate::util::CancelFlag;
 pub use layout::StoreLayout;
 pub use reindex::{reindex_vault, reindex_wiki, ReindexOptions, ReindexResult, WikiReindexResult};
 pub use status::{read_index_status, IndexState, IndexStatus};
-
-/// A structured warning or error of an index operation: `{code, message, path?}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IndexIssue {
-  /// Stable code.
-  pub code: String,
-  /// Human-readable explanation.
-  pub message: String,
-  /// Page path it concerns, if any.
-  #[serde(skip_serializing_if = "Option::is_none", default)]
-  pub path: Option<String>,
-}
-
-impl IndexIssue {
-  /// An issue with `code` and `message`.
-  pub fn new(code: &str, message: impl Into<String>) -> Self {
-    IndexIssue { code: code.to_string(), message: message.into(), path: None }
-  }
-  /// The same issue about `path`.
-  pub fn at(mut self, path: impl Into<String>) -> Self {
-    self.path = Some(path.into());
-    self
-  }
-  /// The issue of an engine error (its stable code and message).
-  pub fn from_error(e: &Error) -> Self {
-    IndexIssue::new(e.code(), e.to_string())
-  }
-}
-
-/// An index component a reindex can target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Component {
-  /// The BM25 index (always built).
-  Lexical,
-  /// Chunk embeddings.
-  Vectors,
-}
-
-impl Component {
-  /// The component's name.
-  pub fn as_str(self) -> &'static str {
-    match self {
-      Component::Lexical => "lexical",
-      Component::Vectors => "vectors",
-    }
-  }
-  /// Parse `lexical` or `vectors`.
-  pub fn parse(s: &str) -> Result<Self> {
-    match s {
-      "lexical" => Ok(Component::Lexical),
-      "vectors" => Ok(Component::Vectors),
-      other => Err(Error::invalid(format!("unknown component '{other}' (expected lexical | vectors)"))),
-    }
-  }
-}
-
-/// Which pages a reindex examines closely: `changed` trusts size + mtime, `all` re-hashes every page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-  /// Trust size + mtime.
-  #[default]
-  Changed,
-  /// Re-hash every page.
-  All,
-}
-
-impl Scope {
-  /// The scope's name.
-  pub fn as_str(self) -> &'static str {
-    match self {
-      Scope::Changed => "changed",
-      Scope::All => "all",
-    }
-  }
-  /// Parse `changed` or `all`.
-  pub fn parse(s: &str) -> Result<Self> {
-    match s {
-      "changed" => Ok(Scope::Changed),
-      "all" => Ok(Scope::All),
-      other => Err(Error::invalid(format!("unknown scope '{other}' (expected changed | all)"))),
-    }
-  }
-}
-
-/// A progress event of a long operation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Progress {
-  /// Root of the vault being processed (set by multi-vault operations).
-  #[serde(skip_serializing_if = "Option::is_none")]
-  pub vault: Option<String>,
-  /// `mirror` (scan + parse), `copy`, `lexical`, `vectors`, `validate` or `swap`.
-  pub stage: &'static str,
-  /// Human-readable progress.
-  pub message: String,
-  /// Items done in this stage.
-  #[serde(skip_serializing_if = "Option::is_none")]
-  pub current: Option<u64>,
-  /// Items of this stage.
-  #[serde(skip_serializing_if = "Option::is_none")]
-  pub total: Option<u64>,
-}
-
-/// Receiver of progress events; called from worker threads.
-pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
-
-/// Cooperative cancellation flag, checked between batches.
-#[derive(Debug, Clone, Default)]
-pub struct CancelFlag(Arc<AtomicBool>);
-
-impl CancelFlag {
-  /// A flag that is not cancelled.
-  pub fn new() -> Self {
-    Self::default()
-  }
-  /// A flag sharing `flag`.
-  pub fn from_arc(flag: Arc<AtomicBool>) -> Self {
-    CancelFlag(flag)
-  }
-  /// Request cancellation (seen by every clone).
-  pub fn cancel(&self) {
-    self.0.store(true, Ordering::SeqCst);
-  }
-  /// True once cancelled.
-  pub fn is_cancelled(&self) -> bool {
-    self.0.load(Ordering::SeqCst)
-  }
-  /// `Err(Cancelled)` once cancelled.
-  pub fn check(&self) -> Result<()> {
-    if self.is_cancelled() {
-      Err(Error::Cancelled)
-    } else {
-      Ok(())
-    }
-  }
-}
+pub use terms::{Component, IndexIssue, Progress, ProgressSink, Scope};

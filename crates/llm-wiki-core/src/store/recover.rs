@@ -168,8 +168,7 @@ mod tests {
 
     let marker = p.qmd.join("index.lock");
     std::fs::create_dir_all(&marker).unwrap();
-    let owner =
-      serde_json::json!({"pid": std::process::id(), "hostname": lock::host_name(), "acquiredAt": "x"});
+    let owner = serde_json::json!({"pid": std::process::id(), "hostname": crate::util::host::host_name(), "acquiredAt": "x"});
     std::fs::write(marker.join("owner.json"), owner.to_string()).unwrap();
     let r = recover_index(&p);
     assert!(!r.ok);

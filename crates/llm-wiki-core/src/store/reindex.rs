@@ -23,9 +23,7 @@ pub use super::job::{
 use super::layout::{new_store_name, StoreDir, StoreLayout};
 use super::lexical::{CommitInfo, LexicalIndex};
 use super::lock;
-use super::manifest::{
-  sha256_hex, ChunkIds, ExcludedEntry, JournalPos, Manifest, ManifestDelta, ManifestEntry,
-};
+use super::manifest::{ChunkIds, ExcludedEntry, JournalPos, Manifest, ManifestDelta, ManifestEntry};
 use super::spill::{EntrySpill, SPILL_FILE};
 use super::state::{remember_tally, tally_of, StateFile, StateModels, StateVectors, Tally};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
@@ -34,6 +32,7 @@ use super::{Component, IndexIssue, Progress, ProgressSink, Scope};
 use crate::chunk::{ChunkedPage, Chunker};
 use crate::error::{Error, Result};
 use crate::fsutil::{now_iso, now_ms, remove_dir_all_if_exists, write_json};
+use crate::util::hash::sha256_hex;
 use crate::vault::config::{ensure_vault_id, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
 use crate::vault::{discover_pages, Diagnostic, Page, PageFile, PageModel, VaultPaths};

@@ -54,7 +54,7 @@ pub struct VectorManifest {
 
 /// Numeric form of a 16-hex-digit chunk id.
 pub fn chunk_key(id: &str) -> u64 {
-  u64::from_str_radix(id, 16).unwrap_or_else(|_| crate::store::lexical::page_key(id))
+  u64::from_str_radix(id, 16).unwrap_or_else(|_| crate::util::hash::page_key(id))
 }
 
 /// Quantize a vector to int8 with one scale.

@@ -121,7 +121,7 @@ impl PageMeta {
 
 /// `at` of the latest human verification event of a `verified` value (OKF: a list of
 /// `{by, at}` events, or one such map). An event counts when it has a non-empty `by` and an
-/// `at` that parses as a date or timestamp (see [`crate::retrieve::trust::parse_timestamp`]).
+/// `at` that parses as a date or timestamp (see [`crate::util::time::parse_timestamp`]).
 /// A `by` containing `/` is a tool identifier (`pi-llm-wiki/model`, the form `generated.by`
 /// uses) — a machine confirmation, which gets no human-verification bonus.
 pub fn human_verified_at(value: Option<&YamlValue>) -> Option<String> {
@@ -139,7 +139,7 @@ pub fn human_verified_at(value: Option<&YamlValue>) -> Option<String> {
         return None;
       }
       let at = e.get("at")?.scalar_text()?.trim().to_string();
-      crate::retrieve::trust::parse_timestamp(&at).map(|t| (t, at))
+      crate::util::time::parse_timestamp(&at).map(|t| (t, at))
     })
     .max_by_key(|(t, _)| *t)
     .map(|(_, at)| at)

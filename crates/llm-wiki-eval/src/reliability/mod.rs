@@ -29,8 +29,8 @@ use super::bench::{prepare_beir_vault, prepare_pi_vault, TempDir};
 use super::synth::Rng;
 use llm_wiki_core::error::{Error, Result};
 use llm_wiki_core::store::generation::Generation;
-use llm_wiki_core::store::manifest::sha256_hex;
 use llm_wiki_core::store::StoreLayout;
+use llm_wiki_core::util::hash::sha256_hex;
 use llm_wiki_core::vault::{discover_pages, VaultPaths};
 
 /// Settings shared by the harnesses.

@@ -1,6 +1,9 @@
 use super::*;
-use crate::memory::bundle::{assemble, render_bundles, AssemblyOptions, MemorySource};
+use crate::memory::bundle::{
+  assemble, render_bundles, AssemblyOptions, MemoryBundle, MemoryItem, MemorySource,
+};
 use crate::memory::graph::tests::manifest_of;
+use crate::memory::graph::LinkGraph;
 use crate::testkit::{temp_vault, write_page};
 
 fn req(sel: &str, oth: &str, rel: &str) -> ResolveRequest {

@@ -1,0 +1,114 @@
+//! The index's vocabulary shared by its parts: components, scopes, progress events and the
+//! structured issues an index operation reports.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// A structured warning or error of an index operation: `{code, message, path?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexIssue {
+  /// Stable code.
+  pub code: String,
+  /// Human-readable explanation.
+  pub message: String,
+  /// Page path it concerns, if any.
+  #[serde(skip_serializing_if = "Option::is_none", default)]
+  pub path: Option<String>,
+}
+
+impl IndexIssue {
+  /// An issue with `code` and `message`.
+  pub fn new(code: &str, message: impl Into<String>) -> Self {
+    IndexIssue { code: code.to_string(), message: message.into(), path: None }
+  }
+  /// The same issue about `path`.
+  pub fn at(mut self, path: impl Into<String>) -> Self {
+    self.path = Some(path.into());
+    self
+  }
+  /// The issue of an engine error (its stable code and message).
+  pub fn from_error(e: &Error) -> Self {
+    IndexIssue::new(e.code(), e.to_string())
+  }
+}
+
+/// An index component a reindex can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Component {
+  /// The BM25 index (always built).
+  Lexical,
+  /// Chunk embeddings.
+  Vectors,
+}
+
+impl Component {
+  /// The component's name.
+  pub fn as_str(self) -> &'static str {
+    match self {
+      Component::Lexical => "lexical",
+      Component::Vectors => "vectors",
+    }
+  }
+  /// Parse `lexical` or `vectors`.
+  pub fn parse(s: &str) -> Result<Self> {
+    match s {
+      "lexical" => Ok(Component::Lexical),
+      "vectors" => Ok(Component::Vectors),
+      other => Err(Error::invalid(format!("unknown component '{other}' (expected lexical | vectors)"))),
+    }
+  }
+}
+
+/// Which pages a reindex examines closely: `changed` trusts size + mtime, `all` re-hashes every page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+  /// Trust size + mtime.
+  #[default]
+  Changed,
+  /// Re-hash every page.
+  All,
+}
+
+impl Scope {
+  /// The scope's name.
+  pub fn as_str(self) -> &'static str {
+    match self {
+      Scope::Changed => "changed",
+      Scope::All => "all",
+    }
+  }
+  /// Parse `changed` or `all`.
+  pub fn parse(s: &str) -> Result<Self> {
+    match s {
+      "changed" => Ok(Scope::Changed),
+      "all" => Ok(Scope::All),
+      other => Err(Error::invalid(format!("unknown scope '{other}' (expected changed | all)"))),
+    }
+  }
+}
+
+/// A progress event of a long operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+  /// Root of the vault being processed (set by multi-vault operations).
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub vault: Option<String>,
+  /// `mirror` (scan + parse), `copy`, `lexical`, `vectors`, `validate` or `swap`.
+  pub stage: &'static str,
+  /// Human-readable progress.
+  pub message: String,
+  /// Items done in this stage.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub current: Option<u64>,
+  /// Items of this stage.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub total: Option<u64>,
+}
+
+/// Receiver of progress events; called from worker threads.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;

@@ -1,0 +1,9 @@
+//! The ground floor: small helpers every other module may use and that use nothing of the engine
+//! but its error type — timestamps, hashing, cancellation, the host's name.
+
+pub mod cancel;
+pub mod hash;
+pub mod host;
+pub mod time;
+
+pub use cancel::CancelFlag;
