@@ -45,3 +45,12 @@ impl Failure {
     Error::new(Code(self.code), self.message)
   }
 }
+
+/// An `invalid_argument` failure: the caller passed a value the engine refuses.
+pub(crate) fn invalid(message: impl Into<String>) -> Failure {
+  Failure { code: "invalid_argument".into(), message: message.into() }
+}
+
+pub(crate) fn core_err(e: llm_wiki_core::Error) -> Failure {
+  Failure::from(e)
+}

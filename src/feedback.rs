@@ -9,29 +9,9 @@ use napi_derive::napi;
 
 use llm_wiki_core::feedback::{self as core_feedback, ledger as core_ledger, record as core_record};
 
+use crate::error::{core_err, invalid};
+use crate::task;
 use crate::types::{RecallDiagnostic, VaultPaths};
-use crate::{core_err, invalid, task};
-
-/// The host session a recall belongs to (`recallWiki` / `recallMemory` option `session`).
-#[napi(object)]
-pub struct RecallSession {
-  /// Host session id (any non-empty string, stable for the session).
-  pub id: String,
-  /// Characters all automatic injections of the session may take together (default: no cap).
-  pub budget_chars: Option<u32>,
-}
-
-impl RecallSession {
-  pub(crate) fn to_core(&self) -> crate::error::Outcome<llm_wiki_core::retrieve::recall::SessionRecall> {
-    if self.id.trim().is_empty() {
-      return Err(invalid("session.id must be a non-empty string"));
-    }
-    Ok(llm_wiki_core::retrieve::recall::SessionRecall {
-      id: self.id.clone(),
-      budget_chars: self.budget_chars.map(|b| b as usize),
-    })
-  }
-}
 
 /// The host's feedback setting.
 #[napi(object, object_to_js = false)]

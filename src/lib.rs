@@ -6,6 +6,7 @@
 //! synchronous and cheap (they never load or index anything, nor wait for a load).
 #![deny(clippy::all)]
 
+mod args;
 mod error;
 pub mod feedback;
 pub mod memory;
@@ -29,35 +30,9 @@ use llm_wiki_core::store::status::{read_index_status_with, StatusOptions as Core
 use llm_wiki_core::store::{CancelFlag, Component, Progress, ProgressSink, ReindexOptions, Scope};
 use llm_wiki_core::vault::paths as core_paths;
 
-use crate::error::{Failure, Outcome};
+use crate::args::{cancel_flag, thread_count};
+use crate::error::{core_err, invalid, Failure, Outcome};
 use crate::types::*;
-
-pub(crate) fn invalid(message: impl Into<String>) -> Failure {
-  Failure { code: "invalid_argument".into(), message: message.into() }
-}
-
-fn core_err(e: llm_wiki_core::Error) -> Failure {
-  Failure::from(e)
-}
-
-/// A thread count from JS: 0 or absent keeps the engine's default; anything else is clamped to
-/// 1..=the number of logical CPUs (a `-1` arrives as 4294967295).
-pub(crate) fn thread_count(requested: Option<u32>) -> usize {
-  match requested {
-    None | Some(0) => 0,
-    Some(n) => llm_wiki_core::models::clamp_threads(n as usize),
-  }
-}
-
-/// A cancel flag tied to an optional AbortSignal (set from the JS thread on abort).
-fn cancel_flag(signal: Option<&AbortSignal>, already_aborted: bool) -> CancelFlag {
-  let flag = Arc::new(AtomicBool::new(already_aborted));
-  if let Some(s) = signal {
-    let f = flag.clone();
-    s.on_abort(move || f.store(true, std::sync::atomic::Ordering::SeqCst));
-  }
-  CancelFlag::from_arc(flag)
-}
 
 /// Reindex the vaults selected by `input.vault` (default: the active vault), sequentially.
 /// Resolves with one result per vault; a busy lock, a cancellation or a failure is reported in

@@ -9,9 +9,11 @@ use llm_wiki_core::memory::explore as core_explore;
 use llm_wiki_core::memory::{self as core_memory};
 use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 
+use crate::args::cancel_flag;
 use crate::error::Outcome;
+use crate::error::{core_err, invalid};
+use crate::task;
 use crate::types::{RecallConfig, RecallDiagnostic, RecallPolicy, VaultPaths};
-use crate::{cancel_flag, core_err, invalid, task};
 
 /// Options of `recallMemory`.
 #[napi(object, object_to_js = false)]
@@ -32,7 +34,7 @@ pub struct RecallMemoryOptions {
   /// Apply the bounded feedback term (default true).
   pub feedback: Option<bool>,
   /// The host session (see `RecallWikiOptions.session`); its budget caps `budgetChars`.
-  pub session: Option<crate::feedback::RecallSession>,
+  pub session: Option<crate::types::RecallSession>,
 }
 
 /// One packed item: the spec's `MemoryCandidate` plus what rendering needs.

@@ -7,8 +7,9 @@ use napi_derive::napi;
 
 use llm_wiki_core::memory::resolve as core_resolve;
 
+use crate::error::core_err;
+use crate::task;
 use crate::types::{IndexIssue, VaultPaths};
-use crate::{core_err, task};
 
 /// Arguments of `resolveConflict` (the spec's `wiki_resolve_conflict` parameters).
 #[napi(object, object_to_js = false)]

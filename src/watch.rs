@@ -271,7 +271,7 @@ pub fn watch_wiki<'env>(
     None
   };
   let on_event = o.on_event.map(Arc::new);
-  let threads = crate::thread_count(o.threads);
+  let threads = crate::args::thread_count(o.threads);
   let (components, debounce, poll, poll_interval) = (o.components, o.debounce_ms, o.poll, o.poll_interval_ms);
   task::spawn(env, None, task::Priority::Interactive, move || {
     if slot.closed.load(Ordering::SeqCst) {
@@ -281,7 +281,7 @@ pub fn watch_wiki<'env>(
     let components = match components {
       None => vec![Component::Lexical, Component::Vectors],
       Some(c) if c.is_empty() => {
-        return Err(crate::invalid("components must contain at least one of lexical | vectors"))
+        return Err(crate::error::invalid("components must contain at least one of lexical | vectors"))
       }
       Some(c) => c
         .iter()

@@ -97,8 +97,7 @@ pub fn replayable(wiki: &Path, recorded: &HashSet<String>) -> Vec<FeedbackEvent>
       continue;
     }
     let file = wiki.join("sources").join(&name);
-    let Ok(bytes) = crate::vault::read::read_page_at(wiki, &file, crate::store::reindex::MAX_PAGE_BYTES)
-    else {
+    let Ok(bytes) = crate::vault::read::read_page_at(wiki, &file, crate::vault::read::MAX_PAGE_BYTES) else {
       continue;
     };
     let Ok(text) = String::from_utf8(bytes) else { continue };

@@ -131,7 +131,7 @@ impl LinkList {
   }
 
   /// Pack links (in order). Fails when a line does not fit in 30 bits or the anchors of one page
-  /// exceed 4 GiB (neither can come from a page within [`crate::store::reindex::MAX_PAGE_BYTES`]).
+  /// exceed 4 GiB (neither can come from a page within [`crate::vault::read::MAX_PAGE_BYTES`]).
   pub fn try_from_links<'a>(links: impl IntoIterator<Item = Link<'a>>) -> Result<LinkList, String> {
     let mut p = Packer::default();
     for l in links {

@@ -54,7 +54,7 @@ pub struct MemoryResponse {
 /// is no longer a regular page file within the indexing cap: [`crate::vault::read`]).
 fn file_lines(wiki: &std::path::Path, path: &str, start: u32, end: u32) -> Option<String> {
   let bytes =
-    crate::vault::read::read_page_at(wiki, std::path::Path::new(path), crate::store::reindex::MAX_PAGE_BYTES)
+    crate::vault::read::read_page_at(wiki, std::path::Path::new(path), crate::vault::read::MAX_PAGE_BYTES)
       .ok()?;
   let text = String::from_utf8(bytes).ok()?.replace("\r\n", "\n");
   let lines: Vec<&str> = text

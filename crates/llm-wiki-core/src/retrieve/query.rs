@@ -3,8 +3,16 @@
 
 use unicode_normalization::UnicodeNormalization;
 
-use super::ranking::SubQuery;
 use crate::error::{Error, Result};
+
+/// A typed sub-query: `lex` feeds the lexical list, `vec` the dense list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubQuery {
+  /// Text for the lexical list only.
+  Lex(String),
+  /// Text for the dense list only.
+  Vec(String),
+}
 
 /// Longest accepted query (and sub-query), in characters of the normalized query. Longer
 /// queries are rejected with `recall_query_too_long`, never truncated. The cap is checked twice:

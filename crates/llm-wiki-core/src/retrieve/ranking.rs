@@ -8,16 +8,8 @@ use tantivy::DocAddress;
 
 use super::engine::Snapshot;
 use super::lexical::ExactMatch;
+pub use super::query::SubQuery;
 use crate::util::CancelFlag;
-
-/// A typed sub-query: `lex` feeds the lexical list, `vec` the dense list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SubQuery {
-  /// Text for the lexical list only.
-  Lex(String),
-  /// Text for the dense list only.
-  Vec(String),
-}
 
 /// A page ranked by a mode within one vault.
 #[derive(Debug, Clone)]

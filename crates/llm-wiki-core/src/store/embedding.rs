@@ -160,7 +160,8 @@ impl<'a> ChunkTexts<'a> {
   fn read_page(&mut self, id: &str, entry: &ManifestEntry) {
     self.pages_read += 1;
     let path = crate::vault::discover::resolve_page_file(self.wiki, &entry.rel_path);
-    let Ok(bytes) = crate::vault::read::read_page_at(self.wiki, &path, super::reindex::MAX_PAGE_BYTES) else {
+    let Ok(bytes) = crate::vault::read::read_page_at(self.wiki, &path, crate::vault::read::MAX_PAGE_BYTES)
+    else {
       return;
     };
     if crate::util::hash::sha256_hex(&bytes) != entry.content_hash {

@@ -37,8 +37,7 @@ use crate::vault::config::{ensure_vault_id, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
 use crate::vault::{discover_pages, Diagnostic, Page, PageFile, PageModel, VaultPaths};
 
-/// Largest page file that is indexed; bigger files are excluded with `page_too_large`.
-pub const MAX_PAGE_BYTES: u64 = 16 * 1024 * 1024;
+pub use crate::vault::read::MAX_PAGE_BYTES;
 /// Files modified this close to (or after) the last build are re-hashed even when size and mtime
 /// match, because a same-second edit can leave mtime unchanged on coarse filesystems.
 const RACY_WINDOW_MS: i64 = 2_000;

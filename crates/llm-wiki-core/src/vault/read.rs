@@ -145,6 +145,10 @@ fn is_loop(e: &std::io::Error) -> bool {
   e.to_string() == "symbolic link"
 }
 
+/// Largest page file that is indexed (and read); bigger files are excluded with
+/// `page_too_large`.
+pub const MAX_PAGE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// The bytes of the page file at `path` (under `wiki`); a file over `cap` bytes is refused with
 /// [`PageReadError::TooLarge`] after reading at most `cap + 1` bytes.
 pub fn read_page_at(wiki: &Path, path: &Path, cap: u64) -> Result<Vec<u8>, PageReadError> {

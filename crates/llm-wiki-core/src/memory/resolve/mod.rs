@@ -167,7 +167,7 @@ fn check_page(paths: &VaultPaths, other_vault: Option<&VaultPaths>, vault: &str,
     }
     return Err(reject(codes::PAGE_MISSING, format!("{id} is no page of the {vault} vault")));
   };
-  let bytes = crate::vault::read::read_page_at(&paths.wiki, &file, crate::store::reindex::MAX_PAGE_BYTES)?;
+  let bytes = crate::vault::read::read_page_at(&paths.wiki, &file, crate::vault::read::MAX_PAGE_BYTES)?;
   let (page, _) = Page::from_file_bytes(id, file.clone(), &bytes)
     .map_err(|e| reject(codes::PAGE_INVALID, format!("{id} cannot be parsed ({}): {}", e.code, e.message)))?;
   if parse_resolution(&page).0.is_some() {

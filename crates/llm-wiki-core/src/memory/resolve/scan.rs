@@ -19,7 +19,7 @@ pub fn scan_records(paths: &VaultPaths) -> Vec<(String, ResolutionRecord)> {
     let rel = rel.to_string_lossy().replace('\\', "/");
     let id = rel[..rel.len() - 3].nfc().collect::<String>();
     let Ok(bytes) =
-      crate::vault::read::read_page_at(&paths.wiki, e.path(), crate::store::reindex::MAX_PAGE_BYTES)
+      crate::vault::read::read_page_at(&paths.wiki, e.path(), crate::vault::read::MAX_PAGE_BYTES)
     else {
       continue;
     };
