@@ -242,7 +242,7 @@ pub fn run_memory(fixture_path: &Path, common: &BenchCommon) -> Result<BenchOutp
   let _ = writeln!(
     md,
     "\nAll {} conflict queries of the fixture are held-out: train contradiction coverage has no qualifying query. \
-     One assembly constant (`ALTERNATIVE_SCORE_RATIO`, memory/bundle.rs) was fitted on train queries only; \
+     One assembly constant (`ALTERNATIVE_SCORE_RATIO`, memory/bundle/shape.rs) was fitted on train queries only; \
      nothing was tuned on the held-out slice.\n\n{}",
     fixture.queries.iter().filter(|q| !q.expected_conflicts.is_empty()).count(),
     LATENCY_METHOD
