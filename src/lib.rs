@@ -17,7 +17,6 @@ mod test_hooks;
 mod types;
 pub mod watch;
 
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
@@ -27,11 +26,11 @@ use napi_derive::napi;
 use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 use llm_wiki_core::store::reindex::{reindex_wiki as core_reindex_wiki, VaultTarget};
 use llm_wiki_core::store::status::{read_index_status_with, StatusOptions as CoreStatusOptions};
-use llm_wiki_core::store::{CancelFlag, Component, Progress, ProgressSink, ReindexOptions, Scope};
+use llm_wiki_core::store::{Component, Progress, ProgressSink, ReindexOptions, Scope};
 use llm_wiki_core::vault::paths as core_paths;
 
 use crate::args::{cancel_flag, thread_count};
-use crate::error::{core_err, invalid, Failure, Outcome};
+use crate::error::{core_err, invalid, Outcome};
 use crate::types::*;
 
 /// Reindex the vaults selected by `input.vault` (default: the active vault), sequentially.

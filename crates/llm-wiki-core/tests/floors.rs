@@ -466,7 +466,7 @@ impl Crate {
   ) -> Option<Vec<String>> {
     let first = path.first()?;
     let mut here = split(m);
-    let mut rest = &path[..];
+    let mut rest = path;
     match first.as_str() {
       "crate" => return Some(path[1..].to_vec()),
       "self" => rest = &path[1..],
