@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -24,12 +24,7 @@ use crate::memory::page_links::PageLinks;
 use crate::util::hash::hex;
 use crate::vault::{Diagnostic, PageMeta, Role};
 
-pub mod cache;
-
-pub use cache::{
-  committed, counts_of, forget_committed, forget_store, load_generation_cached, load_generation_counted,
-  remember_committed,
-};
+mod journal;
 
 /// Version of the manifest file format.
 pub const MANIFEST_VERSION: u32 = 1;
@@ -231,13 +226,6 @@ impl ManifestDelta {
   }
 }
 
-/// A journal may grow to this fraction of its base (plus [`JOURNAL_SLACK`]) before the next page
-/// commit writes a new base instead: replaying it stays cheaper than a quarter of a base load, and
-/// a checkpoint (O(vault)) happens once per that many bytes of changes.
-const JOURNAL_FRACTION: u64 = 4;
-/// Journal bytes always allowed before a checkpoint (small vaults: one base, many records).
-const JOURNAL_SLACK: u64 = 64 * 1024;
-
 fn estimate_label() -> String {
   crate::chunk::ESTIMATE_LABEL.to_string()
 }
@@ -273,157 +261,6 @@ impl Manifest {
     }
     self.generation = d.generation;
     self.built_at_ms = d.built_at_ms;
-  }
-
-  /// Load generation `generation` of the store directory `dir`: the newest base at or below it,
-  /// then its journal's records through `generation` (records after it are ignored: they belong
-  /// to a run that never committed). The generation must be present exactly.
-  pub fn load_generation(dir: &StoreDir, generation: u64, expected_vault: Option<&str>) -> Result<Manifest> {
-    let base = base_generation(dir, generation)
-      .ok_or_else(|| Error::ManifestInvalid(format!("manifest of generation {generation} is missing")))?;
-    let base_path = dir.manifest_file(base);
-    let mut m = Manifest::load(&base_path, expected_vault)?;
-    if m.generation != base {
-      return Err(Error::ManifestInvalid(format!(
-        "{} holds generation {}",
-        base_path.display(),
-        m.generation
-      )));
-    }
-    let base_len = std::fs::metadata(&base_path).map(|md| md.len()).unwrap_or(0);
-    let mut len = 0u64;
-    if base < generation {
-      let jpath = dir.journal_file(base);
-      let mut bytes = Vec::new();
-      std::fs::File::open(&jpath)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(|e| Error::ManifestInvalid(format!("{}: {e}", jpath.display())))?;
-      let mut at = 0usize;
-      // Stop at the asked generation: later records belong to a run that never committed and
-      // may be anything (an earlier number included).
-      while m.generation != generation {
-        let Some(nl) = bytes[at..].iter().position(|b| *b == b'\n') else { break };
-        let line = &bytes[at..at + nl];
-        // A line that does not parse can only be the torn tail of an uncommitted record.
-        let Ok(d) = serde_json::from_slice::<ManifestDelta>(line) else { break };
-        if d.generation > generation {
-          break;
-        }
-        if d.generation <= m.generation {
-          return Err(Error::ManifestInvalid(format!(
-            "{}: record of generation {} after generation {}",
-            jpath.display(),
-            d.generation,
-            m.generation
-          )));
-        }
-        for (id, e) in &d.set {
-          validate_entry(id, e)?;
-        }
-        m.apply(&d);
-        at += nl + 1;
-      }
-      len = at as u64;
-      if m.generation != generation {
-        return Err(Error::ManifestInvalid(format!(
-          "{} has no record of generation {generation}",
-          jpath.display()
-        )));
-      }
-    }
-    m.journal = JournalPos { base, base_len, len };
-    Ok(m)
-  }
-
-  /// The journal records that take `self` (a generation of `dir` as loaded or written, at
-  /// [`Manifest::journal`]) to the later generation `generation`, and the position they end at:
-  /// what a reader holding `self` applies instead of loading the whole manifest again. `None`
-  /// when that cannot be done exactly — `generation` is not later, it is read from another base
-  /// (a checkpoint), the base file changed, the journal is shorter than `self`'s position, a
-  /// record does not parse or is out of order, an entry is invalid, or no record of
-  /// `generation` is there — and the caller loads the generation whole
-  /// ([`Manifest::load_generation`], which reports the error when there is one).
-  ///
-  /// Exact because a journal's bytes up to a committed generation never change: a writer cuts
-  /// off only records after the last commit (at or after `self`'s) before it appends.
-  pub fn journal_since(&self, dir: &StoreDir, generation: u64) -> Option<(Vec<ManifestDelta>, JournalPos)> {
-    let pos = self.journal;
-    if generation <= self.generation {
-      return None;
-    }
-    let base = dir.manifest_generations().into_iter().rfind(|g| *g <= generation)?;
-    if base != pos.base || std::fs::metadata(dir.manifest_file(base)).ok()?.len() != pos.base_len {
-      return None;
-    }
-    let mut f = std::fs::File::open(dir.journal_file(base)).ok()?;
-    if f.metadata().ok()?.len() < pos.len {
-      return None;
-    }
-    f.seek(SeekFrom::Start(pos.len)).ok()?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).ok()?;
-    let (mut records, mut at, mut last) = (Vec::new(), 0usize, self.generation);
-    while last < generation {
-      let nl = bytes[at..].iter().position(|b| *b == b'\n')?;
-      let d = serde_json::from_slice::<ManifestDelta>(&bytes[at..at + nl]).ok()?;
-      if d.generation <= last || d.generation > generation {
-        return None;
-      }
-      if d.set.iter().any(|(id, e)| validate_entry(id, e).is_err()) {
-        return None;
-      }
-      last = d.generation;
-      at += nl + 1;
-      records.push(d);
-    }
-    Some((records, JournalPos { base, base_len: pos.base_len, len: pos.len + at as u64 }))
-  }
-
-  /// Write this manifest (already at its new generation) as the next generation of `dir`:
-  /// `delta` appended to the journal of the base of `prior` when the journal stays small, else
-  /// (and without `prior` or `delta`) a new base. Files and records of generations after
-  /// `prior` (left by a run that did not commit) are removed first. Fsynced before returning;
-  /// the caller's tantivy commit then publishes it. Returns the new [`Manifest::journal`] for
-  /// the caller to store (the manifest is only read: other threads may read it meanwhile).
-  pub fn write_generation(
-    &self,
-    dir: &StoreDir,
-    prior: Option<JournalPos>,
-    delta: Option<&ManifestDelta>,
-  ) -> Result<JournalPos> {
-    if let Some(p) = prior {
-      for g in dir.manifest_generations().into_iter().filter(|g| *g > p.base && *g >= self.generation) {
-        let _ = std::fs::remove_file(dir.manifest_file(g));
-        let _ = std::fs::remove_file(dir.journal_file(g));
-      }
-    }
-    if let (Some(p), Some(d)) = (prior, delta) {
-      let mut line =
-        serde_json::to_vec(d).map_err(|e| Error::Index(format!("serialize manifest record: {e}")))?;
-      line.push(b'\n');
-      if p.len + line.len() as u64 <= p.base_len / JOURNAL_FRACTION + JOURNAL_SLACK {
-        let jpath = dir.journal_file(p.base);
-        let existed = jpath.exists();
-        let write = || -> std::io::Result<()> {
-          let mut f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&jpath)?;
-          // Cut off records of runs that never committed.
-          f.set_len(p.len)?;
-          f.seek(SeekFrom::Start(p.len))?;
-          f.write_all(&line)?;
-          f.sync_all()
-        };
-        write().map_err(|e| Error::io("append to", &jpath, e))?;
-        if !existed {
-          crate::fsutil::sync_dir(&dir.dir);
-        }
-        return Ok(JournalPos { base: p.base, base_len: p.base_len, len: p.len + line.len() as u64 });
-      }
-    }
-    let path = dir.manifest_file(self.generation);
-    self.save(&path)?;
-    let _ = std::fs::remove_file(dir.journal_file(self.generation));
-    let base_len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    Ok(JournalPos { base: self.generation, base_len, len: 0 })
   }
 
   /// SHA-256 over the identity of what is indexed: version, vault id and the sum of one sha256
@@ -680,6 +517,23 @@ thread_local! {
   pub(crate) static LOADS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
+/// The manifest a store's last commit or load left, shared by everything in the process that
+/// needs that generation: the writer's next reindex (a watcher, the CLI's loops, the bench),
+/// `status`, and readers. Without it a process that never committed (a fresh CLI or MCP
+/// process, the addon before its first change) parsed the whole manifest on every no-op
+/// reindex and status: 2–3 s at 100k pages. One entry per store directory, for the two most
+/// recently used vaults (a project and a personal vault); an entry is trusted only while the
+/// base file's length and mtime and the journal's length are what its commit or load saw (a file
+/// changed behind our back is read again).
+struct CachedManifest {
+  dir: PathBuf,
+  stamp: (u64, i64, u64),
+  manifest: Arc<Manifest>,
+  /// Its counts, once known (from the writer's tally, or one pass on first use, counted outside
+  /// the cache's lock: a pass over a large manifest does not hold up other vaults).
+  counts: Arc<std::sync::OnceLock<ManifestCounts>>,
+}
+
 /// Counts a store's consistency check and reindex results need, which take a pass over every
 /// entry (≈ 13 ms a no-op reindex at 100k pages spent on each open, docs/DECISIONS.md): known
 /// once per shared manifest.
@@ -698,9 +552,129 @@ impl ManifestCounts {
   }
 }
 
+/// The counts of `manifest`: the cached copy's when it is the one this process shares, computed
+/// once; else a pass over it.
+pub fn counts_of(manifest: &Arc<Manifest>) -> ManifestCounts {
+  let known = || {
+    let cache = MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    cache.iter().find(|c| Arc::ptr_eq(&c.manifest, manifest)).map(|c| c.counts.clone())
+  };
+  match known() {
+    Some(counts) => *counts.get_or_init(|| manifest.counts()),
+    None => manifest.counts(),
+  }
+}
+
+/// Vaults whose manifest is kept (most recently used first). Unit tests run many vaults on
+/// parallel threads of one process and count parses: there, room for all of them.
+const CACHED_STORES: usize = if cfg!(test) { 64 } else { 2 };
+
+static MANIFEST_CACHE: Mutex<Vec<CachedManifest>> = Mutex::new(Vec::new());
+
+fn stamp(dir: &StoreDir, pos: &JournalPos) -> Option<(u64, i64, u64)> {
+  stamp_of(dir, pos.base, pos.len > 0)
+}
+
 /// The base file `generation` of `dir` is read from: the newest at or below it.
-pub(crate) fn base_generation(dir: &StoreDir, generation: u64) -> Option<u64> {
+fn base_generation(dir: &StoreDir, generation: u64) -> Option<u64> {
   dir.manifest_generations().into_iter().rfind(|g| *g <= generation)
+}
+
+/// The stamp of the files `generation` of `dir` is read from, before reading them.
+fn stamp_before_load(dir: &StoreDir, generation: u64) -> Option<(u64, i64, u64)> {
+  let base = base_generation(dir, generation)?;
+  stamp_of(dir, base, base < generation)
+}
+
+fn stamp_of(dir: &StoreDir, base: u64, with_journal: bool) -> Option<(u64, i64, u64)> {
+  let meta = std::fs::metadata(dir.manifest_file(base)).ok()?;
+  let journal = if with_journal { std::fs::metadata(dir.journal_file(base)).ok()?.len() } else { 0 };
+  Some((meta.len(), crate::vault::discover::mtime_ns(&meta), journal))
+}
+
+/// [`Manifest::load_generation`] through the process's manifest cache (a cached copy of another
+/// vault than `expected_vault` is not taken; the load then reports the mismatch).
+pub fn load_generation_cached(
+  dir: &StoreDir,
+  generation: u64,
+  expected_vault: Option<&str>,
+) -> Result<Arc<Manifest>> {
+  load_generation_counted(dir, generation, expected_vault).map(|(m, _)| m)
+}
+
+/// [`load_generation_cached`], also saying whether a cached copy was taken (`true`) or the
+/// generation parsed from disk (readers count the two). A parsed generation is cached.
+pub fn load_generation_counted(
+  dir: &StoreDir,
+  generation: u64,
+  expected_vault: Option<&str>,
+) -> Result<(Arc<Manifest>, bool)> {
+  match committed(dir, generation).filter(|m| expected_vault.is_none_or(|v| m.vault_id == v)) {
+    Some(m) => Ok((m, true)),
+    None => {
+      // The stamp is taken before the parse: a commit of another process in between makes it
+      // stale (the entry is then read again), never wrongly fresh.
+      let before = stamp_before_load(dir, generation);
+      let m = Arc::new(Manifest::load_generation(dir, generation, expected_vault)?);
+      if before.is_some() && before == stamp(dir, &m.journal) {
+        remember(dir, m.clone(), before, None);
+      }
+      Ok((m, false))
+    }
+  }
+}
+
+/// The cached manifest of `generation` of `dir` when its files are as its commit or load left
+/// them: shared, not parsed again.
+pub fn committed(dir: &StoreDir, generation: u64) -> Option<Arc<Manifest>> {
+  let mut cache = MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+  let at = cache.iter().position(|c| c.dir == dir.dir && c.manifest.generation == generation)?;
+  if stamp(dir, &cache[at].manifest.journal) != Some(cache[at].stamp) {
+    return None;
+  }
+  let entry = cache.remove(at);
+  let manifest = entry.manifest.clone();
+  cache.insert(0, entry);
+  Some(manifest)
+}
+
+/// Keep `manifest` (just committed in `dir`, with its `counts` from the writer's tally) as the
+/// store's cached copy.
+pub fn remember_committed(dir: &StoreDir, manifest: Arc<Manifest>, counts: ManifestCounts) {
+  let now = stamp(dir, &manifest.journal);
+  remember(dir, manifest, now, Some(counts));
+}
+
+/// Whether two store directories belong to one vault (siblings under its `meta/qmd`): a rebuild's
+/// new store replaces the old one's entry instead of pinning a manifest nobody reads any more.
+fn same_vault(a: &Path, b: &Path) -> bool {
+  a.parent() == b.parent()
+}
+
+fn remember(
+  dir: &StoreDir,
+  manifest: Arc<Manifest>,
+  stamp: Option<(u64, i64, u64)>,
+  counts: Option<ManifestCounts>,
+) {
+  let counts = Arc::new(counts.map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from));
+  let mut cache = MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+  cache.retain(|c| !same_vault(&c.dir, &dir.dir));
+  if let Some(stamp) = stamp {
+    cache.insert(0, CachedManifest { dir: dir.dir.clone(), stamp, manifest, counts });
+    cache.truncate(CACHED_STORES);
+  }
+}
+
+/// Drop the cached manifest of `dir`'s vault (before the writer changes it in place, or when a
+/// rebuild of the store failed).
+pub fn forget_store(dir: &StoreDir) {
+  MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner()).retain(|c| !same_vault(&c.dir, &dir.dir));
+}
+
+/// Drop every cached manifest (as in a fresh process).
+pub fn forget_committed() {
+  MANIFEST_CACHE.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
 #[cfg(test)]
