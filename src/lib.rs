@@ -11,6 +11,7 @@ mod error;
 pub mod feedback;
 pub mod memory;
 pub mod resolve;
+mod session;
 mod task;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;

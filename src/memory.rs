@@ -34,7 +34,7 @@ pub struct RecallMemoryOptions {
   /// Apply the bounded feedback term (default true).
   pub feedback: Option<bool>,
   /// The host session (see `RecallWikiOptions.session`); its budget caps `budgetChars`.
-  pub session: Option<crate::types::RecallSession>,
+  pub session: Option<crate::session::RecallSession>,
 }
 
 /// One packed item: the spec's `MemoryCandidate` plus what rendering needs.

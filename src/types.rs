@@ -14,27 +14,6 @@ use llm_wiki_core::{retrieve as core_retrieve, store as core_store, vault as cor
 
 use crate::error::{Failure, Outcome};
 
-/// The host session a recall belongs to (`recallWiki` / `recallMemory` option `session`).
-#[napi(object)]
-pub struct RecallSession {
-  /// Host session id (any non-empty string, stable for the session).
-  pub id: String,
-  /// Characters all automatic injections of the session may take together (default: no cap).
-  pub budget_chars: Option<u32>,
-}
-
-impl RecallSession {
-  pub(crate) fn to_core(&self) -> Outcome<llm_wiki_core::retrieve::recall::SessionRecall> {
-    if self.id.trim().is_empty() {
-      return Err(crate::error::invalid("session.id must be a non-empty string"));
-    }
-    Ok(llm_wiki_core::retrieve::recall::SessionRecall {
-      id: self.id.clone(),
-      budget_chars: self.budget_chars.map(|b| b as usize),
-    })
-  }
-}
-
 /// Absolute paths of one vault (the extension's `VaultPaths`). Only `root` is required; missing
 /// fields are derived from it (new `.llm-wiki/` layout, or legacy `.wiki` when detected).
 #[napi(object)]
@@ -455,7 +434,7 @@ pub struct RecallWikiOptions {
   /// The host session: results are offered to its ledger (`confirmRecallShown` marks them
   /// delivered); automatic recall also skips prompts that are not recall-shaped, does not
   /// re-inject an unchanged page, and shares `budgetChars` across the session.
-  pub session: Option<RecallSession>,
+  pub session: Option<crate::session::RecallSession>,
 }
 
 /// A typed sub-query.

@@ -53,7 +53,7 @@ const SKIN_FLOORS: &[(&str, &[&str])] = &[
   // failures, what JS hands over besides options, test hooks
   ("errors", &["error", "args", "test_hooks"]),
   // the napi objects
-  ("shapes", &["types"]),
+  ("shapes", &["session", "types"]),
   // the addon's job threads
   ("jobs", &["task"]),
   // the exports

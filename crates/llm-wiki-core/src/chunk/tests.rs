@@ -1,5 +1,7 @@
 //! Unit tests of the chunker and the token counters.
 
+use super::plain::{plain_offset, PlainEvent};
+use super::tokens::split_words;
 use super::*;
 
 #[test]
