@@ -357,20 +357,13 @@ fn tokens(s: &str) -> Vec<Tok> {
         out.push(Tok::Sep);
         i += 2;
       }
-      b'{' => {
-        out.push(Tok::Open);
-        i += 1;
-      }
-      b'}' => {
-        out.push(Tok::Close);
-        i += 1;
-      }
-      b',' => {
-        out.push(Tok::Comma);
-        i += 1;
-      }
-      b'*' => {
-        out.push(Tok::Star);
+      c @ (b'{' | b'}' | b',' | b'*') => {
+        out.push(match c {
+          b'{' => Tok::Open,
+          b'}' => Tok::Close,
+          b',' => Tok::Comma,
+          _ => Tok::Star,
+        });
         i += 1;
       }
       c if is_ident(c) => {
