@@ -8,12 +8,15 @@
 //! A recall made with a session *offers* its results (pending); the host confirms delivery with
 //! [`confirm_shown`] (the spec emits `shown` only after delivery), which moves them to the shown
 //! set and charges their characters to the budget. In memory, per process; sessions and pages
-//! are capped (least recently used session evicted).
+//! are capped (least recently used session evicted). Confirmed entries are also written to the
+//! vault's on-disk ledger ([`super::persist`]), which another process (an MCP server, a
+//! restarted host) reads when this in-memory ledger has no entry for a pair.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
 
 /// Sessions kept per process (least recently used evicted).
 pub const MAX_SESSIONS: usize = 256;
@@ -21,7 +24,8 @@ pub const MAX_SESSIONS: usize = 256;
 pub const MAX_PAGES_PER_SESSION: usize = 4096;
 
 /// One result recall showed (or offered) in a session.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ShownEntry {
   /// Vault id of the page.
   pub vault_id: String,
@@ -113,6 +117,18 @@ pub fn confirm_shown(session: &str) -> Vec<ShownEntry> {
 pub fn shown_entry(session: &str, vault_id: &str, page_id: &str) -> Option<ShownEntry> {
   let l = ledger().lock();
   l.sessions.get(session)?.shown.iter().find(|e| e.vault_id == vault_id && e.page_id == page_id).cloned()
+}
+
+/// Put an entry another process recorded (read from the on-disk ledger) into the session's
+/// shown set, uncharged, unless the session already holds the pair.
+pub fn remember(session: &str, entry: ShownEntry) {
+  with_session(session, |s| {
+    if !s.shown.iter().any(|x| x.vault_id == entry.vault_id && x.page_id == entry.page_id) {
+      s.shown.push(entry);
+      let over = s.shown.len().saturating_sub(MAX_PAGES_PER_SESSION);
+      s.shown.drain(..over);
+    }
+  });
 }
 
 /// Whether automatic recall already injected this page, unchanged, in the session.
