@@ -6,6 +6,7 @@
 //! synchronous and cheap (they never load or index anything, nor wait for a load).
 #![deny(clippy::all)]
 
+pub mod audit;
 mod error;
 pub mod feedback;
 pub mod memory;
