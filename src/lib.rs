@@ -9,6 +9,7 @@
 pub mod audit;
 mod error;
 pub mod feedback;
+mod graph_tools;
 pub mod memory;
 pub mod resolve;
 mod task;
