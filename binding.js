@@ -859,6 +859,7 @@ module.exports.recallSessionStats = nativeBinding.recallSessionStats
 module.exports.recallSkipReason = nativeBinding.recallSkipReason
 module.exports.recallWiki = nativeBinding.recallWiki
 module.exports.recordRecallFeedback = nativeBinding.recordRecallFeedback
+module.exports.recordToolCall = nativeBinding.recordToolCall
 module.exports.recoverIndex = nativeBinding.recoverIndex
 module.exports.reindexWiki = nativeBinding.reindexWiki
 module.exports.resolveConflict = nativeBinding.resolveConflict

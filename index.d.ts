@@ -1032,6 +1032,14 @@ export interface RecallWikiOptions {
  */
 export declare function recordRecallFeedback(paths: VaultPaths, input: RecallFeedbackInput): Promise<FeedbackOutcome>
 
+/**
+ * Record one agent tool call in the vault's audit ledger `meta/audit/tool-calls.jsonl`
+ * (rotated at 1 MiB, two rotated files kept). Resolves `disabled` when the ledger is off and
+ * `dropped` with a diagnostic when it cannot be written: it never rejects for the ledger's
+ * state, so a tool wrapper can await it without changing the tool's outcome.
+ */
+export declare function recordToolCall(paths: VaultPaths, call: ToolCallInput): Promise<ToolAuditOutcome>
+
 /** One recovery finding (the extension's `KnowledgeDiagnostic` shape). */
 export interface RecoverDiagnostic {
   severity: 'error' | 'warning' | 'info'
@@ -1193,6 +1201,40 @@ export interface StatusOptions {
 export interface SubQuery {
   type: 'lex' | 'vec'
   query: string
+}
+
+/** What happened to the call's audit line. */
+export interface ToolAuditOutcome {
+  /**
+   * `recorded`, `disabled` (the vault's `toolAudit: false` or `LLM_WIKI_TOOL_AUDIT=off`) or
+   * `dropped` (the ledger's lock stayed busy 100 ms, or it could not be written).
+   */
+  status: 'recorded' | 'disabled' | 'dropped'
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** One tool call of an agent (MCP or Pi). */
+export interface ToolCallInput {
+  /** Tool name (`wiki_recall`, …; at most 64 characters are kept). */
+  tool: string
+  /**
+   * The call's arguments: hashed (sha256 of their canonical JSON, 16 hex characters), never
+   * stored.
+   */
+  args?: any
+  /**
+   * The call's query, when it has one: stored as the feedback stream's query hash and its
+   * length, never as text.
+   */
+  query?: string
+  /** Wall time of the call in milliseconds. */
+  durationMs: number
+  /** `ok` or `error` (anything else is recorded as `error`). */
+  outcome: 'ok' | 'error'
+  /** The error's stable code, when the call failed. */
+  code?: string
+  /** The calling surface (`mcp`, `pi`). */
+  surface?: string
 }
 
 /** A competing pair without a user resolution: ask the user, then call `resolveConflict`. */

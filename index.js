@@ -104,6 +104,7 @@ const wrapped = {
   linkPath: reject(binding.linkPath),
   wikiIndex: reject(binding.wikiIndex),
   graphQuery: reject((paths, query, opts) => binding.graphQuery(paths, query, withAbortState(opts))),
+  recordToolCall: reject(binding.recordToolCall),
   recoverIndex: reject(binding.recoverIndex),
   ensureVaultId: reject(binding.ensureVaultId),
   initVault: reject(binding.initVault),
@@ -144,6 +145,7 @@ exports.recallMemory = wrapped.recallMemory
 exports.recoverIndex = wrapped.recoverIndex
 exports.recallWiki = wrapped.recallWiki
 exports.reindexWiki = wrapped.reindexWiki
+exports.recordToolCall = wrapped.recordToolCall
 exports.resolveConflict = wrapped.resolveConflict
 exports.resolveVaultPaths = typed(binding.resolveVaultPaths)
 exports.runCli = wrapped.runCli
