@@ -169,11 +169,8 @@ pub fn record_feedback(
   correction: Option<&str>,
   implicit: bool,
 ) -> Result<FeedbackOutcome> {
-  match action {
-    FeedbackAction::Shown => {
-      return Err(Error::invalid("shown is recorded by confirmRecallShown after delivery"));
-    }
-    _ => {}
+  if action == FeedbackAction::Shown {
+    return Err(Error::invalid("shown is recorded by confirmRecallShown after delivery"));
   }
   // Every target is a page id ('/'-separated, relative to wiki/, no '..', no '.md'), so no
   // feedback call can name (or probe for) a file outside the vault.
