@@ -39,6 +39,9 @@ pub const MAX_LAYER_CANDIDATES: usize = 20_000;
 /// Candidates in a row that did not fit before a layer stops (not fitted: bounds work once the
 /// budget is spent; smaller pages after a large one still get a chance).
 pub const MAX_MISSES: usize = 64;
+/// Pages admitted together at most: a page and its competing claims, transitively (not fitted:
+/// a bound for a vault where many pages contradict each other).
+pub const MAX_GROUP: usize = 8;
 /// Tokens of a page's summary or seed preview in the text (not fitted: room for one or two
 /// sentences per page keeps 20-30 pages inside the default budget).
 pub const SUMMARY_TOKENS: usize = 40;
@@ -162,7 +165,7 @@ struct Walk<'a> {
   lines: Vec<String>,
   index: HashMap<String, usize>,
   edges: Vec<QueryEdge>,
-  edge_set: HashSet<(String, String)>,
+  edge_set: HashSet<(String, String, bool)>,
   truncated: bool,
 }
 
@@ -249,26 +252,29 @@ impl<'a> Walk<'a> {
     out
   }
 
-  /// The edge record between `a` and `b` (either direction), when the graph has one.
-  fn edge_between(&self, a: &str, b: &str) -> Option<QueryEdge> {
-    let found = self
-      .graph
-      .out_edges(a)
-      .iter()
-      .find(|e| e.to == b)
-      .or_else(|| self.graph.out_edges(b).iter().find(|e| e.to == a));
-    let resolution = self.graph.decisions.resolutions.active_for_pair(a, b).map(|r| r.relation.clone());
-    let (from, to) = match (found, &resolution) {
-      (Some(e), _) => (e.from.clone(), e.to.clone()),
-      (None, Some(_)) => {
-        let r = self.graph.decisions.resolutions.active_for_pair(a, b).expect("checked");
-        (r.selected.clone(), r.other.clone())
+  /// The edges between `id` and the pages `inside` accepts (both directions), and the active
+  /// user resolutions relating them.
+  fn edges_to(&self, id: &str, inside: &dyn Fn(&str) -> bool) -> Vec<QueryEdge> {
+    let types = |e: &Edge| e.relations.iter().map(|r| r.relation_type.clone()).collect::<Vec<_>>();
+    let mut out: Vec<QueryEdge> = Vec::new();
+    for e in self.graph.out_edges(id).iter().filter(|e| inside(&e.to)) {
+      out.push(QueryEdge { from: e.from.clone(), to: e.to.clone(), relations: types(e), resolution: None });
+    }
+    for e in self.graph.in_edges(id).filter(|e| inside(&e.from)) {
+      out.push(QueryEdge { from: e.from.clone(), to: e.to.clone(), relations: types(e), resolution: None });
+    }
+    for r in self.graph.decisions.resolutions.active_for(id) {
+      let other = if r.selected == id { &r.other } else { &r.selected };
+      if inside(other) {
+        out.push(QueryEdge {
+          from: r.selected.clone(),
+          to: r.other.clone(),
+          relations: vec![],
+          resolution: Some(r.relation.clone()),
+        });
       }
-      (None, None) => return None,
-    };
-    let relations =
-      found.map(|e| e.relations.iter().map(|r| r.relation_type.clone()).collect()).unwrap_or_default();
-    Some(QueryEdge { from, to, relations, resolution })
+    }
+    out
   }
 
   /// Admit `page` (and its competing partners not yet in) with the edges linking them to pages
@@ -277,23 +283,35 @@ impl<'a> Walk<'a> {
     if self.index.contains_key(&page.id) {
       return true;
     }
+    // The page with its competing claims, theirs in turn (a chain of disagreements is one
+    // group), at most MAX_GROUP pages.
     let mut group = vec![page];
-    for (partner, rel) in self.partners(&group[0].id) {
-      if !self.index.contains_key(&partner) && !group.iter().any(|p| p.id == partner) {
-        let d = group[0].depth;
-        let via = group[0].id.clone();
-        group.push(self.page(&partner, "competing", Some(&via), Some(&rel), d));
+    let mut next = 0;
+    while next < group.len() && group.len() < MAX_GROUP {
+      let (from, d) = (group[next].id.clone(), group[next].depth);
+      for (partner, rel) in self.partners(&from) {
+        if group.len() < MAX_GROUP
+          && !self.index.contains_key(&partner)
+          && !group.iter().any(|p| p.id == partner)
+        {
+          group.push(self.page(&partner, "competing", Some(&from), Some(&rel), d));
+        }
       }
+      next += 1;
     }
     let ids: Vec<String> = group.iter().map(|p| p.id.clone()).collect();
-    let mut new_edges = Vec::new();
+    let mut new_edges: Vec<QueryEdge> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
-      let others = self.index.keys().cloned().chain(ids[..i].iter().cloned()).collect::<Vec<_>>();
-      for o in others {
-        if let Some(e) = self.edge_between(id, &o) {
-          if !self.edge_set.contains(&(e.from.clone(), e.to.clone())) {
-            new_edges.push(e);
-          }
+      let earlier = &ids[..i];
+      let inside = |x: &str| self.index.contains_key(x) || earlier.iter().any(|g| g == x);
+      for e in self.edges_to(id, &inside) {
+        let key = (e.from.clone(), e.to.clone(), e.resolution.is_some());
+        if !self.edge_set.contains(&key)
+          && !new_edges
+            .iter()
+            .any(|n| (n.from.as_str(), n.to.as_str(), n.resolution.is_some()) == (&key.0, &key.1, key.2))
+        {
+          new_edges.push(e);
         }
       }
     }
@@ -311,7 +329,7 @@ impl<'a> Walk<'a> {
     }
     self.lines.extend(page_lines);
     for e in new_edges {
-      self.edge_set.insert((e.from.clone(), e.to.clone()));
+      self.edge_set.insert((e.from.clone(), e.to.clone(), e.resolution.is_some()));
       self.edges.push(e);
     }
     true
@@ -418,6 +436,9 @@ pub fn graph_query_in(
   text.push("## Edges".into());
   text.extend(w.edges.iter().map(Walk::edge_line));
   let text = text.join("\n");
+  // A budget smaller than the header: the header cut (nothing else was admitted).
+  let text =
+    if tokens(&text) > budget_tokens { cut_at_sentence(&text, budget_tokens).0.to_string() } else { text };
   GraphQueryResult {
     query: query.to_string(),
     tokens_used: tokens(&text),
@@ -459,10 +480,10 @@ pub fn graph_query(paths: &VaultPaths, query: &str, opts: &GraphQueryOptions) ->
   let recall =
     RecallOptions { cancel: opts.cancel.clone(), feedback: false, ..RecallOptions::new(policy, opts.mode) };
   let r = recall_wiki(paths, query, &recall)?;
-  if let Some(e) =
-    r.diagnostics.iter().find(|d| d.code == "recall_query_empty" || d.code == "recall_query_too_long")
-  {
-    return Err(Error::invalid(e.message.clone()));
+  match r.diagnostics.iter().find(|d| d.code.starts_with("recall_query_")) {
+    Some(d) if d.code == "recall_query_empty" => return Err(Error::QueryEmpty),
+    Some(d) => return Err(Error::invalid(d.message.clone())),
+    None => {}
   }
   let seeds: Vec<Seed> =
     r.results.iter().map(|x| Seed { id: x.id.clone(), preview: Some(x.preview.clone()) }).collect();
@@ -483,4 +504,64 @@ pub fn graph_query(paths: &VaultPaths, query: &str, opts: &GraphQueryOptions) ->
   diagnostics.extend(r.diagnostics.iter().map(|d| (d.code.clone(), d.message.clone())));
   out.diagnostics = diagnostics;
   Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::memory::graph::tests::manifest_of;
+
+  fn seeds(ids: &[&str]) -> Vec<Seed> {
+    ids.iter().map(|i| Seed { id: i.to_string(), preview: None }).collect()
+  }
+
+  /// `s` links plainly to p1..p3 (listed first) and has a typed relation to `t`; t's competing
+  /// claim `c` contradicts it and `c2` contradicts `c` (a chain); `old` is superseded by `t`.
+  fn vault() -> Manifest {
+    let rel = |t: &str, ty: &str| format!("relations:\n  - target: {t}\n    type: {ty}\n");
+    manifest_of(&[
+      ("s", &format!("---\ntype: concept\n{}---\n[[p1]] [[p2]] [[p3]] [[t]] [[s]]\n", rel("t", "supports"))),
+      ("p1", "---\ntype: concept\n---\n[[s]]\n"),
+      ("p2", "---\ntype: source\n---\nx\n"),
+      ("p3", "---\ntype: concept\n---\n[[p1]]\n"),
+      ("t", &format!("---\ntype: concept\n{}---\n[[old]]\n", rel("old", "supersedes"))),
+      ("old", "---\ntype: concept\n---\nx\n"),
+      ("c", &format!("---\ntype: concept\n{}---\n[[t]]\n", rel("t", "contradicts"))),
+      ("c2", &format!("---\ntype: concept\n{}---\n[[c]]\n", rel("c", "contradicts"))),
+    ])
+  }
+
+  #[test]
+  fn typed_first_competing_chains_together_historical_marked() {
+    let m = vault();
+    let g = LinkGraph::build(&m);
+    let r = graph_query_in(&m, &g, "q", &seeds(&["s"]), DEFAULT_GRAPH_TOKENS, 2);
+    let ids: Vec<&str> = r.pages.iter().map(|p| p.id.as_str()).collect();
+    // t (typed) first at hop 1, its competing chain c, c2 with it; then plain links, canonical first.
+    assert_eq!(&ids[..4], ["s", "t", "c", "c2"], "{ids:?}");
+    assert_eq!(r.pages[2].why, "competing");
+    assert_eq!(&ids[4..7], ["p1", "p3", "p2"], "{ids:?}");
+    let old = r.pages.iter().find(|p| p.id == "old").expect("hop 2");
+    assert!(old.historical && old.superseded_by == ["t".to_string()] && old.depth == 2);
+    assert!(r.edges.iter().any(|e| e.from == "c" && e.to == "t" && e.relations == ["contradicts"]));
+    assert!(!r.edges.iter().any(|e| e.from == e.to), "no self edge");
+    assert!(r.tokens_used <= DEFAULT_GRAPH_TOKENS && !r.truncated);
+    // Seeds only.
+    let h0 = graph_query_in(&m, &g, "q", &seeds(&["s"]), DEFAULT_GRAPH_TOKENS, 0);
+    assert_eq!(h0.pages.len(), 1);
+  }
+
+  #[test]
+  fn budgets_keep_groups_whole_and_text_within() {
+    let m = vault();
+    let g = LinkGraph::build(&m);
+    for budget in 1..120 {
+      let r = graph_query_in(&m, &g, "q", &seeds(&["t", "s"]), budget, 4);
+      assert!(r.tokens_used <= budget, "{budget}: {} {}", r.tokens_used, r.text);
+      let has = |id: &str| r.pages.iter().any(|p| p.id == id);
+      assert!(has("t") == has("c") && has("c") == has("c2"), "{budget}: {:?}", r.pages);
+    }
+    let none = graph_query_in(&m, &g, "q", &seeds(&["missing"]), 100, 2);
+    assert_eq!(none.diagnostics[0].0, "graph_no_seeds");
+  }
 }
