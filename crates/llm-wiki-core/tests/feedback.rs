@@ -385,3 +385,33 @@ fn shown_state_survives_the_process_and_a_damaged_ledger_file_is_a_diagnostic() 
   assert_eq!(record_feedback(&p, s, &vid, &top, FeedbackAction::Cited, None, true).unwrap().events, 1);
   ledger::end(s);
 }
+
+/// Issue 42 item 7, automatic recall: a restarted host (the in-memory ledger forgot the session)
+/// still does not re-inject a page the session was shown unchanged, and the session budget it
+/// spent stays spent.
+#[test]
+fn a_restarted_host_keeps_the_sessions_injections_and_budget() {
+  let (_t, p) = vault();
+  let auto = |s: &str, budget: Option<usize>| RecallOptions {
+    session: Some(SessionRecall { id: s.into(), budget_chars: budget }),
+    ..RecallOptions::new(RecallPolicy::automatic(), RetrievalMode::Lexical)
+  };
+  let s = "fb-restart";
+  let prompt = "Release Pipeline A";
+  let first = recall_wiki(&p, prompt, &auto(s, Some(100_000))).unwrap();
+  assert!(ids(&first).contains(&"concepts/release-a".to_string()));
+  confirm_shown(&p, s, false).unwrap();
+  let (_, charged, _) = ledger::stats(s);
+  assert!(charged > 0);
+  // Restart.
+  ledger::end(s);
+  let again = recall_wiki(&p, prompt, &auto(s, Some(100_000))).unwrap();
+  assert!(!ids(&again).contains(&"concepts/release-a".to_string()), "{:?}", again.trace);
+  assert!(again.trace.iter().any(|t| t.contains("already injected")), "{:?}", again.trace);
+  assert_eq!(ledger::stats(s).1, charged);
+  // A budget the first process spent is spent after the restart.
+  ledger::end(s);
+  let r = recall_wiki(&p, "sourdough starter rye flour", &auto(s, Some(charged))).unwrap();
+  assert_eq!(r.diagnostics[0].code, "recall_session_budget_spent");
+  ledger::end(s);
+}

@@ -56,6 +56,8 @@ struct Session {
   injected_chars: usize,
   injections: u32,
   last_used: u64,
+  /// The on-disk ledger's entries of the session were loaded ([`hydrate_once`]).
+  hydrated: bool,
 }
 
 #[derive(Default)]
@@ -128,6 +130,34 @@ pub fn remember(session: &str, entry: ShownEntry) {
       let over = s.shown.len().saturating_sub(MAX_PAGES_PER_SESSION);
       s.shown.drain(..over);
     }
+  });
+}
+
+/// Load the session's shown pairs another process recorded (`load`: the on-disk ledger, read at
+/// most once per process and session, outside the ledger's lock) into the shown set: a pair the
+/// session does not hold yet joins it, and an automatic one charges its characters to the
+/// session budget, so a restarted host neither re-injects an unchanged page nor gets a fresh
+/// budget.
+pub fn hydrate_once(session: &str, load: impl FnOnce() -> Vec<ShownEntry>) {
+  if ledger().lock().sessions.get(session).is_some_and(|s| s.hydrated) {
+    return;
+  }
+  let entries = load();
+  with_session(session, |s| {
+    if s.hydrated {
+      return;
+    }
+    s.hydrated = true;
+    for e in entries {
+      if !s.shown.iter().any(|x| x.vault_id == e.vault_id && x.page_id == e.page_id) {
+        if e.automatic {
+          s.injected_chars += e.chars;
+        }
+        s.shown.push(e);
+      }
+    }
+    let over = s.shown.len().saturating_sub(MAX_PAGES_PER_SESSION);
+    s.shown.drain(..over);
   });
 }
 

@@ -193,6 +193,24 @@ pub fn find(loaded: &Loaded, session: &str, vault_id: &str, page_id: &str) -> Op
     .map(|l| l.e.clone())
 }
 
+/// The session's entries in `loaded`, the newest per pair, oldest first.
+pub fn session_entries(loaded: &Loaded, session: &str) -> Vec<ShownEntry> {
+  let key = session_key(session);
+  let mut out: Vec<ShownEntry> = Vec::new();
+  for l in loaded.lines.iter().filter(|l| l.s == key) {
+    out.retain(|e| !(e.vault_id == l.e.vault_id && e.page_id == l.e.page_id));
+    out.push(l.e.clone());
+  }
+  out
+}
+
+/// Bring the session's pairs recorded in `meta`'s ledger into this process's in-memory ledger
+/// (once per process and session; see [`super::ledger::hydrate_once`]). Read problems are
+/// ignored here (the feedback path reports them).
+pub fn hydrate(meta: &Path, session: &str, now: i64) {
+  super::ledger::hydrate_once(session, || session_entries(&load(meta, now), session));
+}
+
 /// Look up a pair the session was shown, as recorded by any process. `(entry, diagnostics)`.
 pub fn lookup(
   meta: &Path,
