@@ -80,7 +80,11 @@ describe('recall feedback', () => {
     assert.ok(Math.abs(m(after, order[0]) - m(off, order[0]) + 0.02) < 1e-9)
     assert.deepEqual(recallSessionStats(sessionId).shownPages, 2)
     assert.equal(endRecallSession(sessionId), true)
-    await assert.rejects(recordRecallFeedback(v.paths, { sessionId, vaultId, pageId: order[0], action: 'relevant' }), { code: 'feedback_not_shown' })
+    // Ending the session forgets it in memory only: the vault's ledger (meta/recall-ledger.jsonl)
+    // still holds what it was shown, so a restarted host resuming the session can judge it
+    // (issue 42 item 7); another session cannot.
+    assert.equal((await recordRecallFeedback(v.paths, { sessionId, vaultId, pageId: order[0], action: 'cited' })).status, 'recorded')
+    await assert.rejects(recordRecallFeedback(v.paths, { sessionId: 'js-other', vaultId, pageId: order[0], action: 'relevant' }), { code: 'feedback_not_shown' })
   })
 
   test('recallFeedback: false stops implicit capture only', async () => {

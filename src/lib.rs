@@ -7,8 +7,10 @@
 #![deny(clippy::all)]
 
 mod args;
+pub mod audit;
 mod error;
 pub mod feedback;
+mod graph_tools;
 pub mod memory;
 pub mod resolve;
 mod session;

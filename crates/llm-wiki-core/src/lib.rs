@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod audit;
 pub mod chunk;
 pub mod error;
 pub mod events_lock;

@@ -332,3 +332,86 @@ fn conflict_choices_are_validated_and_need_a_shown_page() {
   assert_eq!((out.status.as_str(), out.events), ("recorded", 1));
   ledger::end(s);
 }
+
+/// Issue 42 item 7: the shown state survives the process. A second process (or the same host
+/// after a restart) has an empty in-memory ledger — simulated by `ledger::end` — and still has
+/// its judgments accepted for pairs the first confirmed; other sessions still are refused; a
+/// corrupt, truncated or huge ledger file is a diagnostic, never a crash.
+#[test]
+fn shown_state_survives_the_process_and_a_damaged_ledger_file_is_a_diagnostic() {
+  use llm_wiki_core::feedback::persist::{self, ledger_path};
+  let (_t, p) = vault();
+  let s = "fb-persist";
+  let r = recall_wiki(&p, QUERY, &explicit(Some(s), true)).unwrap();
+  let vid = vault_id(&r);
+  let (top, second) = (r.results[0].id.clone(), r.results[1].id.clone());
+  assert!(confirm_shown(&p, s, false).unwrap().diagnostics.is_empty());
+  assert!(ledger_path(&p.meta).is_file());
+  // "Process 2": nothing in memory.
+  ledger::end(s);
+  let out = record_feedback(&p, s, &vid, &top, FeedbackAction::Relevant, None, true).unwrap();
+  assert_eq!((out.status.as_str(), out.events), ("recorded", 1));
+  // The event carries the shown entry's query hash and rank, not caller text.
+  let stream = fs::read_to_string(events_path(&p.meta)).unwrap();
+  assert!(stream.contains(&query_hash(QUERY)) && stream.contains("\"shown_rank\":0"), "{stream}");
+  ledger::end(s);
+  assert_eq!(
+    record_feedback(&p, s, &vid, &second, FeedbackAction::ConflictSelected, None, true).unwrap().events,
+    1
+  );
+  // Another session is still refused.
+  ledger::end(s);
+  let e =
+    record_feedback(&p, "fb-persist-other", &vid, &top, FeedbackAction::Irrelevant, None, true).unwrap_err();
+  assert_eq!(e.code(), "feedback_not_shown");
+
+  // Damaged files: torn tail, garbage, a huge file. Never a panic or an error other than
+  // feedback_not_shown; a later confirmation still works.
+  let file = ledger_path(&p.meta);
+  let good = fs::read_to_string(&file).unwrap();
+  fs::write(&file, format!("{}\u{0}garbage\n{}", good, &good[..good.len() / 2])).unwrap();
+  ledger::end(s);
+  let out = record_feedback(&p, s, &vid, &top, FeedbackAction::Irrelevant, None, true).unwrap();
+  assert!(out.diagnostics.iter().any(|d| d.code == "recall_ledger_corrupt"), "{:?}", out.diagnostics);
+  fs::write(&file, vec![b'x'; (persist::READ_CAP + 1024) as usize]).unwrap();
+  ledger::end(s);
+  let e = record_feedback(&p, s, &vid, &top, FeedbackAction::Irrelevant, None, true).unwrap_err();
+  assert_eq!(e.code(), "feedback_not_shown");
+  recall_wiki(&p, QUERY, &explicit(Some(s), true)).unwrap();
+  let out = confirm_shown(&p, s, false).unwrap();
+  assert!(out.diagnostics.iter().any(|d| d.code == "recall_ledger_partial"), "{:?}", out.diagnostics);
+  assert!(fs::metadata(&file).unwrap().len() < persist::MAX_BYTES);
+  ledger::end(s);
+  assert_eq!(record_feedback(&p, s, &vid, &top, FeedbackAction::Cited, None, true).unwrap().events, 1);
+  ledger::end(s);
+}
+
+/// Issue 42 item 7, automatic recall: a restarted host (the in-memory ledger forgot the session)
+/// still does not re-inject a page the session was shown unchanged, and the session budget it
+/// spent stays spent.
+#[test]
+fn a_restarted_host_keeps_the_sessions_injections_and_budget() {
+  let (_t, p) = vault();
+  let auto = |s: &str, budget: Option<usize>| RecallOptions {
+    session: Some(SessionRecall { id: s.into(), budget_chars: budget }),
+    ..RecallOptions::new(RecallPolicy::automatic(), RetrievalMode::Lexical)
+  };
+  let s = "fb-restart";
+  let prompt = "Release Pipeline A";
+  let first = recall_wiki(&p, prompt, &auto(s, Some(100_000))).unwrap();
+  assert!(ids(&first).contains(&"concepts/release-a".to_string()));
+  confirm_shown(&p, s, false).unwrap();
+  let (_, charged, _) = ledger::stats(s);
+  assert!(charged > 0);
+  // Restart.
+  ledger::end(s);
+  let again = recall_wiki(&p, prompt, &auto(s, Some(100_000))).unwrap();
+  assert!(!ids(&again).contains(&"concepts/release-a".to_string()), "{:?}", again.trace);
+  assert!(again.trace.iter().any(|t| t.contains("already injected")), "{:?}", again.trace);
+  assert_eq!(ledger::stats(s).1, charged);
+  // A budget the first process spent is spent after the restart.
+  ledger::end(s);
+  let r = recall_wiki(&p, "sourdough starter rye flour", &auto(s, Some(charged))).unwrap();
+  assert_eq!(r.diagnostics[0].code, "recall_session_budget_spent");
+  ledger::end(s);
+}

@@ -8,12 +8,15 @@
 //! A recall made with a session *offers* its results (pending); the host confirms delivery with
 //! [`confirm_shown`] (the spec emits `shown` only after delivery), which moves them to the shown
 //! set and charges their characters to the budget. In memory, per process; sessions and pages
-//! are capped (least recently used session evicted).
+//! are capped (least recently used session evicted). Confirmed entries are also written to the
+//! vault's on-disk ledger ([`super::persist`]), which another process (an MCP server, a
+//! restarted host) reads when this in-memory ledger has no entry for a pair.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
 
 /// Sessions kept per process (least recently used evicted).
 pub const MAX_SESSIONS: usize = 256;
@@ -21,7 +24,8 @@ pub const MAX_SESSIONS: usize = 256;
 pub const MAX_PAGES_PER_SESSION: usize = 4096;
 
 /// One result recall showed (or offered) in a session.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ShownEntry {
   /// Vault id of the page.
   pub vault_id: String,
@@ -52,6 +56,8 @@ struct Session {
   injected_chars: usize,
   injections: u32,
   last_used: u64,
+  /// The on-disk ledger's entries of the session were loaded ([`hydrate_once`]).
+  hydrated: bool,
 }
 
 #[derive(Default)]
@@ -113,6 +119,46 @@ pub fn confirm_shown(session: &str) -> Vec<ShownEntry> {
 pub fn shown_entry(session: &str, vault_id: &str, page_id: &str) -> Option<ShownEntry> {
   let l = ledger().lock();
   l.sessions.get(session)?.shown.iter().find(|e| e.vault_id == vault_id && e.page_id == page_id).cloned()
+}
+
+/// Put an entry another process recorded (read from the on-disk ledger) into the session's
+/// shown set, uncharged, unless the session already holds the pair.
+pub fn remember(session: &str, entry: ShownEntry) {
+  with_session(session, |s| {
+    if !s.shown.iter().any(|x| x.vault_id == entry.vault_id && x.page_id == entry.page_id) {
+      s.shown.push(entry);
+      let over = s.shown.len().saturating_sub(MAX_PAGES_PER_SESSION);
+      s.shown.drain(..over);
+    }
+  });
+}
+
+/// Load the session's shown pairs another process recorded (`load`: the on-disk ledger, read at
+/// most once per process and session, outside the ledger's lock) into the shown set: a pair the
+/// session does not hold yet joins it, and an automatic one charges its characters to the
+/// session budget, so a restarted host neither re-injects an unchanged page nor gets a fresh
+/// budget.
+pub fn hydrate_once(session: &str, load: impl FnOnce() -> Vec<ShownEntry>) {
+  if ledger().lock().sessions.get(session).is_some_and(|s| s.hydrated) {
+    return;
+  }
+  let entries = load();
+  with_session(session, |s| {
+    if s.hydrated {
+      return;
+    }
+    s.hydrated = true;
+    for e in entries {
+      if !s.shown.iter().any(|x| x.vault_id == e.vault_id && x.page_id == e.page_id) {
+        if e.automatic {
+          s.injected_chars += e.chars;
+        }
+        s.shown.push(e);
+      }
+    }
+    let over = s.shown.len().saturating_sub(MAX_PAGES_PER_SESSION);
+    s.shown.drain(..over);
+  });
 }
 
 /// Whether automatic recall already injected this page, unchanged, in the session.

@@ -2,8 +2,9 @@
 //! append-only `meta/events.jsonl` ([`events`], written under the shared events lock [`crate::events_lock`]), a
 //! rebuildable aggregate projection with a 90-day half-life ([`projection`]) that enters final
 //! ranking as the bounded ±0.02 term of the multiplier, the per-session ledger of what recall
-//! showed ([`ledger`]: explicit judgments are accepted only for pairs it holds, and automatic
-//! recall does not re-inject a page it already injected), human-readable correction
+//! showed ([`ledger`], kept on disk per vault by [`persist`] for other processes: explicit
+//! judgments are accepted only for pairs it holds, and automatic recall does not re-inject a
+//! page it already injected), human-readable correction
 //! observations ([`correction`]) and the cheap "is this prompt worth a recall?" gate
 //! ([`shape`]).
 
@@ -11,6 +12,7 @@ pub mod compact;
 pub mod correction;
 pub mod events;
 pub mod ledger;
+pub mod persist;
 pub mod projection;
 pub mod record;
 pub mod shape;

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::correction::{replayable, write_observation, Correction};
 use super::events::{append_events, FeedbackEvent, KIND, SCHEMA};
 use super::ledger::{self, ShownEntry};
+use super::persist;
 use super::projection::{self, Projection};
 use super::FeedbackAction;
 use crate::error::{Error, Result};
@@ -88,14 +89,34 @@ fn busy_or(e: Error, what: &str) -> Result<FeedbackOutcome> {
 /// Confirm that the session's pending recall was delivered: the pairs join the shown set, their
 /// characters are charged, and (when `implicit` capture is on) one `shown` event per pair is
 /// appended to its vault's stream (dropped with a diagnostic when the lock stays busy 250 ms).
+///
+/// The pairs are also written to each vault's on-disk ledger ([`persist`], whatever `implicit`
+/// says: explicit judgments need them), so another process of the session can judge them; a
+/// ledger that cannot be written is a diagnostic, never an error.
 pub fn confirm_shown(active: &VaultPaths, session: &str, implicit: bool) -> Result<FeedbackOutcome> {
   let shown = ledger::confirm_shown(session);
+  let mut vault_ids: Vec<&str> = shown.iter().map(|e| e.vault_id.as_str()).collect();
+  vault_ids.sort_unstable();
+  vault_ids.dedup();
+  let mut ledger_diagnostics = Vec::new();
+  let now = now_secs();
+  for vid in &vault_ids {
+    let entries: Vec<ShownEntry> = shown.iter().filter(|e| e.vault_id == *vid).cloned().collect();
+    match vault_by_id(active, vid) {
+      Ok(paths) => ledger_diagnostics.extend(persist::record(&paths.meta, session, &entries, now)),
+      Err(e) => ledger_diagnostics.push(RecallDiagnostic {
+        code: "recall_ledger_unwritable".into(),
+        message: format!("the shown state was not saved for other processes: {e}"),
+      }),
+    }
+  }
   if !implicit {
-    return Ok(FeedbackOutcome::status("disabled", 0));
+    let mut out = FeedbackOutcome::status("disabled", 0);
+    out.diagnostics = ledger_diagnostics;
+    return Ok(out);
   }
   let mut out = FeedbackOutcome::status("recorded", 0);
-  let mut vault_ids: Vec<&str> = shown.iter().map(|e| e.vault_id.as_str()).collect();
-  vault_ids.dedup();
+  out.diagnostics = ledger_diagnostics;
   for vid in vault_ids {
     let events: Vec<FeedbackEvent> =
       shown.iter().filter(|e| e.vault_id == vid).map(|e| event_of(e, FeedbackAction::Shown)).collect();
@@ -110,6 +131,27 @@ pub fn confirm_shown(active: &VaultPaths, session: &str, implicit: bool) -> Resu
     }
   }
   Ok(out)
+}
+
+/// The session's shown entry of a pair: the in-memory ledger first, else the on-disk ledger of
+/// the pair's vault (another process of the session, or this one before a restart, recorded
+/// it); an entry found on disk joins the in-memory ledger. Ledger read problems come back as
+/// diagnostics; a pair in neither is `feedback_not_shown`.
+fn shown_pair(
+  active: &VaultPaths,
+  session: &str,
+  vault_id: &str,
+  page_id: &str,
+) -> Result<(ShownEntry, Vec<RecallDiagnostic>)> {
+  if let Some(e) = ledger::shown_entry(session, vault_id, page_id) {
+    return Ok((e, vec![]));
+  }
+  let not_shown = || Error::FeedbackNotShown { vault_id: vault_id.into(), page_id: page_id.into() };
+  let paths = vault_by_id(active, vault_id).map_err(|_| not_shown())?;
+  let (found, diagnostics) = persist::lookup(&paths.meta, session, vault_id, page_id, now_secs());
+  let entry = found.ok_or_else(not_shown)?;
+  ledger::remember(session, entry.clone());
+  Ok((entry, diagnostics))
 }
 
 /// Record `action` for a pair the session showed. Implicit actions (`opened`, `cited`,
@@ -142,14 +184,27 @@ pub fn record_feedback(
   if action.is_implicit() && !implicit {
     return Ok(FeedbackOutcome::status("disabled", 0));
   }
-  let entry = ledger::shown_entry(session, vault_id, page_id)
-    .ok_or_else(|| Error::FeedbackNotShown { vault_id: vault_id.into(), page_id: page_id.into() })?;
+  let (entry, ledger_diagnostics) = shown_pair(active, session, vault_id, page_id)?;
+  let mut out = record_for_entry(active, &entry, vault_id, page_id, action, correction)?;
+  out.diagnostics.extend(ledger_diagnostics);
+  Ok(out)
+}
+
+/// [`record_feedback`] once the session's shown entry of the pair is known.
+fn record_for_entry(
+  active: &VaultPaths,
+  entry: &ShownEntry,
+  vault_id: &str,
+  page_id: &str,
+  action: FeedbackAction,
+  correction: Option<&str>,
+) -> Result<FeedbackOutcome> {
   if action == FeedbackAction::ConflictSelected {
     // A choice between pages the session was shown, counted for the query it was shown for.
     return record_conflict_selected(active, vault_id, page_id, Some(&entry.query_hash));
   }
   let paths = vault_by_id(active, vault_id)?;
-  let mut event = event_of(&entry, action);
+  let mut event = event_of(entry, action);
   if action.is_implicit() {
     return match append_events(&paths.meta, &[event], IMPLICIT_WAIT) {
       Ok(()) => Ok(FeedbackOutcome::status("recorded", 1)),

@@ -137,6 +137,9 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
   // A session budget caps the rendered context (the candidates' own estimate is not what is
   // injected); a spent budget still makes the recall skip.
   let session_automatic = opts.recall.session.as_ref().filter(|_| !opts.recall.policy.include_personal);
+  if let Some(s) = session_automatic {
+    crate::feedback::persist::hydrate(&active.meta, &s.id, crate::retrieve::trust::now_secs());
+  }
   let mut budget_chars = opts.budget_chars;
   if let (Some(s), Some(cs)) = (session_automatic, candidate_opts.session.as_mut()) {
     if let Some(b) = s.budget_chars {

@@ -353,6 +353,8 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   let automatic = !opts.policy.include_personal;
   let session_auto = opts.session.as_ref().filter(|_| automatic);
   if let Some(s) = session_auto {
+    // What another process of the session (before a restart) injected counts here too.
+    crate::feedback::persist::hydrate(&active.meta, &s.id, crate::retrieve::trust::now_secs());
     // The raw prompt: normalization folds the lines a pasted trace is recognized by.
     let skip = skip_reason(raw_query)
       .map(|r| (r.code(), "the prompt is not recall-shaped".to_string()))
