@@ -10,7 +10,7 @@ mod args;
 pub mod audit;
 mod error;
 pub mod feedback;
-mod graph_tools;
+pub mod graph_tools;
 pub mod memory;
 pub mod resolve;
 mod session;
