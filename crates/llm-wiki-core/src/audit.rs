@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::retrieve::recall::RecallDiagnostic;
-use crate::store::manifest::hex;
+use crate::util::diagnostic::RecallDiagnostic;
+use crate::util::hash::hex;
 use crate::vault::VaultPaths;
 
 /// Directory of the audit ledger under `meta/`.

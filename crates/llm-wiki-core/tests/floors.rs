@@ -42,7 +42,7 @@ const CORE_FLOORS: &[(&str, &[&str])] = &[
     &["store", "store::reindex", "store::embedding", "store::job", "store::status", "store::recover"],
   ),
   // the stories a caller asks for: recall, memory bundles, feedback, conflict resolution
-  ("stories", &["retrieve", "retrieve::recall", "memory", "feedback::*"]),
+  ("stories", &["retrieve", "retrieve::recall", "memory", "feedback::*", "audit"]),
   // keeping an index current as files change
   ("watch", &["watch"]),
   ("crate root", &[""]),
@@ -57,7 +57,7 @@ const SKIN_FLOORS: &[(&str, &[&str])] = &[
   // the addon's job threads
   ("jobs", &["task"]),
   // the exports
-  ("calls", &["feedback", "memory", "resolve", "watch", ""]),
+  ("calls", &["audit", "feedback", "graph_tools", "memory", "resolve", "watch", ""]),
 ];
 
 /// Circles still standing in the core (issue 44), each the exact set of its modules. The test

@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::ledger::ShownEntry;
-use crate::retrieve::recall::RecallDiagnostic;
-use crate::store::manifest::hex;
+use crate::util::diagnostic::RecallDiagnostic;
+use crate::util::hash::hex;
 
 /// File name of the ledger under `meta/`.
 pub const LEDGER_FILE: &str = "recall-ledger.jsonl";

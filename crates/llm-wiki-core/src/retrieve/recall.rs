@@ -213,20 +213,9 @@ pub struct RecallResult {
   pub stale_after: Option<String>,
 }
 
-/// `{code, message}` diagnostic of a recall.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RecallDiagnostic {
-  /// Stable code.
-  pub code: String,
-  /// Human-readable explanation.
-  pub message: String,
-}
-
-impl RecallDiagnostic {
-  fn new(code: &str, message: impl Into<String>) -> Self {
-    RecallDiagnostic { code: code.to_string(), message: message.into() }
-  }
-}
+/// `{code, message}` diagnostic of a recall (declared on the ground floor: the feedback ledger and
+/// the tool audit below recall report with it too).
+pub use crate::util::diagnostic::RecallDiagnostic;
 
 /// The mode one vault answered with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,7 +1,8 @@
 //! The ground floor: small helpers every other module may use and that use nothing of the engine
-//! but its error type — timestamps, hashing, cancellation, the host's name.
+//! but its error type — timestamps, hashing, cancellation, the host's name, the `{code, message}` diagnostic.
 
 pub mod cancel;
+pub mod diagnostic;
 pub mod hash;
 pub mod host;
 pub mod time;
