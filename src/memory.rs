@@ -11,7 +11,7 @@ use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 
 use crate::args::cancel_flag;
 use crate::error::Outcome;
-use crate::error::{core_err, invalid};
+use crate::error::core_err;
 use crate::task;
 use crate::types::{RecallConfig, RecallDiagnostic, RecallPolicy, VaultPaths};
 
