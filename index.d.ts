@@ -414,6 +414,92 @@ export interface GraphPage {
   path: string
   /** Hops from the start page. */
   depth: number
+  /** True when a `supersedes` relation or a user resolution made the page historical. */
+  historical: boolean
+}
+
+/**
+ * "What connects these?": the best recall hits of `query` in this vault as seeds, then up to
+ * `hops` hops over links — typed relations first, competing claims kept together, superseded
+ * pages marked historical — within a token budget.
+ */
+export declare function graphQuery(paths: VaultPaths, query: string, opts?: GraphQueryOptions | undefined | null): Promise<GraphQueryResult>
+
+/** An edge between two pages of a graph answer. */
+export interface GraphQueryEdge {
+  from: string
+  to: string
+  /** Typed relation types on the edge (empty: a plain link). */
+  relations: Array<string>
+  /** The relation of an active user resolution between the two pages (selected → other). */
+  resolution?: string
+}
+
+/** Options of `graphQuery`. */
+export interface GraphQueryOptions {
+  /**
+   * Token budget (default 2000, at most 10000; 0 is `invalid_argument`, more is clamped with
+   * `budget_clamped`).
+   */
+  budgetTokens?: number
+  /**
+   * Hops from the seeds (default 2, at most 4 — more is clamped with `hops_clamped`; 0 = the
+   * seeds alone).
+   */
+  hops?: number
+  /** Seeds taken from recall (default 3, 1..=10). */
+  seeds?: number
+  /** Retrieval mode of the seed recall (default `adaptive`). */
+  mode?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  signal?: AbortSignal
+  /** Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted). */
+  aborted?: boolean
+}
+
+/** A page of a graph answer, with why it is there. */
+export interface GraphQueryPage {
+  id: string
+  title: string
+  type: string
+  canonical: boolean
+  status?: string
+  /** True when a `supersedes` relation or a user resolution made the page historical. */
+  historical: boolean
+  supersededBy: Array<string>
+  /** `seed`, `relation`, `link` or `competing` (kept with its competing claim). */
+  why: 'seed' | 'relation' | 'link' | 'competing'
+  /** The page it was reached from (absent for a seed). */
+  via?: string
+  /** Relation type that admitted it (`contradicts`, `supports`, …), `link` for a plain link. */
+  relation?: string
+  /** Hops from the nearest seed. */
+  depth: number
+  /** 0-based rank among the seeds. */
+  seedRank?: number
+  /** Recall preview (seeds) or frontmatter summary/description, cut at a sentence end. */
+  summary?: string
+}
+
+/** Result of `graphQuery`. */
+export interface GraphQueryResult {
+  query: string
+  pages: Array<GraphQueryPage>
+  edges: Array<GraphQueryEdge>
+  /** True when the budget or a work bound left reachable pages out. */
+  truncated: boolean
+  /** Estimated tokens of `text` (never above `budgetTokens`). */
+  tokensUsed: number
+  budgetTokens: number
+  hops: number
+  /** Pages and edges rendered for an agent. */
+  text: string
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** A label (type, folder, domain, tag) with its page count. */
+export interface IndexCount {
+  name: string
+  pages: number
 }
 
 /** `{code, message, path?}` of an index warning or error. */
@@ -421,6 +507,19 @@ export interface IndexIssue {
   code: string
   message: string
   path?: string
+}
+
+/** A page named by the index. */
+export interface IndexPage {
+  id: string
+  title: string
+  type: string
+  /** Distinct pages linking to it. */
+  inbound: number
+  /** Frontmatter `updated`, else `created`, as written. */
+  date?: string
+  /** File modification time when indexed (ms since the epoch). */
+  modifiedMs: number
 }
 
 /** A progress event of a long operation. */
@@ -490,7 +589,12 @@ export interface InitVaultResult {
   pages: number
 }
 
-/** A shortest path of links (followed in either direction) between two pages of one vault. */
+/**
+ * A shortest path of links (followed in either direction) between two pages of one vault; of
+ * paths of equal length the one with more typed relations. Malformed ids are
+ * `invalid_argument`, ids of another vault `graph_cross_vault`; `from` = `to` is a found path of
+ * no hops (`path_same_page`); unknown pages and no path are diagnostics.
+ */
 export declare function linkPath(paths: VaultPaths, from: string, to: string, opts?: LinkPathOptions | undefined | null): Promise<LinkPath>
 
 /** Result of `linkPath`. */
@@ -627,7 +731,7 @@ export interface ModelStatus {
 export interface Neighbourhood {
   /** The page (absent when not indexed: see `diagnostics`). */
   page?: GraphPage
-  /** Its file text, cut to the byte budget. */
+  /** Its file text, cut at a sentence end to what the edges left of the budgets. */
   content: string
   outbound: Array<GraphEdge>
   inbound: Array<GraphEdge>
@@ -636,12 +740,21 @@ export interface Neighbourhood {
   /** Targets of the page's links that are no page of the vault. */
   dangling: Array<string>
   truncated: boolean
+  /** The page, its content and its edges rendered for an agent (within `budgetTokens`). */
+  text: string
+  /** Estimated tokens of `text`. */
+  tokensUsed: number
+  /** The token budget applied. */
+  budgetTokens: number
   diagnostics: Array<RecallDiagnostic>
 }
 
 /**
  * Zoom-out: a page with its outbound and inbound link edges (typed relations labelled), up to
- * `depth` hops, within `maxBytes`. An unknown page or unavailable index is a diagnostic.
+ * `depth` hops, within `maxBytes` and `budgetTokens`; typed relations and current canonical
+ * pages first, the page text cut at a sentence end. A malformed page id (`..`, absolute) is
+ * `invalid_argument`, an id of another vault `graph_cross_vault`; an unknown page or unavailable
+ * index is a diagnostic.
  */
 export declare function neighbours(paths: VaultPaths, pageId: string, opts?: NeighboursOptions | undefined | null): Promise<Neighbourhood>
 
@@ -653,6 +766,12 @@ export interface NeighboursOptions {
   direction?: 'outbound' | 'inbound' | 'both'
   /** Output budget in bytes (default 32768). */
   maxBytes?: number
+  /**
+   * Output budget in estimated tokens of `text` (default 2000, at most 10000 — more is clamped
+   * with a `budget_clamped` diagnostic; 0 is `invalid_argument`). With `maxBytes` both apply:
+   * the smaller one binds.
+   */
+  budgetTokens?: number
 }
 
 /** One step of a link path. */
@@ -1228,6 +1347,54 @@ export interface WatchWikiOptions {
   signal?: AbortSignal
   /** Set by the JS wrapper when `signal` was already aborted (the watcher never starts). */
   aborted?: boolean
+}
+
+/**
+ * Orientation in about 500 tokens: page counts by type, folder, domain and tag, the most linked
+ * current canonical pages, recently changed pages and unresolved conflicts — from the index
+ * only. An unavailable index is a diagnostic with an empty index.
+ */
+export declare function wikiIndex(paths: VaultPaths, opts?: WikiIndexOptions | undefined | null): Promise<WikiIndex>
+
+/** Result of `wikiIndex`: orientation from the index alone (no page file is read). */
+export interface WikiIndex {
+  vaultId: string
+  generation: number
+  pages: number
+  canonical: number
+  evidence: number
+  byType: Array<IndexCount>
+  /** Top-level folders. */
+  byFolder: Array<IndexCount>
+  /** Frontmatter `domain` (pages without one are not counted). */
+  byDomain: Array<IndexCount>
+  byTag: Array<IndexCount>
+  /** Current (not superseded) canonical pages with the most linking pages. */
+  mostLinked: Array<IndexPage>
+  /** Pages changed last. */
+  recent: Array<IndexPage>
+  /** `contradicts` pairs without an active user resolution. */
+  unresolvedConflicts: number
+  /** The first of them (exact page ids, the declaring page first). */
+  conflicts: Array<Array<string>>
+  /** Superseded pages. */
+  historical: number
+  /** Compact Markdown within the budget. */
+  text: string
+  tokensUsed: number
+  budgetTokens: number
+  /** True when `text` leaves out entries the structured fields hold. */
+  truncated: boolean
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** Options of `wikiIndex`. */
+export interface WikiIndexOptions {
+  /**
+   * Budget of `text` in estimated tokens (default 500, at most 4000; 0 is `invalid_argument`,
+   * more is clamped with a `budget_clamped` diagnostic).
+   */
+  maxTokens?: number
 }
 
 /** Input of `reindexWiki` (the `wiki_reindex` tool's parameters). */

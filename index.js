@@ -102,6 +102,8 @@ const wrapped = {
   recallMemory: reject((paths, rawQuery, opts) => binding.recallMemory(paths, rawQuery, withAbortState(opts))),
   neighbours: reject(binding.neighbours),
   linkPath: reject(binding.linkPath),
+  wikiIndex: reject(binding.wikiIndex),
+  graphQuery: reject((paths, query, opts) => binding.graphQuery(paths, query, withAbortState(opts))),
   recoverIndex: reject(binding.recoverIndex),
   ensureVaultId: reject(binding.ensureVaultId),
   initVault: reject(binding.initVault),
@@ -127,6 +129,7 @@ exports.ensureVaultId = wrapped.ensureVaultId
 exports.downloadModel = wrapped.downloadModel
 exports.engineInfo = typed(binding.engineInfo)
 exports.feedbackStatus = wrapped.feedbackStatus
+exports.graphQuery = wrapped.graphQuery
 exports.initVault = wrapped.initVault
 exports.linkPath = wrapped.linkPath
 exports.modelStatus = typed(binding.modelStatus)
@@ -145,3 +148,4 @@ exports.resolveConflict = wrapped.resolveConflict
 exports.resolveVaultPaths = typed(binding.resolveVaultPaths)
 exports.runCli = wrapped.runCli
 exports.watchWiki = wrapped.watchWiki
+exports.wikiIndex = wrapped.wikiIndex

@@ -8,6 +8,7 @@
 
 mod error;
 pub mod feedback;
+mod graph_tools;
 pub mod memory;
 pub mod resolve;
 mod task;

@@ -11,7 +11,7 @@ use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 
 use crate::error::Outcome;
 use crate::types::{RecallConfig, RecallDiagnostic, RecallPolicy, VaultPaths};
-use crate::{cancel_flag, core_err, invalid, task};
+use crate::{cancel_flag, core_err, task};
 
 /// Options of `recallMemory`.
 #[napi(object, object_to_js = false)]
@@ -241,6 +241,10 @@ pub struct NeighboursOptions {
   pub direction: Option<String>,
   /// Output budget in bytes (default 32768).
   pub max_bytes: Option<u32>,
+  /// Output budget in estimated tokens of `text` (default 2000, at most 10000 — more is clamped
+  /// with a `budget_clamped` diagnostic; 0 is `invalid_argument`). With `maxBytes` both apply:
+  /// the smaller one binds.
+  pub budget_tokens: Option<f64>,
 }
 
 /// A page reached over links.
@@ -256,6 +260,8 @@ pub struct GraphPage {
   pub path: String,
   /// Hops from the start page.
   pub depth: u32,
+  /// True when a `supersedes` relation or a user resolution made the page historical.
+  pub historical: bool,
 }
 
 impl From<&core_explore::GraphPage> for GraphPage {
@@ -268,6 +274,7 @@ impl From<&core_explore::GraphPage> for GraphPage {
       status: p.status.clone(),
       path: p.path.clone(),
       depth: p.depth,
+      historical: p.historical,
     }
   }
 }
@@ -314,16 +321,14 @@ impl From<&core_explore::GraphEdge> for GraphEdge {
   }
 }
 
-fn diagnostics(d: &[(String, String)]) -> Vec<RecallDiagnostic> {
-  d.iter().map(|(c, m)| RecallDiagnostic { code: c.clone(), message: m.clone() }).collect()
-}
+use crate::graph_tools::diagnostics;
 
 /// Result of `neighbours`.
 #[napi(object)]
 pub struct Neighbourhood {
   /// The page (absent when not indexed: see `diagnostics`).
   pub page: Option<GraphPage>,
-  /// Its file text, cut to the byte budget.
+  /// Its file text, cut at a sentence end to what the edges left of the budgets.
   pub content: String,
   pub outbound: Vec<GraphEdge>,
   pub inbound: Vec<GraphEdge>,
@@ -332,11 +337,20 @@ pub struct Neighbourhood {
   /// Targets of the page's links that are no page of the vault.
   pub dangling: Vec<String>,
   pub truncated: bool,
+  /// The page, its content and its edges rendered for an agent (within `budgetTokens`).
+  pub text: String,
+  /// Estimated tokens of `text`.
+  pub tokens_used: u32,
+  /// The token budget applied.
+  pub budget_tokens: u32,
   pub diagnostics: Vec<RecallDiagnostic>,
 }
 
 /// Zoom-out: a page with its outbound and inbound link edges (typed relations labelled), up to
-/// `depth` hops, within `maxBytes`. An unknown page or unavailable index is a diagnostic.
+/// `depth` hops, within `maxBytes` and `budgetTokens`; typed relations and current canonical
+/// pages first, the page text cut at a sentence end. A malformed page id (`..`, absolute) is
+/// `invalid_argument`, an id of another vault `graph_cross_vault`; an unknown page or unavailable
+/// index is a diagnostic.
 #[napi(catch_unwind, ts_return_type = "Promise<Neighbourhood>")]
 pub fn neighbours<'env>(
   env: &'env Env,
@@ -344,21 +358,20 @@ pub fn neighbours<'env>(
   page_id: String,
   opts: Option<NeighboursOptions>,
 ) -> Result<PromiseRaw<'env, Neighbourhood>> {
-  let (depth, direction, max_bytes) = match opts {
-    Some(o) => (o.depth, o.direction, o.max_bytes),
-    None => (None, None, None),
+  let (depth, direction, max_bytes, budget_tokens) = match opts {
+    Some(o) => (o.depth, o.direction, o.max_bytes, o.budget_tokens),
+    None => (None, None, None, None),
   };
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
-    let direction = match direction.as_deref() {
-      None => core_explore::Direction::Both,
-      Some(d) => core_explore::Direction::parse(d).map_err(core_err)?,
+    let direction = direction.as_deref().map(core_explore::Direction::parse).transpose().map_err(core_err)?;
+    let req = core_explore::NeighbourRequest {
+      depth,
+      direction,
+      max_bytes: max_bytes.map(|b| b as usize),
+      budget_tokens: crate::graph_tools::whole("budgetTokens", budget_tokens)?,
     };
-    if depth == Some(0) {
-      return Err(invalid("depth must be at least 1"));
-    }
-    let max_bytes = max_bytes.map_or(core_explore::DEFAULT_MAX_BYTES, |b| b as usize);
-    let n = core_explore::neighbours(&paths, &page_id, depth.unwrap_or(1), direction, max_bytes);
+    let n = core_explore::neighbours(&paths, &page_id, &req).map_err(core_err)?;
     Ok(Neighbourhood {
       page: n.page.as_ref().map(GraphPage::from),
       content: n.content,
@@ -367,6 +380,9 @@ pub fn neighbours<'env>(
       pages: n.pages.iter().map(GraphPage::from).collect(),
       dangling: n.dangling,
       truncated: n.truncated,
+      text: n.text,
+      tokens_used: n.tokens_used as u32,
+      budget_tokens: n.budget_tokens as u32,
       diagnostics: diagnostics(&n.diagnostics),
     })
   })
@@ -397,7 +413,10 @@ pub struct LinkPath {
   pub diagnostics: Vec<RecallDiagnostic>,
 }
 
-/// A shortest path of links (followed in either direction) between two pages of one vault.
+/// A shortest path of links (followed in either direction) between two pages of one vault; of
+/// paths of equal length the one with more typed relations. Malformed ids are
+/// `invalid_argument`, ids of another vault `graph_cross_vault`; `from` = `to` is a found path of
+/// no hops (`path_same_page`); unknown pages and no path are diagnostics.
 #[napi(catch_unwind, ts_return_type = "Promise<LinkPath>")]
 pub fn link_path<'env>(
   env: &'env Env,
@@ -409,10 +428,7 @@ pub fn link_path<'env>(
   let max_hops = opts.and_then(|o| o.max_hops).unwrap_or(4);
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
-    if max_hops == 0 {
-      return Err(invalid("maxHops must be at least 1"));
-    }
-    let p = core_explore::link_path(&paths, &from, &to, max_hops);
+    let p = core_explore::link_path(&paths, &from, &to, max_hops).map_err(core_err)?;
     Ok(LinkPath {
       found: p.found,
       pages: p.pages.iter().map(GraphPage::from).collect(),

@@ -1,5 +1,5 @@
 //! The user commands of `llm-wiki-retrieval` — `index`, `status`, `recall`, `run`, `memory`,
-//! `neighbours`, `path`, `resolve`, `feedback`, `calibrate`, `watch` over a vault directory, and
+//! `neighbours`, `path`, `overview`, `graph`, `resolve`, `feedback`, `calibrate`, `watch` over a vault directory, and
 //! `download` of a model. The npm package's `bin` runs them inside the addon ([`run`]); the
 //! evaluation crate's development binary adds its `bench` and `reliability` subcommands to the
 //! same [`Command`] enum.
@@ -190,6 +190,12 @@ pub enum Command {
     /// Output budget in bytes.
     #[arg(long, default_value_t = 32768)]
     max_bytes: usize,
+    /// Output budget in estimated tokens (default 2000, at most 10000; both budgets apply).
+    #[arg(long)]
+    budget_tokens: Option<u64>,
+    /// Print the rendered text instead of JSON.
+    #[arg(long)]
+    text: bool,
   },
   /// Fit the configured embedding model's cosine → confidence mapping on a labelled set and,
   /// with --write, store it in the model's manifest.json (docs/CONFIDENCE.md). Labels: JSONL,
@@ -252,6 +258,38 @@ pub enum Command {
     /// Longest path searched (1..=8).
     #[arg(long, default_value_t = 4)]
     max_hops: u32,
+  },
+  /// Orientation from the index alone (no page file is read): page counts by type, folder,
+  /// domain and tag, the most linked canonical pages, recent changes, unresolved conflicts.
+  Overview {
+    vault: PathBuf,
+    /// Budget of the rendered text in estimated tokens (default 500, at most 4000).
+    #[arg(long)]
+    max_tokens: Option<u64>,
+    /// Print the result as JSON (default: the rendered text).
+    #[arg(long)]
+    json: bool,
+  },
+  /// Multi-hop graph answer: the best recall hits as seeds, then typed relations before links,
+  /// competing claims together, superseded pages marked historical, within a token budget.
+  Graph {
+    vault: PathBuf,
+    query: String,
+    /// Token budget (default 2000, at most 10000).
+    #[arg(long)]
+    budget_tokens: Option<u64>,
+    /// Hops from the seeds (default 2, at most 4).
+    #[arg(long)]
+    hops: Option<u32>,
+    /// Seeds taken from recall (default 3, 1..=10).
+    #[arg(long)]
+    seeds: Option<u32>,
+    /// Seed recall mode: lexical | hybrid | adaptive | quality.
+    #[arg(long, default_value = "adaptive")]
+    mode: String,
+    /// Print the result as JSON (default: the rendered text).
+    #[arg(long)]
+    json: bool,
   },
 }
 
@@ -636,10 +674,50 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
         }
       }
     }
-    Command::Neighbours { vault, page, depth, direction, max_bytes } => {
+    Command::Neighbours { vault, page, depth, direction, max_bytes, budget_tokens, text } => {
       let paths = vault_paths(&vault)?;
-      let n = explore::neighbours(&paths, &page, depth, explore::Direction::parse(&direction)?, max_bytes);
-      writeln!(out, "{}", serde_json::to_string_pretty(&n).unwrap_or_default()).ok();
+      let req = explore::NeighbourRequest {
+        depth: Some(depth),
+        direction: Some(explore::Direction::parse(&direction)?),
+        max_bytes: Some(max_bytes),
+        budget_tokens,
+      };
+      let n = explore::neighbours(&paths, &page, &req)?;
+      if text {
+        writeln!(out, "{}", n.text).ok();
+      } else {
+        writeln!(out, "{}", serde_json::to_string_pretty(&n).unwrap_or_default()).ok();
+      }
+    }
+    Command::Overview { vault, max_tokens, json } => {
+      let ix = llm_wiki_core::memory::orientation::wiki_index(&vault_paths(&vault)?, max_tokens)?;
+      if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&ix).unwrap_or_default()).ok();
+      } else {
+        writeln!(out, "{}", ix.text).ok();
+        for (code, message) in &ix.diagnostics {
+          eprintln!("{code}: {message}");
+        }
+      }
+    }
+    Command::Graph { vault, query, budget_tokens, hops, seeds, mode, json } => {
+      use llm_wiki_core::memory::graph_query::{graph_query, GraphQueryOptions};
+      let opts = GraphQueryOptions {
+        budget_tokens,
+        hops,
+        seeds,
+        mode: RetrievalMode::parse(&mode)?,
+        ..Default::default()
+      };
+      let r = graph_query(&vault_paths(&vault)?, &query, &opts)?;
+      if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
+      } else {
+        writeln!(out, "{}", r.text).ok();
+        for (code, message) in &r.diagnostics {
+          eprintln!("{code}: {message}");
+        }
+      }
     }
     Command::Calibrate { labels, vault, max_negative_rate, write, fitted_on, no_index, json } => {
       calibrate(&labels, vault.as_deref(), max_negative_rate, write, fitted_on, no_index, json, out)?;
@@ -688,7 +766,7 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
     }
     Command::Path { vault, from, to, max_hops } => {
       let paths = vault_paths(&vault)?;
-      let p = explore::link_path(&paths, &from, &to, max_hops);
+      let p = explore::link_path(&paths, &from, &to, max_hops)?;
       writeln!(out, "{}", serde_json::to_string_pretty(&p).unwrap_or_default()).ok();
     }
   }

@@ -114,6 +114,10 @@ pub enum Error {
   /// every archive are left in place).
   #[error("feedback compaction failed: {0}")]
   FeedbackCompaction(String),
+  /// A graph request named a page of another vault (`<vault id>:<page>`, `personal:` from the
+  /// project vault): links, paths and traversals never cross vaults.
+  #[error("{0}")]
+  CrossVault(String),
   /// `init` refused a folder; `code` is one of [`crate::vault::init::codes`] (nothing written).
   #[error("{message}")]
   VaultInit {
@@ -152,6 +156,7 @@ impl Error {
       Error::EventsLockBusy(_) => "events_lock_busy",
       Error::FeedbackCompaction(_) => "feedback_compaction_failed",
       Error::VaultInit { code, .. } => code,
+      Error::CrossVault(_) => "graph_cross_vault",
     }
   }
 

@@ -66,6 +66,8 @@ pub struct GraphPage {
   pub path: String,
   /// Hops from the start page.
   pub depth: u32,
+  /// True when a `supersedes` relation or a user resolution made the page historical.
+  pub historical: bool,
 }
 
 /// A labelled edge.
@@ -115,8 +117,14 @@ pub struct Neighbourhood {
   pub pages: Vec<GraphPage>,
   /// Links of the start page to no existing page.
   pub dangling: Vec<String>,
-  /// True when the byte budget or the visit bound cut the answer.
+  /// True when the byte or token budget or the visit bound cut the answer.
   pub truncated: bool,
+  /// The page, its content and its edges rendered for an agent (within the token budget).
+  pub text: String,
+  /// Estimated tokens of `text`.
+  pub tokens_used: usize,
+  /// The token budget applied.
+  pub budget_tokens: usize,
   /// `{code, message}` pairs.
   pub diagnostics: Vec<(String, String)>,
 }
@@ -148,14 +156,10 @@ pub struct PathHop {
 /// Case-insensitive id lookup (`.md` tolerated).
 fn find_id<'a>(manifest: &'a Manifest, id: &str) -> Option<&'a str> {
   let id = id.trim().trim_end_matches(".md").trim_end_matches(".MD");
-  if let Some((k, _)) = manifest.entries.get_key_value(id) {
-    return Some(k);
-  }
-  let lower = id.to_lowercase();
-  manifest.entries.keys().find(|k| k.to_lowercase() == lower).map(|k| k.as_str())
+  super::graph_input::find_page(manifest, id)
 }
 
-fn page_of(manifest: &Manifest, paths: &VaultPaths, id: &str, depth: u32) -> GraphPage {
+fn page_of(manifest: &Manifest, graph: &LinkGraph, paths: &VaultPaths, id: &str, depth: u32) -> GraphPage {
   let e = &manifest.entries[id];
   GraphPage {
     id: id.to_string(),
@@ -165,6 +169,7 @@ fn page_of(manifest: &Manifest, paths: &VaultPaths, id: &str, depth: u32) -> Gra
     status: e.meta.status.clone(),
     path: crate::vault::discover::resolve_page_file(&paths.wiki, &e.rel_path).to_string_lossy().into_owned(),
     depth,
+    historical: graph.decisions.superseded.contains_key(id),
   }
 }
 
@@ -172,32 +177,112 @@ fn json_len<T: Serialize>(v: &T) -> usize {
   serde_json::to_string(v).map_or(0, |s| s.len())
 }
 
-/// Zoom-out over one manifest's graph (see [`neighbours`]).
+/// Default token budget of `neighbours` (seed 004: "≈2–10K tokens"; issue 42: default 2,000).
+pub const DEFAULT_NEIGHBOUR_TOKENS: usize = 2_000;
+/// Largest token budget of `neighbours` (larger requests are clamped with `budget_clamped`).
+pub const MAX_NEIGHBOUR_TOKENS: usize = 10_000;
+
+/// What [`neighbours_in`] returns and within which limits.
+#[derive(Debug, Clone, Copy)]
+pub struct NeighbourLimits {
+  /// Hops (1..=3).
+  pub depth: u32,
+  /// Edges followed.
+  pub direction: Direction,
+  /// Bytes of the structured answer (JSON of pages, edges and content).
+  pub max_bytes: usize,
+  /// Estimated tokens of `text`; both budgets apply (the smaller one binds).
+  pub budget_tokens: usize,
+}
+
+impl NeighbourLimits {
+  /// `depth` hops in `direction` within the default budgets.
+  pub fn new(depth: u32, direction: Direction) -> Self {
+    NeighbourLimits {
+      depth,
+      direction,
+      max_bytes: DEFAULT_MAX_BYTES,
+      budget_tokens: DEFAULT_NEIGHBOUR_TOKENS,
+    }
+  }
+}
+
+/// The text line of an edge seen from the traversal (`other` is the page it leads to).
+fn edge_line(e: &GraphEdge, other: Option<&GraphPage>) -> String {
+  let label = if e.relations.is_empty() {
+    "link".to_string()
+  } else {
+    e.relations.iter().map(|r| r.relation_type.as_str()).collect::<Vec<_>>().join(", ")
+  };
+  let mut s = format!("- {} —{label}→ {}", e.from, e.to);
+  if let Some(p) = other {
+    s.push_str(&format!(
+      " \"{}\" ({}, {}{})",
+      p.title,
+      p.page_type,
+      p.role,
+      if p.historical { ", HISTORICAL" } else { "" }
+    ));
+  }
+  s
+}
+
+/// Ordering key of a step: typed relations first, then current canonical pages, then the rest
+/// (link order within each).
+fn step_key(manifest: &Manifest, graph: &LinkGraph, e: &Edge, other: &str) -> (u8, bool, bool) {
+  let typed = if e.relations.iter().any(|r| r.relation_type != "related_to") {
+    0
+  } else if e.relations.is_empty() {
+    2
+  } else {
+    1
+  };
+  let hist = graph.decisions.superseded.contains_key(other);
+  let evidence = manifest.entries.get(other).is_none_or(|x| x.role != crate::vault::Role::Canonical);
+  (typed, hist, evidence)
+}
+
+/// Zoom-out over one manifest's graph (see [`neighbours`]): edges and pages take at most three
+/// quarters of each budget (dangling targets at most a quarter), the page text what they left,
+/// cut at a sentence end.
 pub fn neighbours_in(
   manifest: &Manifest,
   graph: &LinkGraph,
   paths: &VaultPaths,
   page_id: &str,
-  depth: u32,
-  direction: Direction,
-  max_bytes: usize,
+  limits: NeighbourLimits,
 ) -> Neighbourhood {
-  let mut out = Neighbourhood::default();
+  let NeighbourLimits { depth, direction, max_bytes, budget_tokens } = limits;
+  let mut out = Neighbourhood { budget_tokens, ..Default::default() };
   let Some(start) = find_id(manifest, page_id) else {
     out.diagnostics.push(("page_not_found".into(), format!("no indexed page '{page_id}' in this vault")));
     return out;
   };
   let depth = depth.clamp(1, MAX_DEPTH);
-  let page = page_of(manifest, paths, start, 0);
+  let page = page_of(manifest, graph, paths, start, 0);
   let mut used = json_len(&page);
+  let head = format!(
+    "# {} — {} ({}, {}{})",
+    page.id,
+    page.title,
+    page.page_type,
+    page.role,
+    if page.historical { ", HISTORICAL" } else { "" }
+  );
+  let mut used_tokens = super::graph_input::tokens(&head);
+  let mut lines: Vec<String> = Vec::new();
   out.page = Some(page);
   for (_, target, _) in graph.dangling.iter().filter(|(f, _, _)| f == start) {
     let cost = target.len() + 3;
-    if used + cost > max_bytes / 4 {
+    let line = format!("- dangling: {target}");
+    let t = super::graph_input::tokens(&line);
+    if used + cost > max_bytes / 4 || used_tokens + t > budget_tokens / 4 {
       out.truncated = true; // dangling targets get at most a quarter of the budget
       break;
     }
     used += cost;
+    used_tokens += t;
+    lines.push(line);
     out.dangling.push(target.clone());
   }
   let mut seen: HashSet<&str> = HashSet::from([start]);
@@ -213,18 +298,27 @@ pub fn neighbours_in(
     if direction != Direction::Outbound {
       step.extend(graph.in_edges(id).map(|e| (e, false)));
     }
+    // Typed relations, then current canonical pages first (stable: link order within).
+    step.sort_by_key(|(e, outward)| step_key(manifest, graph, e, if *outward { &e.to } else { &e.from }));
     for (e, outward) in step {
       let edge = GraphEdge::from(e);
       let other = if outward { e.to.as_str() } else { e.from.as_str() };
       let new_page = !seen.contains(other);
-      let p = new_page.then(|| page_of(manifest, paths, other, d + 1));
+      let p = new_page.then(|| page_of(manifest, graph, paths, other, d + 1));
       let cost = json_len(&edge) + p.as_ref().map_or(0, json_len);
-      // Edges and pages take at most three quarters of the budget; the page text gets the rest.
-      if used + cost > max_bytes / 4 * 3 || seen.len() >= MAX_VISITED {
+      let line = edge_line(&edge, p.as_ref());
+      let t = super::graph_input::tokens(&line);
+      // Edges and pages take at most three quarters of the budgets; the page text gets the rest.
+      if used + cost > max_bytes / 4 * 3
+        || used_tokens + t > budget_tokens / 4 * 3
+        || seen.len() >= MAX_VISITED
+      {
         out.truncated = true;
         break 'bfs;
       }
       used += cost;
+      used_tokens += t;
+      lines.push(line);
       if outward {
         out.outbound.push(edge);
       } else {
@@ -237,11 +331,14 @@ pub fn neighbours_in(
       }
     }
   }
-  // The page text gets what the edges left.
+  // Nearest first; within a hop current canonical pages first.
+  out.pages.sort_by_key(|p| (p.depth, p.historical, p.role != "canonical"));
+  // The page text gets what the edges left, cut at a sentence end. At most the byte room left
+  // is read (plus a character's bytes), never through a symlink or from a FIFO
+  // ([`crate::vault::read`]).
   let file = out.page.as_ref().map(|p| p.path.clone()).unwrap_or_default();
-  // At most the room left is read (plus a character's bytes), never through a symlink or from a
-  // FIFO ([`crate::vault::read`]).
   let room = max_bytes.saturating_sub(used);
+  let room_tokens = budget_tokens.saturating_sub(used_tokens);
   if let Ok((bytes, more)) =
     crate::vault::read::read_prefix_at(&paths.wiki, Path::new(&file), room as u64 + 3)
   {
@@ -250,15 +347,41 @@ pub fn neighbours_in(
     while !text.is_char_boundary(cut) {
       cut -= 1;
     }
-    if cut < text.len() || more {
+    let by_bytes = &text[..cut];
+    let (content, cut_tokens) = super::graph_input::cut_at_sentence(by_bytes, room_tokens);
+    if cut < text.len() || more || cut_tokens {
       out.truncated = true;
     }
-    out.content = text[..cut].to_string();
+    out.content = content.to_string();
   }
+  let mut text = vec![head];
+  if !out.content.is_empty() {
+    text.push(out.content.clone());
+  }
+  if !lines.is_empty() {
+    text.push("## Links and relations".into());
+    text.extend(lines);
+  }
+  out.text = text.join("\n");
+  out.tokens_used = super::graph_input::tokens(&out.text);
   out
 }
 
-/// Shortest link path over one manifest's graph (see [`link_path`]).
+/// Steps of a path search: typed-relation edges before plain links.
+fn path_steps<'g>(graph: &'g LinkGraph, id: &str) -> Vec<(&'g Edge, bool, bool)> {
+  let mut steps: Vec<(&Edge, bool, bool)> = graph
+    .out_edges(id)
+    .iter()
+    .map(|e| (e, false))
+    .chain(graph.in_edges(id).map(|e| (e, true)))
+    .map(|(e, rev)| (e, rev, e.relations.iter().any(|r| r.relation_type != "related_to")))
+    .collect();
+  steps.sort_by_key(|(_, _, typed)| !typed);
+  steps
+}
+
+/// Shortest link path over one manifest's graph (see [`link_path`]): fewest hops, and among
+/// paths of equal length the one with the most typed-relation hops (then link order).
 pub fn link_path_in(
   manifest: &Manifest,
   graph: &LinkGraph,
@@ -278,29 +401,53 @@ pub fn link_path_in(
     }
     return out;
   };
+  if a == b {
+    out.found = true;
+    out.pages.push(page_of(manifest, graph, paths, a, 0));
+    out.diagnostics.push(("path_same_page".into(), format!("'{a}' is both ends: a path of no hops")));
+    return out;
+  }
   let max_hops = max_hops.clamp(1, MAX_HOPS);
-  // Breadth-first over links in both directions; `prev` remembers the edge that reached a page.
+  // Layer by layer; a page's best way in is the one with the most typed hops (`typed` = typed
+  // hops of the best path to the page). Pages of one layer are all settled before the next.
   let mut prev: HashMap<&str, Option<(&Edge, bool)>> = HashMap::from([(a, None)]);
+  let mut typed: HashMap<&str, u32> = HashMap::from([(a, 0)]);
   let mut frontier = vec![a];
   let mut hops = 0;
   while !prev.contains_key(b) && !frontier.is_empty() && hops < max_hops {
     hops += 1;
-    let mut next = Vec::new();
-    for id in frontier {
-      let steps = graph.out_edges(id).iter().map(|e| (e, false)).chain(graph.in_edges(id).map(|e| (e, true)));
-      for (e, reversed) in steps {
+    let mut next: Vec<&str> = Vec::new();
+    let mut layer: HashMap<&str, (u32, &Edge, bool)> = HashMap::new();
+    for id in &frontier {
+      let base = typed[id];
+      for (e, reversed, is_typed) in path_steps(graph, id) {
         let other = if reversed { e.from.as_str() } else { e.to.as_str() };
-        if prev.len() >= MAX_VISITED {
+        if prev.contains_key(other) {
+          continue;
+        }
+        if prev.len() + layer.len() >= MAX_VISITED {
           out
             .diagnostics
             .push(("path_search_bounded".into(), format!("stopped after visiting {MAX_VISITED} pages")));
           return out;
         }
-        if let std::collections::hash_map::Entry::Vacant(v) = prev.entry(other) {
-          v.insert(Some((e, reversed)));
-          next.push(other);
+        let score = base + u32::from(is_typed);
+        match layer.get(other) {
+          Some((s, _, _)) if *s >= score => {}
+          Some(_) => {
+            layer.insert(other, (score, e, reversed));
+          }
+          None => {
+            layer.insert(other, (score, e, reversed));
+            next.push(other);
+          }
         }
       }
+    }
+    for id in &next {
+      let (s, e, reversed) = layer[id];
+      prev.insert(id, Some((e, reversed)));
+      typed.insert(id, s);
     }
     frontier = next;
   }
@@ -315,17 +462,17 @@ pub fn link_path_in(
     at = if *reversed { e.to.as_str() } else { e.from.as_str() };
   }
   rev_hops.reverse();
-  out.pages.push(page_of(manifest, paths, a, 0));
+  out.pages.push(page_of(manifest, graph, paths, a, 0));
   for (i, h) in rev_hops.iter().enumerate() {
     let id = if h.reversed { &h.edge.from } else { &h.edge.to };
-    out.pages.push(page_of(manifest, paths, id, i as u32 + 1));
+    out.pages.push(page_of(manifest, graph, paths, id, i as u32 + 1));
   }
   out.hops = rev_hops;
   out.found = true;
   out
 }
 
-fn snapshot_or(
+pub(crate) fn snapshot_or(
   paths: &VaultPaths,
 ) -> std::result::Result<crate::retrieve::engine::Snapshot, (String, String)> {
   open_snapshot(paths).map_err(|u| match u {
@@ -334,32 +481,89 @@ fn snapshot_or(
   })
 }
 
-/// A page of the vault's index with its outbound and inbound edges up to `depth` (1..=3) hops,
-/// within `max_bytes` of output. An unavailable index or unknown page is a diagnostic.
-pub fn neighbours(
-  paths: &VaultPaths,
-  page_id: &str,
-  depth: u32,
-  direction: Direction,
-  max_bytes: usize,
-) -> Neighbourhood {
-  match snapshot_or(paths) {
-    Ok(snap) => {
-      let g = super::graph::graph_for(&snap.reader.store.dir, &snap.manifest);
-      neighbours_in(&snap.manifest, &g, paths, page_id, depth, direction, max_bytes)
-    }
-    Err(d) => Neighbourhood { diagnostics: vec![d], ..Default::default() },
-  }
+/// A caller's page id checked ([`super::graph_input::check_page_id`]) against the vault `paths`
+/// whose manifest is `manifest`.
+fn checked_id(paths: &VaultPaths, manifest: Option<&Manifest>, raw: &str) -> Result<String> {
+  let vault_id = manifest.map_or(String::new(), |m| m.vault_id.clone());
+  let kind = if crate::vault::paths::is_personal_vault(paths) { "personal" } else { "project" };
+  super::graph_input::check_page_id(raw, &vault_id, Some(kind))
 }
 
-/// A shortest path of links (either direction) from `from` to `to` of at most `max_hops` (1..=8).
-pub fn link_path(paths: &VaultPaths, from: &str, to: &str, max_hops: u32) -> LinkPath {
+/// Options of [`neighbours`] as a caller gives them (`None` = default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NeighbourRequest {
+  /// Hops (default 1; 0 is `invalid_argument`; above 3 clamped).
+  pub depth: Option<u32>,
+  /// Edges followed (default both).
+  pub direction: Option<Direction>,
+  /// Byte budget (default [`DEFAULT_MAX_BYTES`]).
+  pub max_bytes: Option<usize>,
+  /// Token budget (default 2,000, at most 10,000; 0 is `invalid_argument`).
+  pub budget_tokens: Option<u64>,
+}
+
+/// A page of the vault's index with its outbound and inbound edges up to `depth` (1..=3) hops,
+/// within the byte and token budgets (both apply), typed relations and current canonical pages
+/// first, the page text cut at a sentence end. A malformed page id (`..`, absolute) or a budget
+/// or depth of 0 is `invalid_argument`, an id of another vault `graph_cross_vault`; an unknown
+/// page or an unavailable index is a diagnostic (`page_not_found`, the index's code).
+pub fn neighbours(paths: &VaultPaths, page_id: &str, req: &NeighbourRequest) -> Result<Neighbourhood> {
+  if req.depth == Some(0) {
+    return Err(Error::invalid("depth must be at least 1"));
+  }
+  let b = super::graph_input::budget(
+    "budgetTokens",
+    req.budget_tokens,
+    DEFAULT_NEIGHBOUR_TOKENS,
+    MAX_NEIGHBOUR_TOKENS,
+  )?;
+  let limits = NeighbourLimits {
+    depth: req.depth.unwrap_or(1),
+    direction: req.direction.unwrap_or(Direction::Both),
+    max_bytes: req.max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
+    budget_tokens: b.tokens,
+  };
+  let mut n = match snapshot_or(paths) {
+    Ok(snap) => {
+      let id = checked_id(paths, Some(&snap.manifest), page_id)?;
+      let g = super::graph::graph_for(&snap.reader.store.dir, &snap.manifest);
+      neighbours_in(&snap.manifest, &g, paths, &id, limits)
+    }
+    Err(d) => {
+      checked_id(paths, None, page_id)?;
+      Neighbourhood { diagnostics: vec![d], budget_tokens: b.tokens, ..Default::default() }
+    }
+  };
+  if let Some(d) = b.diagnostic("budgetTokens", MAX_NEIGHBOUR_TOKENS) {
+    n.diagnostics.insert(0, d);
+  }
+  if req.depth.is_some_and(|d| d > MAX_DEPTH) {
+    n.diagnostics
+      .insert(0, ("depth_clamped".into(), format!("depth is capped at {MAX_DEPTH}; {MAX_DEPTH} used")));
+  }
+  Ok(n)
+}
+
+/// A shortest path of links (either direction) from `from` to `to` of at most `max_hops` (1..=8),
+/// typed relations preferred among paths of equal length. Malformed ids are `invalid_argument`,
+/// ids of another vault `graph_cross_vault`; unknown pages, no path and an unavailable index are
+/// diagnostics; `from` = `to` is a found path of no hops (`path_same_page`).
+pub fn link_path(paths: &VaultPaths, from: &str, to: &str, max_hops: u32) -> Result<LinkPath> {
+  if max_hops == 0 {
+    return Err(Error::invalid("maxHops must be at least 1"));
+  }
   match snapshot_or(paths) {
     Ok(snap) => {
+      let (a, b) =
+        (checked_id(paths, Some(&snap.manifest), from)?, checked_id(paths, Some(&snap.manifest), to)?);
       let g = super::graph::graph_for(&snap.reader.store.dir, &snap.manifest);
-      link_path_in(&snap.manifest, &g, paths, from, to, max_hops)
+      Ok(link_path_in(&snap.manifest, &g, paths, &a, &b, max_hops))
     }
-    Err(d) => LinkPath { found: false, pages: vec![], hops: vec![], diagnostics: vec![d] },
+    Err(d) => {
+      checked_id(paths, None, from)?;
+      checked_id(paths, None, to)?;
+      Ok(LinkPath { found: false, pages: vec![], hops: vec![], diagnostics: vec![d] })
+    }
   }
 }
 
@@ -379,24 +583,60 @@ mod tests {
     ])
   }
 
+  fn lim(depth: u32, direction: Direction, max_bytes: usize) -> NeighbourLimits {
+    NeighbourLimits { max_bytes, ..NeighbourLimits::new(depth, direction) }
+  }
+
   #[test]
   fn neighbourhood_depth_direction_and_budget() {
     let m = chain();
     let g = LinkGraph::build(&m);
     let paths = VaultPaths::new_layout("/nowhere");
-    let n = neighbours_in(&m, &g, &paths, "B", 1, Direction::Both, DEFAULT_MAX_BYTES);
+    let n = neighbours_in(&m, &g, &paths, "B", lim(1, Direction::Both, DEFAULT_MAX_BYTES));
     assert_eq!(n.page.as_ref().unwrap().id, "b");
     assert_eq!(n.outbound.len(), 2);
     assert_eq!(n.inbound.len(), 1);
     assert_eq!(n.inbound[0].relations[0].relation_type, "supports");
-    let n2 = neighbours_in(&m, &g, &paths, "b", 2, Direction::Outbound, DEFAULT_MAX_BYTES);
+    assert!(n.text.contains("- a —supports→ b"), "{}", n.text);
+    assert!(n.tokens_used <= DEFAULT_NEIGHBOUR_TOKENS);
+    let n2 = neighbours_in(&m, &g, &paths, "b", lim(2, Direction::Outbound, DEFAULT_MAX_BYTES));
     let ids: Vec<_> = n2.pages.iter().map(|p| p.id.as_str()).collect();
     assert_eq!(ids, vec!["c", "a", "d"]);
-    let tiny = neighbours_in(&m, &g, &paths, "b", 3, Direction::Both, 300);
+    let tiny = neighbours_in(&m, &g, &paths, "b", lim(3, Direction::Both, 300));
     assert!(tiny.truncated);
     assert!(serde_json::to_string(&tiny.outbound).unwrap().len() < 300);
-    let missing = neighbours_in(&m, &g, &paths, "nope", 1, Direction::Both, 100);
+    // A token budget binds alone too.
+    let few = neighbours_in(
+      &m,
+      &g,
+      &paths,
+      "b",
+      NeighbourLimits { budget_tokens: 30, ..lim(3, Direction::Both, 1 << 20) },
+    );
+    assert!(few.truncated && few.tokens_used <= 30, "{} {}", few.tokens_used, few.text);
+    let missing = neighbours_in(&m, &g, &paths, "nope", lim(1, Direction::Both, 100));
     assert_eq!(missing.diagnostics[0].0, "page_not_found");
+  }
+
+  /// Typed relations and current canonical pages come first, whatever the link order.
+  #[test]
+  fn typed_and_canonical_first() {
+    let m = manifest_of(&[
+      ("hub", "---\ntype: concept\nrelations:\n  - target: t\n    type: supports\n---\n[[s]] [[e]] [[old]] [[c]] [[t]]\n"),
+      ("s", "---\ntype: source\n---\nx\n"),
+      ("e", "---\ntype: source\n---\nx\n"),
+      ("old", "---\ntype: concept\n---\nx\n"),
+      ("c", "---\ntype: concept\n---\nx\n"),
+      ("t", "---\ntype: source\n---\nx\n"),
+      ("new", "---\ntype: concept\nrelations:\n  - target: old\n    type: supersedes\n---\n[[old]]\n"),
+    ]);
+    let g = LinkGraph::build(&m);
+    let paths = VaultPaths::new_layout("/nowhere");
+    let n = neighbours_in(&m, &g, &paths, "hub", lim(1, Direction::Outbound, DEFAULT_MAX_BYTES));
+    let order: Vec<_> = n.outbound.iter().map(|e| e.to.as_str()).collect();
+    assert_eq!(order, vec!["t", "c", "s", "e", "old"]);
+    let pages: Vec<_> = n.pages.iter().map(|p| (p.id.as_str(), p.historical)).collect();
+    assert_eq!(pages, vec![("c", false), ("t", false), ("s", false), ("e", false), ("old", true)]);
   }
 
   #[test]
@@ -413,6 +653,26 @@ mod tests {
     assert!(!link_path_in(&m, &g, &paths, "a", "d", 2).found);
     let none = link_path_in(&m, &g, &paths, "a", "island", 8);
     assert_eq!(none.diagnostics[0].0, "path_not_found");
-    assert_eq!(link_path_in(&m, &g, &paths, "a", "a", 3).hops.len(), 0);
+    let same = link_path_in(&m, &g, &paths, "a", "a", 3);
+    assert!(same.found && same.hops.is_empty());
+    assert_eq!(same.diagnostics[0].0, "path_same_page");
+  }
+
+  /// Of two paths of equal length the one over typed relations wins, whichever link comes first.
+  #[test]
+  fn typed_paths_win_ties() {
+    let m = manifest_of(&[
+      ("a", "---\ntype: concept\n---\n[[p]] [[q]]\n"),
+      ("p", "---\ntype: concept\n---\n[[z]]\n"),
+      ("q", "---\ntype: concept\nrelations:\n  - target: z\n    type: supports\n---\n[[z]]\n"),
+      ("z", "---\ntype: concept\n---\nend\n"),
+    ]);
+    let g = LinkGraph::build(&m);
+    let paths = VaultPaths::new_layout("/nowhere");
+    let p = link_path_in(&m, &g, &paths, "a", "z", 4);
+    assert_eq!(p.pages.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), vec!["a", "q", "z"]);
+    assert_eq!(p.hops[1].edge.relations[0].relation_type, "supports");
+    let back = link_path_in(&m, &g, &paths, "z", "a", 4);
+    assert_eq!(back.pages.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), vec!["z", "q", "a"]);
   }
 }

@@ -4,8 +4,11 @@
 pub mod bundle;
 pub mod explore;
 pub mod graph;
+pub mod graph_input;
+pub mod graph_query;
 pub mod links;
 pub mod lint;
+pub mod orientation;
 pub mod recall;
 pub mod relations;
 pub mod resolve;

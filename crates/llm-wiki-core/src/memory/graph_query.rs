@@ -1,0 +1,486 @@
+//! `graphQuery`: a multi-hop, token-budgeted traversal of the link graph seeded by the best
+//! recall hits (seed 004's `graph_query`, "what connects A to B?"). From the seeds it walks up
+//! to `hops` hops over links in both directions, layer by layer; within a layer typed relations
+//! are followed before plain links (competing claims and supersessions first), and current
+//! canonical pages before evidence and historical ones. A page and its competing claim (a
+//! `contradicts` relation, or a pair a user resolution settled) are admitted together or not at
+//! all. Every admitted page says why it is there (seed, or the relation / link and the page it
+//! was reached from); superseded pages are kept and marked historical. The rendered `text` and
+//! everything counted in `tokensUsed` stay within the token budget.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+
+use super::graph::{Edge, LinkGraph};
+use super::graph_input::{budget, cut_at_sentence, tokens};
+use crate::error::{Error, Result};
+use crate::retrieve::recall::{recall_wiki, RecallOptions, RecallPolicy};
+use crate::retrieve::RetrievalMode;
+use crate::store::manifest::Manifest;
+use crate::store::CancelFlag;
+use crate::vault::{Role, VaultPaths};
+
+/// Default token budget (seed 004: "token-budgeted traversal, default 2,000").
+pub const DEFAULT_GRAPH_TOKENS: usize = 2_000;
+/// Largest budget accepted (larger requests are clamped with `budget_clamped`).
+pub const MAX_GRAPH_TOKENS: usize = 10_000;
+/// Default hops from the seeds.
+pub const DEFAULT_HOPS: u32 = 2;
+/// Most hops (larger requests are clamped with `hops_clamped`).
+pub const MAX_GRAPH_HOPS: u32 = 4;
+/// Default seeds taken from recall.
+pub const DEFAULT_SEEDS: usize = 3;
+/// Most seeds.
+pub const MAX_SEEDS: usize = 10;
+/// Candidate edges considered per layer, typed relations first (not fitted: a bound on work for
+/// hub pages with thousands of links; what is left out sets `truncated`).
+pub const MAX_LAYER_CANDIDATES: usize = 20_000;
+/// Candidates in a row that did not fit before a layer stops (not fitted: bounds work once the
+/// budget is spent; smaller pages after a large one still get a chance).
+pub const MAX_MISSES: usize = 64;
+/// Tokens of a page's summary or seed preview in the text (not fitted: room for one or two
+/// sentences per page keeps 20-30 pages inside the default budget).
+pub const SUMMARY_TOKENS: usize = 40;
+
+/// Options of [`graph_query`].
+#[derive(Debug, Clone, Default)]
+pub struct GraphQueryOptions {
+  /// Token budget (default 2,000, at most 10,000; 0 is an `invalid_argument`).
+  pub budget_tokens: Option<u64>,
+  /// Hops from the seeds (default 2, at most 4; 0 = the seeds alone).
+  pub hops: Option<u32>,
+  /// Seeds taken from recall (default 3, 1..=10).
+  pub seeds: Option<u32>,
+  /// Retrieval mode of the seed recall.
+  pub mode: RetrievalMode,
+  /// Cancellation of the seed recall.
+  pub cancel: CancelFlag,
+}
+
+/// A page of the answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryPage {
+  /// Page id.
+  pub id: String,
+  /// Title.
+  pub title: String,
+  /// Frontmatter `type`.
+  #[serde(rename = "type")]
+  pub page_type: String,
+  /// True for a canonical page.
+  pub canonical: bool,
+  /// Frontmatter `status`.
+  pub status: Option<String>,
+  /// True when a `supersedes` relation or a user resolution made the page historical.
+  pub historical: bool,
+  /// The pages superseding it.
+  pub superseded_by: Vec<String>,
+  /// `seed`, `relation` (a typed relation admitted it), `link` (a plain link) or `competing`
+  /// (kept with its competing claim).
+  pub why: String,
+  /// The page it was reached from (absent for a seed).
+  pub via: Option<String>,
+  /// The relation type that admitted it (`contradicts`, `supports`, …), `link` for a plain link.
+  pub relation: Option<String>,
+  /// Hops from the nearest seed.
+  pub depth: u32,
+  /// 0-based rank among the seeds.
+  pub seed_rank: Option<u32>,
+  /// Recall preview (seeds) or frontmatter `summary` / `description`, cut at a sentence end.
+  pub summary: Option<String>,
+}
+
+/// An edge between two admitted pages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryEdge {
+  /// Linking page.
+  pub from: String,
+  /// Linked page.
+  pub to: String,
+  /// Typed relation types the edge carries (empty: a plain link).
+  pub relations: Vec<String>,
+  /// Set when a user resolution relates the pair (its relation, selected → other).
+  pub resolution: Option<String>,
+}
+
+/// Result of [`graph_query`].
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphQueryResult {
+  /// The query as given.
+  pub query: String,
+  /// Admitted pages: seeds first, then by hop and admission order.
+  pub pages: Vec<QueryPage>,
+  /// Edges between admitted pages.
+  pub edges: Vec<QueryEdge>,
+  /// True when the budget or a work bound left reachable pages out.
+  pub truncated: bool,
+  /// Estimated tokens of `text` (never above `budgetTokens`).
+  pub tokens_used: usize,
+  /// The budget applied.
+  pub budget_tokens: usize,
+  /// The hops applied.
+  pub hops: u32,
+  /// Pages and edges rendered for an agent.
+  pub text: String,
+  /// `{code, message}` pairs.
+  pub diagnostics: Vec<(String, String)>,
+}
+
+/// A seed: page id and its recall preview.
+#[derive(Debug, Clone)]
+pub struct Seed {
+  /// Page id.
+  pub id: String,
+  /// Recall preview.
+  pub preview: Option<String>,
+}
+
+/// Relation class of an edge for ordering: competing/superseding first, other typed relations,
+/// `related_to`, then plain links.
+fn class(types: &[String]) -> u8 {
+  if types.iter().any(|t| t == "contradicts" || t == "supersedes") {
+    0
+  } else if types.iter().any(|t| t != "related_to") {
+    1
+  } else if !types.is_empty() {
+    2
+  } else {
+    3
+  }
+}
+
+struct Walk<'a> {
+  manifest: &'a Manifest,
+  graph: &'a LinkGraph,
+  budget: usize,
+  used: usize,
+  pages: Vec<QueryPage>,
+  lines: Vec<String>,
+  index: HashMap<String, usize>,
+  edges: Vec<QueryEdge>,
+  edge_set: HashSet<(String, String)>,
+  truncated: bool,
+}
+
+impl<'a> Walk<'a> {
+  fn historical(&self, id: &str) -> Vec<String> {
+    self
+      .graph
+      .decisions
+      .superseded
+      .get(id)
+      .map(|v| v.iter().map(|s| s.by.clone()).collect())
+      .unwrap_or_default()
+  }
+
+  fn page(&self, id: &str, why: &str, via: Option<&str>, relation: Option<&str>, depth: u32) -> QueryPage {
+    let e = &self.manifest.entries[id];
+    let by = self.historical(id);
+    let summary = e.meta.summary.as_deref().or(e.meta.description.as_deref()).map(|s| {
+      let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+      cut_at_sentence(&flat, SUMMARY_TOKENS).0.to_string()
+    });
+    QueryPage {
+      id: id.to_string(),
+      title: e.meta.title.clone(),
+      page_type: e.meta.page_type.clone(),
+      canonical: e.role == Role::Canonical,
+      status: e.meta.status.clone(),
+      historical: !by.is_empty(),
+      superseded_by: by,
+      why: why.to_string(),
+      via: via.map(str::to_string),
+      relation: relation.map(str::to_string),
+      depth,
+      seed_rank: None,
+      summary: summary.filter(|s| !s.is_empty()),
+    }
+  }
+
+  fn line(p: &QueryPage) -> String {
+    let why = match (&p.seed_rank, &p.via, &p.relation) {
+      (Some(r), _, _) => format!("seed {}", r + 1),
+      (None, Some(v), Some(rel)) if p.why == "competing" => format!("competing claim of {v} ({rel})"),
+      (None, Some(v), Some(rel)) => format!("{rel} ↔ {v}"),
+      _ => p.why.clone(),
+    };
+    let mut flags =
+      vec![p.page_type.clone(), if p.canonical { "canonical".into() } else { "evidence".into() }];
+    if p.historical {
+      flags.push(format!("HISTORICAL, superseded by {}", p.superseded_by.join(", ")));
+    }
+    let mut s = format!("- [{why}] {} — {} ({})", p.id, p.title, flags.join(", "));
+    if let Some(sum) = &p.summary {
+      s.push_str(": ");
+      s.push_str(sum);
+    }
+    s
+  }
+
+  fn edge_line(e: &QueryEdge) -> String {
+    let label = match (e.relations.is_empty(), &e.resolution) {
+      (_, Some(r)) => format!("{r} (user resolution)"),
+      (true, None) => "link".to_string(),
+      (false, None) => e.relations.join(", "),
+    };
+    format!("- {} —{label}→ {}", e.from, e.to)
+  }
+
+  /// Competing partners of `id`: `contradicts` either way, and active user resolutions.
+  fn partners(&self, id: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let is_c = |e: &Edge| e.relations.iter().any(|r| r.relation_type == "contradicts");
+    for e in self.graph.out_edges(id).iter().filter(|e| is_c(e)) {
+      out.push((e.to.clone(), "contradicts".into()));
+    }
+    for e in self.graph.in_edges(id).filter(|e| is_c(e)) {
+      out.push((e.from.clone(), "contradicts".into()));
+    }
+    for r in self.graph.decisions.resolutions.active_for(id) {
+      let other = if r.selected == id { &r.other } else { &r.selected };
+      out.push((other.clone(), r.relation.clone()));
+    }
+    out.retain(|(p, _)| p != id && self.manifest.entries.contains_key(p));
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+  }
+
+  /// The edge record between `a` and `b` (either direction), when the graph has one.
+  fn edge_between(&self, a: &str, b: &str) -> Option<QueryEdge> {
+    let found = self
+      .graph
+      .out_edges(a)
+      .iter()
+      .find(|e| e.to == b)
+      .or_else(|| self.graph.out_edges(b).iter().find(|e| e.to == a));
+    let resolution = self.graph.decisions.resolutions.active_for_pair(a, b).map(|r| r.relation.clone());
+    let (from, to) = match (found, &resolution) {
+      (Some(e), _) => (e.from.clone(), e.to.clone()),
+      (None, Some(_)) => {
+        let r = self.graph.decisions.resolutions.active_for_pair(a, b).expect("checked");
+        (r.selected.clone(), r.other.clone())
+      }
+      (None, None) => return None,
+    };
+    let relations =
+      found.map(|e| e.relations.iter().map(|r| r.relation_type.clone()).collect()).unwrap_or_default();
+    Some(QueryEdge { from, to, relations, resolution })
+  }
+
+  /// Admit `page` (and its competing partners not yet in) with the edges linking them to pages
+  /// already in, if all of it fits; else nothing.
+  fn admit(&mut self, page: QueryPage) -> bool {
+    if self.index.contains_key(&page.id) {
+      return true;
+    }
+    let mut group = vec![page];
+    for (partner, rel) in self.partners(&group[0].id) {
+      if !self.index.contains_key(&partner) && !group.iter().any(|p| p.id == partner) {
+        let d = group[0].depth;
+        let via = group[0].id.clone();
+        group.push(self.page(&partner, "competing", Some(&via), Some(&rel), d));
+      }
+    }
+    let ids: Vec<String> = group.iter().map(|p| p.id.clone()).collect();
+    let mut new_edges = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+      let others = self.index.keys().cloned().chain(ids[..i].iter().cloned()).collect::<Vec<_>>();
+      for o in others {
+        if let Some(e) = self.edge_between(id, &o) {
+          if !self.edge_set.contains(&(e.from.clone(), e.to.clone())) {
+            new_edges.push(e);
+          }
+        }
+      }
+    }
+    let page_lines: Vec<String> = group.iter().map(Self::line).collect();
+    let edge_lines: Vec<String> = new_edges.iter().map(Self::edge_line).collect();
+    let cost: usize = page_lines.iter().chain(&edge_lines).map(|l| tokens(l)).sum();
+    if self.used + cost > self.budget {
+      self.truncated = true;
+      return false;
+    }
+    self.used += cost;
+    for p in group {
+      self.index.insert(p.id.clone(), self.pages.len());
+      self.pages.push(p);
+    }
+    self.lines.extend(page_lines);
+    for e in new_edges {
+      self.edge_set.insert((e.from.clone(), e.to.clone()));
+      self.edges.push(e);
+    }
+    true
+  }
+}
+
+/// The traversal over one manifest's graph from `seeds` (see [`graph_query`]).
+pub fn graph_query_in(
+  manifest: &Manifest,
+  graph: &LinkGraph,
+  query: &str,
+  seeds: &[Seed],
+  budget_tokens: usize,
+  hops: u32,
+) -> GraphQueryResult {
+  let header = format!(
+    "# Graph for {:?} (pages, then edges; ↔ = reached over)",
+    query.chars().take(120).collect::<String>()
+  );
+  let mut w = Walk {
+    manifest,
+    graph,
+    budget: budget_tokens,
+    used: tokens(&header) + tokens("## Edges"),
+    pages: vec![],
+    lines: vec![],
+    index: HashMap::new(),
+    edges: vec![],
+    edge_set: HashSet::new(),
+    truncated: false,
+  };
+  let mut diagnostics = Vec::new();
+  for (rank, s) in seeds.iter().enumerate() {
+    let Some(id) = super::graph_input::find_page(manifest, &s.id) else { continue };
+    let mut p = w.page(id, "seed", None, None, 0);
+    p.seed_rank = Some(rank as u32);
+    if let Some(pre) = &s.preview {
+      let flat = pre.split_whitespace().collect::<Vec<_>>().join(" ");
+      p.summary = Some(cut_at_sentence(&flat, SUMMARY_TOKENS).0.to_string()).filter(|x| !x.is_empty());
+    }
+    w.admit(p);
+  }
+  if w.pages.is_empty() {
+    diagnostics.push((
+      "graph_no_seeds".to_string(),
+      "recall found no page for the query; nothing to traverse".to_string(),
+    ));
+  }
+  let mut frontier: Vec<String> = w.pages.iter().map(|p| p.id.clone()).collect();
+  for depth in 1..=hops {
+    // (class, historical, evidence, from order, edge) for every edge leaving the layer.
+    let mut cands: Vec<(u8, bool, bool, usize, String, String, Vec<String>)> = Vec::new();
+    'layer: for (order, id) in frontier.iter().enumerate() {
+      let steps =
+        graph.out_edges(id).iter().map(|e| (e, &e.to)).chain(graph.in_edges(id).map(|e| (e, &e.from)));
+      for (e, other) in steps {
+        if w.index.contains_key(other.as_str()) {
+          continue;
+        }
+        if cands.len() >= MAX_LAYER_CANDIDATES {
+          w.truncated = true;
+          diagnostics.push((
+            "graph_layer_bounded".into(),
+            format!(
+              "hop {depth}: more than {MAX_LAYER_CANDIDATES} candidate edges; the rest were not considered"
+            ),
+          ));
+          break 'layer;
+        }
+        let types: Vec<String> = e.relations.iter().map(|r| r.relation_type.clone()).collect();
+        let hist = graph.decisions.superseded.contains_key(other.as_str());
+        let evidence = manifest.entries.get(other.as_str()).is_none_or(|x| x.role != Role::Canonical);
+        cands.push((class(&types), hist, evidence, order, id.clone(), other.clone(), types));
+      }
+    }
+    cands.sort_by(|a, b| (a.0, a.1, a.2, a.3, &a.5).cmp(&(b.0, b.1, b.2, b.3, &b.5)));
+    let before = w.pages.len();
+    let mut misses = 0;
+    for (_, _, _, _, from, to, types) in cands {
+      if w.index.contains_key(&to) {
+        continue;
+      }
+      let (why, rel) = match types.iter().find(|t| t.as_str() != "related_to").or(types.first()) {
+        Some(t) => ("relation", t.clone()),
+        None => ("link", "link".to_string()),
+      };
+      let p = w.page(&to, why, Some(&from), Some(&rel), depth);
+      if w.admit(p) {
+        misses = 0;
+      } else {
+        misses += 1;
+        if misses >= MAX_MISSES {
+          break;
+        }
+      }
+    }
+    frontier = w.pages[before..].iter().map(|p| p.id.clone()).collect();
+    if frontier.is_empty() {
+      break;
+    }
+  }
+  let mut text = vec![header];
+  text.extend(w.lines);
+  text.push("## Edges".into());
+  text.extend(w.edges.iter().map(Walk::edge_line));
+  let text = text.join("\n");
+  GraphQueryResult {
+    query: query.to_string(),
+    tokens_used: tokens(&text),
+    pages: w.pages,
+    edges: w.edges,
+    truncated: w.truncated,
+    budget_tokens,
+    hops,
+    text,
+    diagnostics,
+  }
+}
+
+/// Multi-hop traversal seeded by the best recall hits of `query` in the vault `paths` (its own
+/// vault only). Budget, hops and seeds as [`GraphQueryOptions`] documents; an out-of-range hop or
+/// budget request is clamped with a diagnostic, 0 budget or seeds is `invalid_argument`. An empty
+/// or too long query is the recall's typed error; an unavailable index is a diagnostic.
+pub fn graph_query(paths: &VaultPaths, query: &str, opts: &GraphQueryOptions) -> Result<GraphQueryResult> {
+  let b = budget("budgetTokens", opts.budget_tokens, DEFAULT_GRAPH_TOKENS, MAX_GRAPH_TOKENS)?;
+  let mut diagnostics: Vec<(String, String)> =
+    b.diagnostic("budgetTokens", MAX_GRAPH_TOKENS).into_iter().collect();
+  let requested_hops = opts.hops.unwrap_or(DEFAULT_HOPS);
+  let hops = requested_hops.min(MAX_GRAPH_HOPS);
+  if requested_hops > MAX_GRAPH_HOPS {
+    diagnostics
+      .push(("hops_clamped".into(), format!("hops is capped at {MAX_GRAPH_HOPS}; {MAX_GRAPH_HOPS} used")));
+  }
+  let seeds = match opts.seeds {
+    None => DEFAULT_SEEDS,
+    Some(0) => return Err(Error::invalid(format!("seeds must be within 1..={MAX_SEEDS}"))),
+    Some(n) => (n as usize).min(MAX_SEEDS),
+  };
+  let policy = RecallPolicy {
+    include_personal: false,
+    min_score: crate::retrieve::confidence::EXPLICIT_FLOOR,
+    max_per_vault: 10.max(seeds),
+    max_results: seeds,
+  };
+  let recall =
+    RecallOptions { cancel: opts.cancel.clone(), feedback: false, ..RecallOptions::new(policy, opts.mode) };
+  let r = recall_wiki(paths, query, &recall)?;
+  if let Some(e) =
+    r.diagnostics.iter().find(|d| d.code == "recall_query_empty" || d.code == "recall_query_too_long")
+  {
+    return Err(Error::invalid(e.message.clone()));
+  }
+  let seeds: Vec<Seed> =
+    r.results.iter().map(|x| Seed { id: x.id.clone(), preview: Some(x.preview.clone()) }).collect();
+  let mut out = match super::explore::snapshot_or(paths) {
+    Ok(snap) => {
+      let g = super::graph::graph_for(&snap.reader.store.dir, &snap.manifest);
+      graph_query_in(&snap.manifest, &g, query, &seeds, b.tokens, hops)
+    }
+    Err(d) => GraphQueryResult {
+      query: query.to_string(),
+      budget_tokens: b.tokens,
+      hops,
+      diagnostics: vec![d],
+      ..Default::default()
+    },
+  };
+  diagnostics.append(&mut out.diagnostics);
+  diagnostics.extend(r.diagnostics.iter().map(|d| (d.code.clone(), d.message.clone())));
+  out.diagnostics = diagnostics;
+  Ok(out)
+}
