@@ -8,10 +8,10 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{
-  parse_modes, run_ann_recall, run_calibration, run_feedback, run_long_queries, run_memory,
+  parse_modes, run_ann_recall, run_calibration, run_feedback, run_graph, run_long_queries, run_memory,
   run_memory_latency, run_precision, run_prompts, run_scale, run_set_bench, run_vectors_scale, run_watch,
-  stderr_log, BenchCommon, BenchOutput, CalibrationOptions, FeedbackBenchOptions, LongQueryOptions,
-  ScaleOptions, SetBenchOptions, VectorsScaleOptions, WatchBenchOptions,
+  stderr_log, BenchCommon, BenchOutput, CalibrationOptions, FeedbackBenchOptions, GraphBenchOptions,
+  LongQueryOptions, ScaleOptions, SetBenchOptions, VectorsScaleOptions, WatchBenchOptions,
 };
 use llm_wiki_core::error::{Error, Result};
 
@@ -266,6 +266,31 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
+  /// Graph tools: graphQuery/linkPath on written multi-hop questions over the pi fixture, a
+  /// synthetic vault with answers known by construction, neighbours/graphQuery latency at a
+  /// larger size, wikiIndex size and time at the largest.
+  Graph {
+    /// The pi fixture.json (its sibling vault/ is used).
+    #[arg(long)]
+    pi: Option<PathBuf>,
+    /// The questions over the pi fixture.
+    #[arg(long, default_value = "bench-data/graph-questions-pi.json")]
+    questions: PathBuf,
+    /// Pages of the synthetic answer vault (0 = skip).
+    #[arg(long, default_value_t = 2_000)]
+    synth_pages: usize,
+    /// Pages of the latency vault (0 = skip).
+    #[arg(long, default_value_t = 20_000)]
+    latency_pages: usize,
+    /// Pages of the wikiIndex vault (0 = skip).
+    #[arg(long, default_value_t = 0)]
+    index_pages: usize,
+    /// Planted clusters (questions) per synthetic vault.
+    #[arg(long, default_value_t = 40)]
+    clusters: usize,
+    #[command(flatten)]
+    common: BenchCommonArgs,
+  },
   /// Memory bundles on the pi vault (curated relation overlay), with the typed-link ablation;
   /// with `--beir`, warm recallMemory vs recallWiki latency on that collection.
   Memory {
@@ -440,6 +465,17 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
   let started = Instant::now();
   let output = match args.suite {
     Some(BenchSuite::Precision { pi, beir, common }) => run_precision(&pi, &beir, &common.common()?)?,
+    Some(BenchSuite::Graph { pi, questions, synth_pages, latency_pages, index_pages, clusters, common }) => {
+      run_graph(&GraphBenchOptions {
+        pi,
+        questions,
+        synth_pages,
+        latency_pages,
+        index_pages,
+        clusters,
+        common: common.common()?,
+      })?
+    }
     Some(BenchSuite::Memory { pi, beir, common }) => {
       let common = common.common()?;
       let mut output = BenchOutput::default();

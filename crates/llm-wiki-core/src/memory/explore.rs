@@ -363,6 +363,10 @@ pub fn neighbours_in(
     text.extend(lines);
   }
   out.text = text.join("\n");
+  if super::graph_input::tokens(&out.text) > budget_tokens {
+    // A budget smaller than the heading line: the heading cut.
+    out.text = super::graph_input::cut_at_sentence(&out.text, budget_tokens).0.to_string();
+  }
   out.tokens_used = super::graph_input::tokens(&out.text);
   out
 }

@@ -162,7 +162,7 @@ struct Walk<'a> {
   lines: Vec<String>,
   index: HashMap<String, usize>,
   edges: Vec<QueryEdge>,
-  edge_set: HashSet<(String, String)>,
+  edge_set: HashSet<(String, String, bool)>,
   truncated: bool,
 }
 
@@ -249,26 +249,29 @@ impl<'a> Walk<'a> {
     out
   }
 
-  /// The edge record between `a` and `b` (either direction), when the graph has one.
-  fn edge_between(&self, a: &str, b: &str) -> Option<QueryEdge> {
-    let found = self
-      .graph
-      .out_edges(a)
-      .iter()
-      .find(|e| e.to == b)
-      .or_else(|| self.graph.out_edges(b).iter().find(|e| e.to == a));
-    let resolution = self.graph.decisions.resolutions.active_for_pair(a, b).map(|r| r.relation.clone());
-    let (from, to) = match (found, &resolution) {
-      (Some(e), _) => (e.from.clone(), e.to.clone()),
-      (None, Some(_)) => {
-        let r = self.graph.decisions.resolutions.active_for_pair(a, b).expect("checked");
-        (r.selected.clone(), r.other.clone())
+  /// The edges between `id` and the pages `inside` accepts (both directions), and the active
+  /// user resolutions relating them.
+  fn edges_to(&self, id: &str, inside: &dyn Fn(&str) -> bool) -> Vec<QueryEdge> {
+    let types = |e: &Edge| e.relations.iter().map(|r| r.relation_type.clone()).collect::<Vec<_>>();
+    let mut out: Vec<QueryEdge> = Vec::new();
+    for e in self.graph.out_edges(id).iter().filter(|e| inside(&e.to)) {
+      out.push(QueryEdge { from: e.from.clone(), to: e.to.clone(), relations: types(e), resolution: None });
+    }
+    for e in self.graph.in_edges(id).filter(|e| inside(&e.from)) {
+      out.push(QueryEdge { from: e.from.clone(), to: e.to.clone(), relations: types(e), resolution: None });
+    }
+    for r in self.graph.decisions.resolutions.active_for(id) {
+      let other = if r.selected == id { &r.other } else { &r.selected };
+      if inside(other) {
+        out.push(QueryEdge {
+          from: r.selected.clone(),
+          to: r.other.clone(),
+          relations: vec![],
+          resolution: Some(r.relation.clone()),
+        });
       }
-      (None, None) => return None,
-    };
-    let relations =
-      found.map(|e| e.relations.iter().map(|r| r.relation_type.clone()).collect()).unwrap_or_default();
-    Some(QueryEdge { from, to, relations, resolution })
+    }
+    out
   }
 
   /// Admit `page` (and its competing partners not yet in) with the edges linking them to pages
@@ -286,14 +289,18 @@ impl<'a> Walk<'a> {
       }
     }
     let ids: Vec<String> = group.iter().map(|p| p.id.clone()).collect();
-    let mut new_edges = Vec::new();
+    let mut new_edges: Vec<QueryEdge> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
-      let others = self.index.keys().cloned().chain(ids[..i].iter().cloned()).collect::<Vec<_>>();
-      for o in others {
-        if let Some(e) = self.edge_between(id, &o) {
-          if !self.edge_set.contains(&(e.from.clone(), e.to.clone())) {
-            new_edges.push(e);
-          }
+      let earlier = &ids[..i];
+      let inside = |x: &str| self.index.contains_key(x) || earlier.iter().any(|g| g == x);
+      for e in self.edges_to(id, &inside) {
+        let key = (e.from.clone(), e.to.clone(), e.resolution.is_some());
+        if !self.edge_set.contains(&key)
+          && !new_edges
+            .iter()
+            .any(|n| (n.from.as_str(), n.to.as_str(), n.resolution.is_some()) == (&key.0, &key.1, key.2))
+        {
+          new_edges.push(e);
         }
       }
     }
@@ -311,7 +318,7 @@ impl<'a> Walk<'a> {
     }
     self.lines.extend(page_lines);
     for e in new_edges {
-      self.edge_set.insert((e.from.clone(), e.to.clone()));
+      self.edge_set.insert((e.from.clone(), e.to.clone(), e.resolution.is_some()));
       self.edges.push(e);
     }
     true
@@ -418,6 +425,9 @@ pub fn graph_query_in(
   text.push("## Edges".into());
   text.extend(w.edges.iter().map(Walk::edge_line));
   let text = text.join("\n");
+  // A budget smaller than the header: the header cut (nothing else was admitted).
+  let text =
+    if tokens(&text) > budget_tokens { cut_at_sentence(&text, budget_tokens).0.to_string() } else { text };
   GraphQueryResult {
     query: query.to_string(),
     tokens_used: tokens(&text),
@@ -459,10 +469,10 @@ pub fn graph_query(paths: &VaultPaths, query: &str, opts: &GraphQueryOptions) ->
   let recall =
     RecallOptions { cancel: opts.cancel.clone(), feedback: false, ..RecallOptions::new(policy, opts.mode) };
   let r = recall_wiki(paths, query, &recall)?;
-  if let Some(e) =
-    r.diagnostics.iter().find(|d| d.code == "recall_query_empty" || d.code == "recall_query_too_long")
-  {
-    return Err(Error::invalid(e.message.clone()));
+  match r.diagnostics.iter().find(|d| d.code.starts_with("recall_query_")) {
+    Some(d) if d.code == "recall_query_empty" => return Err(Error::QueryEmpty),
+    Some(d) => return Err(Error::invalid(d.message.clone())),
+    None => {}
   }
   let seeds: Vec<Seed> =
     r.results.iter().map(|x| Seed { id: x.id.clone(), preview: Some(x.preview.clone()) }).collect();

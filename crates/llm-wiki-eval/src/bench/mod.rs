@@ -67,6 +67,7 @@ mod calibration;
 mod collection;
 mod feedback;
 mod gates;
+mod graph;
 mod index;
 mod longq;
 mod memory;
@@ -81,8 +82,9 @@ mod vectors_scale;
 mod watch;
 
 pub use self::{
-  calibration::*, collection::*, feedback::*, gates::*, index::*, longq::*, memory::*, memory_latency::*,
-  pi::*, precision::*, prompts::*, queries::*, report::*, scale::*, vectors_scale::*, watch::*,
+  calibration::*, collection::*, feedback::*, gates::*, graph::*, index::*, longq::*, memory::*,
+  memory_latency::*, pi::*, precision::*, prompts::*, queries::*, report::*, scale::*, vectors_scale::*,
+  watch::*,
 };
 
 /// Schema tag of every JSON file the harness writes.
