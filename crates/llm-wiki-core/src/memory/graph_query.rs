@@ -39,6 +39,9 @@ pub const MAX_LAYER_CANDIDATES: usize = 20_000;
 /// Candidates in a row that did not fit before a layer stops (not fitted: bounds work once the
 /// budget is spent; smaller pages after a large one still get a chance).
 pub const MAX_MISSES: usize = 64;
+/// Pages admitted together at most: a page and its competing claims, transitively (not fitted:
+/// a bound for a vault where many pages contradict each other).
+pub const MAX_GROUP: usize = 8;
 /// Tokens of a page's summary or seed preview in the text (not fitted: room for one or two
 /// sentences per page keeps 20-30 pages inside the default budget).
 pub const SUMMARY_TOKENS: usize = 40;
@@ -280,13 +283,21 @@ impl<'a> Walk<'a> {
     if self.index.contains_key(&page.id) {
       return true;
     }
+    // The page with its competing claims, theirs in turn (a chain of disagreements is one
+    // group), at most MAX_GROUP pages.
     let mut group = vec![page];
-    for (partner, rel) in self.partners(&group[0].id) {
-      if !self.index.contains_key(&partner) && !group.iter().any(|p| p.id == partner) {
-        let d = group[0].depth;
-        let via = group[0].id.clone();
-        group.push(self.page(&partner, "competing", Some(&via), Some(&rel), d));
+    let mut next = 0;
+    while next < group.len() && group.len() < MAX_GROUP {
+      let (from, d) = (group[next].id.clone(), group[next].depth);
+      for (partner, rel) in self.partners(&from) {
+        if group.len() < MAX_GROUP
+          && !self.index.contains_key(&partner)
+          && !group.iter().any(|p| p.id == partner)
+        {
+          group.push(self.page(&partner, "competing", Some(&from), Some(&rel), d));
+        }
       }
+      next += 1;
     }
     let ids: Vec<String> = group.iter().map(|p| p.id.clone()).collect();
     let mut new_edges: Vec<QueryEdge> = Vec::new();
@@ -493,4 +504,64 @@ pub fn graph_query(paths: &VaultPaths, query: &str, opts: &GraphQueryOptions) ->
   diagnostics.extend(r.diagnostics.iter().map(|d| (d.code.clone(), d.message.clone())));
   out.diagnostics = diagnostics;
   Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::memory::graph::tests::manifest_of;
+
+  fn seeds(ids: &[&str]) -> Vec<Seed> {
+    ids.iter().map(|i| Seed { id: i.to_string(), preview: None }).collect()
+  }
+
+  /// `s` links plainly to p1..p3 (listed first) and has a typed relation to `t`; t's competing
+  /// claim `c` contradicts it and `c2` contradicts `c` (a chain); `old` is superseded by `t`.
+  fn vault() -> Manifest {
+    let rel = |t: &str, ty: &str| format!("relations:\n  - target: {t}\n    type: {ty}\n");
+    manifest_of(&[
+      ("s", &format!("---\ntype: concept\n{}---\n[[p1]] [[p2]] [[p3]] [[t]] [[s]]\n", rel("t", "supports"))),
+      ("p1", "---\ntype: concept\n---\n[[s]]\n"),
+      ("p2", "---\ntype: source\n---\nx\n"),
+      ("p3", "---\ntype: concept\n---\n[[p1]]\n"),
+      ("t", &format!("---\ntype: concept\n{}---\n[[old]]\n", rel("old", "supersedes"))),
+      ("old", "---\ntype: concept\n---\nx\n"),
+      ("c", &format!("---\ntype: concept\n{}---\n[[t]]\n", rel("t", "contradicts"))),
+      ("c2", &format!("---\ntype: concept\n{}---\n[[c]]\n", rel("c", "contradicts"))),
+    ])
+  }
+
+  #[test]
+  fn typed_first_competing_chains_together_historical_marked() {
+    let m = vault();
+    let g = LinkGraph::build(&m);
+    let r = graph_query_in(&m, &g, "q", &seeds(&["s"]), DEFAULT_GRAPH_TOKENS, 2);
+    let ids: Vec<&str> = r.pages.iter().map(|p| p.id.as_str()).collect();
+    // t (typed) first at hop 1, its competing chain c, c2 with it; then plain links, canonical first.
+    assert_eq!(&ids[..4], ["s", "t", "c", "c2"], "{ids:?}");
+    assert_eq!(r.pages[2].why, "competing");
+    assert_eq!(&ids[4..7], ["p1", "p3", "p2"], "{ids:?}");
+    let old = r.pages.iter().find(|p| p.id == "old").expect("hop 2");
+    assert!(old.historical && old.superseded_by == ["t".to_string()] && old.depth == 2);
+    assert!(r.edges.iter().any(|e| e.from == "c" && e.to == "t" && e.relations == ["contradicts"]));
+    assert!(!r.edges.iter().any(|e| e.from == e.to), "no self edge");
+    assert!(r.tokens_used <= DEFAULT_GRAPH_TOKENS && !r.truncated);
+    // Seeds only.
+    let h0 = graph_query_in(&m, &g, "q", &seeds(&["s"]), DEFAULT_GRAPH_TOKENS, 0);
+    assert_eq!(h0.pages.len(), 1);
+  }
+
+  #[test]
+  fn budgets_keep_groups_whole_and_text_within() {
+    let m = vault();
+    let g = LinkGraph::build(&m);
+    for budget in 1..120 {
+      let r = graph_query_in(&m, &g, "q", &seeds(&["t", "s"]), budget, 4);
+      assert!(r.tokens_used <= budget, "{budget}: {} {}", r.tokens_used, r.text);
+      let has = |id: &str| r.pages.iter().any(|p| p.id == id);
+      assert!(has("t") == has("c") && has("c") == has("c2"), "{budget}: {:?}", r.pages);
+    }
+    let none = graph_query_in(&m, &g, "q", &seeds(&["missing"]), 100, 2);
+    assert_eq!(none.diagnostics[0].0, "graph_no_seeds");
+  }
 }
