@@ -8,7 +8,7 @@
 
 mod error;
 pub mod feedback;
-mod graph_tools;
+pub mod graph_tools;
 pub mod memory;
 pub mod resolve;
 mod task;

@@ -7,7 +7,18 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use llm_wiki_core::memory::explore::{neighbours, Direction, DEFAULT_MAX_BYTES};
+use llm_wiki_core::memory::explore::{Direction, NeighbourRequest, Neighbourhood, DEFAULT_MAX_BYTES};
+
+/// `neighbours` of `id`, depth 1, both directions, within `max_bytes` (default token budget).
+fn neighbours(p: &VaultPaths, id: &str, max_bytes: usize) -> Neighbourhood {
+  let req = NeighbourRequest {
+    depth: Some(1),
+    direction: Some(Direction::Both),
+    max_bytes: Some(max_bytes),
+    budget_tokens: None,
+  };
+  llm_wiki_core::memory::explore::neighbours(p, id, &req).unwrap()
+}
 use llm_wiki_core::memory::{recall_memory, MemoryOptions};
 use llm_wiki_core::retrieve::{RecallOptions, RecallPolicy, RetrievalMode};
 use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
@@ -64,7 +75,7 @@ fn a_page_swapped_for_a_symlink_does_not_leak_its_target() {
   std::fs::remove_file(page_b(&p)).unwrap();
   std::os::unix::fs::symlink(&secret, page_b(&p)).unwrap();
 
-  let n = neighbours(&p, "concepts/b", 1, Direction::Both, DEFAULT_MAX_BYTES);
+  let n = neighbours(&p, "concepts/b", DEFAULT_MAX_BYTES);
   assert!(!n.content.contains(SECRET), "neighbours read through the symlink: {}", n.content);
   let m = memory(&p);
   assert!(!m.contains(SECRET), "recallMemory read through the symlink: {m}");
@@ -76,7 +87,7 @@ fn a_page_swapped_for_a_symlink_does_not_leak_its_target() {
   std::fs::remove_file(page_b(&p)).unwrap();
   std::fs::rename(p.wiki.join("concepts"), t.path().join("moved")).unwrap();
   std::os::unix::fs::symlink(&outside, p.wiki.join("concepts")).unwrap();
-  let n = neighbours(&p, "concepts/b", 1, Direction::Both, DEFAULT_MAX_BYTES);
+  let n = neighbours(&p, "concepts/b", DEFAULT_MAX_BYTES);
   assert!(!n.content.contains(SECRET), "neighbours read through a symlinked folder: {}", n.content);
   assert!(!memory(&p).contains(SECRET), "recallMemory read through a symlinked folder");
 }
@@ -87,7 +98,7 @@ fn a_fifo_in_place_of_a_page_does_not_block() {
   std::fs::remove_file(page_b(&p)).unwrap();
   mkfifo(&page_b(&p));
   let q = p.clone();
-  let n = within("neighbours", move || neighbours(&q, "concepts/b", 1, Direction::Both, DEFAULT_MAX_BYTES));
+  let n = within("neighbours", move || neighbours(&q, "concepts/b", DEFAULT_MAX_BYTES));
   assert!(n.content.is_empty());
   let q = p.clone();
   within("recallMemory", move || memory(&q));
@@ -105,6 +116,6 @@ fn neighbours_reads_no_more_than_its_budget() {
   // The page grows to 64 MiB after indexing (over the indexing cap): the read stops at the budget.
   let f = std::fs::OpenOptions::new().append(true).open(page_b(&p)).unwrap();
   f.set_len(64 << 20).unwrap();
-  let n = neighbours(&p, "concepts/b", 1, Direction::Both, 2000);
+  let n = neighbours(&p, "concepts/b", 2000);
   assert!(n.content.len() <= 2000 && n.truncated);
 }

@@ -139,7 +139,7 @@ mod tests {
       budget("b", Some(1_000_000_000), 2000, 10_000).unwrap(),
       Budget { tokens: 10_000, clamped: true }
     );
-    assert_eq!(budget("b", Some(10_000), 2000, 10_000).unwrap().clamped, false);
+    assert!(!budget("b", Some(10_000), 2000, 10_000).unwrap().clamped);
     assert_eq!(budget("b", Some(0), 2000, 10_000).unwrap_err().code(), "invalid_argument");
   }
 
@@ -157,7 +157,7 @@ mod tests {
     assert!(cut);
     assert_eq!(c, "alpha beta");
     // Decimal points and version numbers are no sentence end.
-    let (c, _) = cut_at_sentence("Version 2.5.3 is out. More text follows here and here.", 8);
+    let (c, _) = cut_at_sentence("Version 2.5.3 is out. More text follows here and here.", 9);
     assert_eq!(c, "Version 2.5.3 is out.");
     assert_eq!(cut_at_sentence("", 0), ("", false));
     let (c, _) = cut_at_sentence("中文句子。第二句很长很长很长。", 6);
