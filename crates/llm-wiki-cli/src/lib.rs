@@ -5,6 +5,7 @@
 //! same [`Command`] enum.
 //! Nothing here depends on the evaluation code, so the published addon does not contain it.
 
+mod graph;
 pub mod trec;
 
 use std::io::Write;
@@ -690,34 +691,17 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
       }
     }
     Command::Overview { vault, max_tokens, json } => {
-      let ix = llm_wiki_core::memory::orientation::wiki_index(&vault_paths(&vault)?, max_tokens)?;
-      if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&ix).unwrap_or_default()).ok();
-      } else {
-        writeln!(out, "{}", ix.text).ok();
-        for (code, message) in &ix.diagnostics {
-          eprintln!("{code}: {message}");
-        }
-      }
+      graph::overview(&vault_paths(&vault)?, max_tokens, json, out)?
     }
     Command::Graph { vault, query, budget_tokens, hops, seeds, mode, json } => {
-      use llm_wiki_core::memory::graph_query::{graph_query, GraphQueryOptions};
-      let opts = GraphQueryOptions {
+      let opts = llm_wiki_core::memory::graph_query::GraphQueryOptions {
         budget_tokens,
         hops,
         seeds,
         mode: RetrievalMode::parse(&mode)?,
         ..Default::default()
       };
-      let r = graph_query(&vault_paths(&vault)?, &query, &opts)?;
-      if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
-      } else {
-        writeln!(out, "{}", r.text).ok();
-        for (code, message) in &r.diagnostics {
-          eprintln!("{code}: {message}");
-        }
-      }
+      graph::graph(&vault_paths(&vault)?, &query, &opts, json, out)?
     }
     Command::Calibrate { labels, vault, max_negative_rate, write, fitted_on, no_index, json } => {
       calibrate(&labels, vault.as_deref(), max_negative_rate, write, fitted_on, no_index, json, out)?;

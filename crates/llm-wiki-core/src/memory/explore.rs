@@ -333,26 +333,12 @@ pub fn neighbours_in(
   }
   // Nearest first; within a hop current canonical pages first.
   out.pages.sort_by_key(|p| (p.depth, p.historical, p.role != "canonical"));
-  // The page text gets what the edges left, cut at a sentence end. At most the byte room left
-  // is read (plus a character's bytes), never through a symlink or from a FIFO
-  // ([`crate::vault::read`]).
+  // The page text gets what the edges left, cut at a sentence end.
   let file = out.page.as_ref().map(|p| p.path.clone()).unwrap_or_default();
-  let room = max_bytes.saturating_sub(used);
   let room_tokens = budget_tokens.saturating_sub(used_tokens);
-  if let Ok((bytes, more)) =
-    crate::vault::read::read_prefix_at(&paths.wiki, Path::new(&file), room as u64 + 3)
-  {
-    let text = String::from_utf8_lossy(&bytes);
-    let mut cut = text.len().min(room);
-    while !text.is_char_boundary(cut) {
-      cut -= 1;
-    }
-    let by_bytes = &text[..cut];
-    let (content, cut_tokens) = super::graph_input::cut_at_sentence(by_bytes, room_tokens);
-    if cut < text.len() || more || cut_tokens {
-      out.truncated = true;
-    }
-    out.content = content.to_string();
+  if let Some((content, cut)) = page_text(paths, &file, max_bytes.saturating_sub(used), room_tokens) {
+    out.truncated |= cut;
+    out.content = content;
   }
   let mut text = vec![head];
   if !out.content.is_empty() {
@@ -369,6 +355,21 @@ pub fn neighbours_in(
   }
   out.tokens_used = super::graph_input::tokens(&out.text);
   out
+}
+
+/// The start page's text within `room` bytes and `room_tokens` tokens, cut at a sentence end, and
+/// whether anything was cut. At most the byte room is read (plus a character's bytes), never
+/// through a symlink or from a FIFO ([`crate::vault::read`]); `None` when it cannot be read.
+fn page_text(paths: &VaultPaths, file: &str, room: usize, room_tokens: usize) -> Option<(String, bool)> {
+  let (bytes, more) =
+    crate::vault::read::read_prefix_at(&paths.wiki, Path::new(file), room as u64 + 3).ok()?;
+  let text = String::from_utf8_lossy(&bytes);
+  let mut cut = text.len().min(room);
+  while !text.is_char_boundary(cut) {
+    cut -= 1;
+  }
+  let (content, cut_tokens) = super::graph_input::cut_at_sentence(&text[..cut], room_tokens);
+  Some((content.to_string(), cut < text.len() || more || cut_tokens))
 }
 
 /// Steps of a path search: typed-relation edges before plain links.

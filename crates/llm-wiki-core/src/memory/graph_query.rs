@@ -365,6 +365,21 @@ impl<'a> Walk<'a> {
   }
 }
 
+/// The answer's text: header, page lines, edges; a budget smaller than the header gets the
+/// header cut (nothing else was admitted then).
+fn render(header: String, lines: &[String], edges: &[QueryEdge], budget_tokens: usize) -> String {
+  let mut text = vec![header];
+  text.extend(lines.iter().cloned());
+  text.push("## Edges".into());
+  text.extend(edges.iter().map(Walk::edge_line));
+  let text = text.join("\n");
+  if tokens(&text) > budget_tokens {
+    cut_at_sentence(&text, budget_tokens).0.to_string()
+  } else {
+    text
+  }
+}
+
 /// The traversal over one manifest's graph from `seeds` (see [`graph_query`]).
 pub fn graph_query_in(
   manifest: &Manifest,
@@ -469,14 +484,7 @@ pub fn graph_query_in(
       format!("more than {MAX_CANDIDATES} candidate edges; the rest were not considered"),
     ));
   }
-  let mut text = vec![header];
-  text.extend(w.lines);
-  text.push("## Edges".into());
-  text.extend(w.edges.iter().map(Walk::edge_line));
-  let text = text.join("\n");
-  // A budget smaller than the header: the header cut (nothing else was admitted).
-  let text =
-    if tokens(&text) > budget_tokens { cut_at_sentence(&text, budget_tokens).0.to_string() } else { text };
+  let text = render(header, &w.lines, &w.edges, budget_tokens);
   GraphQueryResult {
     query: query.to_string(),
     tokens_used: tokens(&text),
