@@ -10,8 +10,8 @@ use llm_wiki_core::memory::{self as core_memory};
 use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 
 use crate::args::cancel_flag;
-use crate::error::Outcome;
 use crate::error::core_err;
+use crate::error::Outcome;
 use crate::task;
 use crate::types::{RecallConfig, RecallDiagnostic, RecallPolicy, VaultPaths};
 
