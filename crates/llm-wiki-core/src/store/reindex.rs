@@ -98,6 +98,13 @@ enum Loaded {
     warning: Option<Diagnostic>,
   },
   Invalid(Diagnostic),
+  /// The read failed with an I/O error other than "not found" (EIO, a dropped network share, a
+  /// file locked by another program): no verdict on the page. Its entry (or exclusion) stays as
+  /// it was, so it is still recalled with its last indexed content, and because nothing records
+  /// its new size and mtime, the next scan reads it again (`page_unreadable`).
+  Unreadable(Diagnostic),
+  /// The file was gone when read (deleted after the walk's stat): a deletion.
+  Gone,
 }
 
 fn emit(
@@ -188,13 +195,21 @@ fn load_one(
   }
   // The walk's `wiki/` folder: the file's path less as many components as its relative path has.
   let wiki = file.abs_path.ancestors().nth(file.rel_path.split('/').count()).unwrap_or(&file.abs_path);
-  let bytes = match crate::vault::read::read_page_at(wiki, &file.abs_path, MAX_PAGE_BYTES) {
+  let read = || crate::vault::read::read_page_at(wiki, &file.abs_path, MAX_PAGE_BYTES);
+  #[cfg(test)]
+  let read = || tests::read_fault(file).map_or_else(read, Err);
+  let bytes = match read() {
     Ok(b) => b,
+    Err(crate::vault::read::PageReadError::Io { source, .. })
+      if source.kind() == std::io::ErrorKind::NotFound =>
+    {
+      return Loaded::Gone
+    }
     Err(e @ crate::vault::read::PageReadError::Io { .. }) => {
-      return Loaded::Invalid(Diagnostic::error(
-        "frontmatter_parse_error",
+      return Loaded::Unreadable(Diagnostic::warning(
+        "page_unreadable",
         &file.rel_path,
-        &format!("Failed to read file: {e}"),
+        &format!("{e}; the page keeps its last indexed content and is read again on the next scan"),
       ))
     }
     // Replaced since the walk's stat (a symlink, a FIFO, grown past the cap): refused unread.
@@ -355,10 +370,10 @@ impl Scan {
 }
 
 /// Which pages of the previous generation a scan accounts for: every one (a walk of the vault;
-/// pages not met are removed), or only those of a changed-paths hint (plus the ids it names as
-/// gone).
+/// pages not met are removed, except where the walk could not read), or only those of a
+/// changed-paths hint (plus the ids it names as gone).
 enum Coverage {
-  Walk,
+  Walk { unreadable: crate::vault::discover::Unreadable },
   Hinted { gone: Vec<String> },
 }
 
@@ -411,7 +426,7 @@ fn scan_pages(
     for ((file, l), before) in batch.iter().zip(loaded).zip(before) {
       let prev = before.entry;
       let was_excluded = before.excluded;
-      if was_excluded.is_some() && !matches!(l, Loaded::Invalid(_)) {
+      if was_excluded.is_some() && !matches!(l, Loaded::Invalid(_) | Loaded::Unreadable(_)) {
         delta.xdel.push(file.id.clone());
       }
       match l {
@@ -469,6 +484,18 @@ fn scan_pages(
             delta.xset.insert(file.id.clone(), x);
           }
         }
+        Loaded::Unreadable(d) => {
+          res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
+        }
+        Loaded::Gone => {
+          if let Some(p) = prev {
+            let (lexical, w) = sink.writer()?;
+            lexical.delete_page(w, &file.id);
+            res.chunks.removed += p.chunks.len() as u32;
+            res.documents.removed += 1;
+            delta.del.push(file.id.clone());
+          }
+        }
       }
     }
     let done = ((b + 1) * BATCH * n_threads).min(files.len()) as u64;
@@ -480,7 +507,12 @@ fn scan_pages(
   }
   if let Some(m) = prior {
     let (gone_pages, gone_excluded): (Vec<&String>, Vec<&String>) = match &coverage {
-      Coverage::Walk => (gone_entries, gone_excluded),
+      // Pages in a place the walk could not read are not gone: they stay as they were.
+      Coverage::Walk { unreadable } if !unreadable.is_empty() => (
+        gone_entries.into_iter().filter(|k| !unreadable.covers(k)).collect(),
+        gone_excluded.into_iter().filter(|k| !unreadable.covers(k)).collect(),
+      ),
+      Coverage::Walk { .. } => (gone_entries, gone_excluded),
       Coverage::Hinted { gone } => (
         gone.iter().filter(|k| m.entries.contains_key(*k)).collect(),
         gone.iter().filter(|k| m.excluded.contains_key(*k)).collect(),
@@ -949,7 +981,7 @@ fn run_locked(
       for d in &discovery.diagnostics {
         res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
       }
-      (discovery.files, Coverage::Walk)
+      (discovery.files, Coverage::Walk { unreadable: discovery.unreadable })
     }
   };
 
@@ -1047,8 +1079,16 @@ fn run_locked(
         sink.spill = (files.len() >= spill_from_pages())
           .then(|| EntrySpill::create(staging.dir.join(SPILL_FILE)))
           .transpose()?;
-        let scan =
-          scan_pages(&files, paths.page_model(), Coverage::Walk, None, opts, &chunker, &mut sink, res)?;
+        let scan = scan_pages(
+          &files,
+          paths.page_model(),
+          Coverage::Walk { unreadable: Default::default() },
+          None,
+          opts,
+          &chunker,
+          &mut sink,
+          res,
+        )?;
         // Not needed past the scan: freed before the manifest comes back and the lint runs.
         release_files(std::mem::take(&mut files));
         let commit = CommitInfo { generation: first, manifest_generation: first, vectors: carried };
@@ -1234,6 +1274,130 @@ mod tests {
     if id == PANIC_PAGE {
       panic!("test hook: indexing {id} panics");
     }
+  }
+
+  /// Page ids whose next read fails once with the given error kind (test builds only): the read
+  /// runs on the indexing pool's threads, so the set is process-wide, keyed by ids unique to
+  /// each test.
+  static READ_FAULTS: std::sync::Mutex<BTreeMap<String, std::io::ErrorKind>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+  pub(super) fn fail_next_read(id: &str, kind: std::io::ErrorKind) {
+    READ_FAULTS.lock().unwrap().insert(id.to_string(), kind);
+  }
+
+  /// The injected failure of this page's read, if one is pending (taken: it fails once).
+  pub(super) fn read_fault(file: &PageFile) -> Option<crate::vault::read::PageReadError> {
+    let kind = READ_FAULTS.lock().unwrap_or_else(|p| p.into_inner()).remove(&file.id)?;
+    Some(crate::vault::read::PageReadError::Io {
+      path: file.abs_path.clone(),
+      source: std::io::Error::new(kind, "test hook: injected read failure"),
+    })
+  }
+
+  /// A folder the walk cannot list, or a page it cannot stat, for another reason than being
+  /// gone, keeps its indexed pages (a full scan, the watcher's catch-up, takes nothing for
+  /// deleted that it could not look at); the next scan sees them again. A folder found gone is a
+  /// deletion.
+  #[test]
+  fn pages_the_walk_cannot_read_are_kept_not_removed() {
+    use crate::vault::discover::tests::fail_next_walk;
+    let (_t, p) = crate::testkit::temp_vault();
+    for (i, word) in ["kilo", "lima", "mike"].iter().enumerate() {
+      crate::testkit::write_page(
+        &p,
+        &format!("concepts/walk{i}"),
+        &format!("T{i}"),
+        &format!("Body zq{word}."),
+      );
+      crate::testkit::write_page(
+        &p,
+        &format!("topics/walk{i}"),
+        &format!("U{i}"),
+        &format!("Body zt{word}."),
+      );
+    }
+    let opts = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
+    assert!(reindex_vault(&p, &opts).documents.indexed == 6);
+    for scope in [Scope::All, Scope::Changed] {
+      let scoped = ReindexOptions { scope, ..opts.clone() };
+      fail_next_walk(&p.wiki.join("topics"), std::io::ErrorKind::Other);
+      fail_next_walk(&p.wiki.join("concepts/walk1.md"), std::io::ErrorKind::PermissionDenied);
+      let r = reindex_vault(&p, &scoped);
+      assert!(r.ok, "{:?}", r.errors);
+      assert_eq!(r.documents.removed, 0, "{scope:?}: {:?} {:?}", r.documents, r.warnings);
+      assert!(r.warnings.iter().any(|w| w.code == "page_unreadable"), "{:?}", r.warnings);
+      assert_eq!(r.status.counts.total_documents, 6);
+      let r = reindex_vault(&p, &scoped);
+      assert!(r.ok && r.documents.removed == 0 && r.warnings.iter().all(|w| w.code != "page_unreadable"));
+    }
+    // A folder that is gone when listed takes its pages with it.
+    fail_next_walk(&p.wiki.join("topics"), std::io::ErrorKind::NotFound);
+    let r = reindex_vault(&p, &opts);
+    assert_eq!(r.documents.removed, 3, "{:?}", r.documents);
+  }
+
+  /// A read that fails with an I/O error (EIO, a network share that dropped, a file locked by
+  /// another program) is not a verdict on the page: its index entry stays (still recalled, with
+  /// its last good content), it is not remembered as excluded, and the next `changed` scan
+  /// reads it again without an edit. A read that finds the file gone removes the page.
+  #[test]
+  fn a_transient_read_error_keeps_the_page_and_the_next_scan_retries_it() {
+    let (_t, p) = crate::testkit::temp_vault();
+    for (i, word) in ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"].iter().enumerate() {
+      crate::testkit::write_page(
+        &p,
+        &format!("concepts/flaky{i}"),
+        &format!("T{i}"),
+        &format!("Body zq{word}old."),
+      );
+    }
+    let opts = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
+    let first = reindex_vault(&p, &opts);
+    assert!(first.ok && first.documents.indexed == 6, "{:?}", first.errors);
+    let recall = |q: &str| -> Vec<String> {
+      use crate::retrieve::modes::RetrievalMode;
+      use crate::retrieve::recall::{recall_wiki, RecallOptions, RecallPolicy};
+      let policy =
+        RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: 10, max_results: 5 };
+      let hits = recall_wiki(&p, q, &RecallOptions::new(policy, RetrievalMode::Lexical)).unwrap();
+      hits.results.into_iter().map(|h| h.id).collect()
+    };
+    // An edit (new size and mtime), then the read of the edited page fails once.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    crate::testkit::write_page(&p, "concepts/flaky2", "T2", "Body zqcharlienew, now longer than before.");
+    fail_next_read("concepts/flaky2", std::io::ErrorKind::Other);
+    let failed = reindex_vault(&p, &opts);
+    assert!(failed.ok, "{:?}", failed.errors);
+    let codes: Vec<&str> = failed.warnings.iter().map(|w| w.code.as_str()).collect();
+    assert!(codes.contains(&"page_unreadable"), "{codes:?}");
+    assert!(!codes.contains(&"frontmatter_parse_error"), "an I/O error is not a parse error: {codes:?}");
+    assert_eq!(failed.documents.removed, 0, "{:?}", failed.documents);
+    assert_eq!(failed.status.counts.total_documents, 6);
+    assert_eq!(recall("zqcharlieold"), vec!["concepts/flaky2".to_string()], "the page left recall");
+    // The next incremental scan (the watcher's) reads it again: no edit needed.
+    let again = reindex_vault(&p, &opts);
+    assert!(again.ok, "{:?}", again.errors);
+    assert_eq!(again.documents.updated, 1, "{:?} {:?}", again.documents, again.warnings);
+    assert!(again.warnings.iter().all(|w| w.code != "page_unreadable"));
+    assert_eq!(recall("zqcharlienew"), vec!["concepts/flaky2".to_string()]);
+    // A new page whose first read fails is simply not indexed yet, and is on the next scan.
+    crate::testkit::write_page(&p, "concepts/flaky-new", "TN", "Body zqfresh.");
+    fail_next_read("concepts/flaky-new", std::io::ErrorKind::PermissionDenied);
+    let r = reindex_vault(&p, &opts);
+    assert!(r.ok && r.documents.indexed == 0, "{:?}", r.documents);
+    let r = reindex_vault(&p, &opts);
+    assert!(r.ok && r.documents.indexed == 1, "{:?}", r.documents);
+    assert_eq!(recall("zqfresh"), vec!["concepts/flaky-new".to_string()]);
+    // A file that is gone when read (deleted after the walk) is a deletion.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    crate::testkit::write_page(&p, "concepts/flaky4", "T4", "Body zqechonew edited again.");
+    fail_next_read("concepts/flaky4", std::io::ErrorKind::NotFound);
+    let r = reindex_vault(&p, &opts);
+    assert!(r.ok && r.documents.removed == 1, "{:?}", r.documents);
+    assert!(r.warnings.iter().all(|w| w.code != "page_unreadable" && w.code != "frontmatter_parse_error"));
+    assert!(recall("zqechoold").is_empty());
+    assert!(recall("zqechonew").is_empty());
   }
 
   #[test]
