@@ -77,6 +77,7 @@ pub fn reindex_wiki<'env>(
     on_progress: None,
     aborted: None,
     threads: None,
+    removals_only: None,
   });
   let cancel = cancel_flag(input.signal.as_ref(), input.aborted.unwrap_or(false));
   let progress: Option<ProgressSink> = input.on_progress.map(|cb| {
@@ -96,6 +97,7 @@ pub fn reindex_wiki<'env>(
   });
   let (scope, components, force, vault, threads) =
     (input.scope, input.components, input.force, input.vault, thread_count(input.threads));
+  let removals_only = input.removals_only.unwrap_or(false);
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Background, move || {
     let paths = active_paths.to_core()?;
@@ -117,6 +119,7 @@ pub fn reindex_wiki<'env>(
       cancel,
       progress,
       threads,
+      removals_only,
       ..Default::default()
     };
     Ok(WikiReindexResult::from(&core_reindex_wiki(&paths, target, &opts)))

@@ -436,6 +436,9 @@ fn scan_pages(
             delta.set.insert(file.id.clone(), Arc::new(e));
           }
         }
+        // A removals-only run adds and updates nothing: the page keeps its indexed entry (its
+        // old size and mtime, so the next ordinary run reads it again).
+        Loaded::Changed { .. } if opts.removals_only => {}
         Loaded::Changed { entry, chunks, is_new, page, warning } => {
           if let Some(d) = warning {
             res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
@@ -937,7 +940,7 @@ fn run_locked(
   let vault_id = ensure_vault_id(paths).map_err(pre)?;
   res.vault_id = Some(vault_id.clone());
 
-  let force_lexical = opts.force && components.contains(&Component::Lexical);
+  let force_lexical = opts.force && !opts.removals_only && components.contains(&Component::Lexical);
   let opened = if force_lexical { None } else { open_current(layout, &vault_id) };
   // The vault's embedding model (per-vault choice) decides how chunks are counted.
   let choice = super::model_choice::choose_at_reindex(paths, layout, opened.as_ref().map(|g| &*g.manifest));
@@ -956,6 +959,11 @@ fn run_locked(
     other => other,
   };
   opts.cancel.check().map_err(pre)?;
+  if opts.removals_only && current.is_none() {
+    // Nothing published (or it would be rebuilt): nothing to remove, and nothing is built.
+    emit(opts, "mirror", "removals only: no published index of this format to remove pages from", None, None);
+    return Ok(());
+  }
   // Cancellation is not a failure of the store (no last-error.json); anything else after the
   // scan started is.
   let classify = |e: Error| if matches!(e, Error::Cancelled) { pre(e) } else { post(e) };
@@ -1142,7 +1150,7 @@ fn run_locked(
       None
     }
   };
-  if components.contains(&Component::Vectors) {
+  if components.contains(&Component::Vectors) && !opts.removals_only {
     super::embedding::vector_phase(paths, layout, opts, &chunker, unchanged, &model_config, res)
       .map_err(classify)?;
   }
@@ -1335,6 +1343,75 @@ mod tests {
     fail_next_walk(&p.wiki.join("topics"), std::io::ErrorKind::NotFound);
     let r = reindex_vault(&p, &opts);
     assert_eq!(r.documents.removed, 3, "{:?}", r.documents);
+  }
+
+  /// `removals_only` removes pages that are gone or no longer validate and changes nothing
+  /// else: a new page is not added, a changed valid page keeps its indexed content, no vectors
+  /// are written, and where nothing is published nothing is built. The next ordinary run
+  /// indexes what it left.
+  #[test]
+  fn removals_only_takes_out_unsafe_pages_and_indexes_nothing() {
+    let (_t, p) = crate::testkit::temp_vault();
+    let lexical = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
+    let removals = ReindexOptions {
+      removals_only: true,
+      components: vec![Component::Lexical, Component::Vectors],
+      ..lexical.clone()
+    };
+    for (i, word) in ["oscar", "papa", "quebec", "romeo"].iter().enumerate() {
+      crate::testkit::write_page(
+        &p,
+        &format!("concepts/r{i}"),
+        &format!("T{i}"),
+        &format!("Body zr{word}old."),
+      );
+    }
+    // Nothing published: nothing is built.
+    let r = reindex_vault(&p, &removals);
+    assert!(r.ok, "{:?}", r.errors);
+    assert!(StoreLayout::new(p.retrieval()).current().is_none(), "a removals-only run built a store");
+    assert_eq!(reindex_vault(&p, &lexical).documents.indexed, 4);
+    let gen_before = reindex_vault(&p, &lexical).generation;
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::remove_file(p.wiki.join("concepts/r0.md")).unwrap();
+    crate::testkit::write_file(&p.wiki.join("concepts/r1.md"), "no frontmatter any more\n");
+    crate::testkit::write_page(&p, "concepts/r2", "T2", "Body zrquebecnew, edited and longer.");
+    crate::testkit::write_page(&p, "concepts/r9", "T9", "Body zrnewpage.");
+    let r = reindex_vault(&p, &removals);
+    assert!(r.ok, "{:?}", r.errors);
+    assert_eq!(r.documents.removed, 2, "{:?}", r.documents);
+    assert_eq!((r.documents.indexed, r.documents.updated), (0, 0), "{:?}", r.documents);
+    assert_eq!(r.vectors.generated, 0);
+    assert!(!r.full_rebuild);
+    assert_eq!(r.generation, gen_before + 1);
+    let layout = StoreLayout::new(p.retrieval());
+    let gen = open_current(&layout, r.vault_id.as_deref().unwrap()).unwrap();
+    let ids: Vec<&str> = gen.manifest.entries.keys().map(|k| k.as_str()).collect();
+    assert_eq!(ids, ["concepts/r2", "concepts/r3"]);
+    assert!(gen.manifest.excluded.contains_key("concepts/r1"));
+    let r2 = &gen.manifest.entries["concepts/r2"];
+    assert_eq!(r2.content_hash, gen.manifest.entries["concepts/r2"].content_hash);
+    assert_ne!(
+      r2.size,
+      std::fs::metadata(p.wiki.join("concepts/r2.md")).unwrap().len(),
+      "r2 kept its indexed entry"
+    );
+    drop(gen);
+    // Nothing left to remove: a no-op.
+    let again = reindex_vault(&p, &removals);
+    assert!(
+      again.ok && again.documents.removed == 0 && again.generation == gen_before + 1,
+      "{:?}",
+      again.documents
+    );
+    // The next ordinary run indexes the rest.
+    let r = reindex_vault(&p, &lexical);
+    assert_eq!(
+      (r.documents.indexed, r.documents.updated, r.documents.removed),
+      (1, 1, 0),
+      "{:?}",
+      r.documents
+    );
   }
 
   /// A read that fails with an I/O error (EIO, a network share that dropped, a file locked by
