@@ -252,6 +252,10 @@ pub fn engine_info() -> EngineInfo {
 /// Resolves with the process exit code; output goes to the process's stdout/stderr.
 #[napi(catch_unwind, ts_return_type = "Promise<number>")]
 pub fn run_cli<'env>(env: &'env Env, args: Vec<String>) -> Result<PromiseRaw<'env, i32>> {
+  #[cfg(feature = "test-hooks")]
+  if let Some(n) = test_hooks::cli_hook(&args) {
+    return task::spawn(env, None, task::Priority::Interactive, move || Ok(n));
+  }
   task::spawn(env, None, task::Priority::Interactive, move || Ok(llm_wiki_cli::run(args)))
 }
 
