@@ -186,9 +186,11 @@ mod tests {
   use std::io::{BufRead, BufReader};
   use std::process::{Command, Stdio};
 
+  type Hook = Box<dyn Fn(&StoreLayout)>;
+
   thread_local! {
     /// Runs in `acquire` between the OS lock and the marker handshake (this thread's calls).
-    static BEFORE_MARKER: std::cell::RefCell<Option<Box<dyn Fn(&StoreLayout)>>> = const { std::cell::RefCell::new(None) };
+    static BEFORE_MARKER: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
   }
 
   pub(super) fn before_marker(layout: &StoreLayout) {
