@@ -117,7 +117,7 @@ impl WorkerReport {
   /// Count one outcome of operation `op` (`ok` or an error code), keeping a few samples.
   pub fn op(&mut self, op: &str, outcome: &str, sample: impl FnOnce() -> String) {
     *self.ops.entry(op.to_string()).or_default().entry(outcome.to_string()).or_default() += 1;
-    if outcome != "ok" && self.op_samples.len() < 30 {
+    if !outcome.starts_with("ok") && self.op_samples.len() < 30 {
       self.op_samples.push(format!("{op} {outcome}: {}", sample()));
     }
   }
@@ -342,12 +342,13 @@ fn render(
   let _ = writeln!(md, "# Concurrency soak\n");
   let _ = writeln!(
     md,
-    "Command: `llm-wiki-retrieval reliability soak --source {} --pages {} --minutes {} --seed {} --edits {}`, {}.\n",
+    "Command: `llm-wiki-retrieval reliability soak --source {} --pages {} --minutes {} --seed {} --edits {}{}`, {}.\n",
     crate::bench::report_path(&opts.source),
     opts.pages,
     soak.seconds as f64 / 60.0,
     opts.seed,
     opts.edits,
+    if soak.mixed { " --mixed" } else { "" },
     llm_wiki_core::fsutil::now_iso()
   );
   let _ = writeln!(md, "Vault: {pages} pages; two worker processes for {} s.\n", soak.seconds);
