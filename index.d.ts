@@ -1460,6 +1460,12 @@ export interface WikiReindexInput {
    * Clamped to 1..=the number of logical CPUs.
    */
   threads?: number
+  /**
+   * Only take unsafe pages out of the index (default false): pages whose file is gone and
+   * indexed pages that no longer validate are removed; no page is added or updated, no vectors
+   * are written, nothing is built where no index is published, `force` is ignored.
+   */
+  removalsOnly?: boolean
 }
 
 /** Result of `reindexWiki`. */

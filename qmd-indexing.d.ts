@@ -26,6 +26,8 @@ export interface QmdReindexOptions {
   scope: QmdReindexScope
   components: QmdComponent[]
   force?: boolean
+  /** Only take out pages that are gone or no longer validate; add, update and embed nothing. */
+  removalsOnly?: boolean
   signal?: AbortSignal
   onProgress?: (progress: QmdIndexProgress) => void
 }

@@ -150,6 +150,7 @@ function reindexQmdVault(paths, options, _deps) {
         scope: opts.scope,
         components: opts.components,
         force: opts.force === true,
+        removalsOnly: opts.removalsOnly === true,
         signal: opts.signal,
         onProgress: onProgress ? (ev) => onProgress(ev.progress) : undefined,
       })
@@ -210,17 +211,17 @@ function recoverQmdIndex(paths, _deps) {
 
 /**
  * Safety pass after a metadata projection failure (the client's
- * `invalidateQmdAfterProjectionFailure`): a lexical `changed` reindex, which drops pages that
- * were removed or no longer validate (this engine indexes pages, not a metadata projection, so a
- * projection failure cannot put unsafe entries in it). Best effort: never rejects; a busy store
- * or a failure is left for status to report.
+ * `invalidateQmdAfterProjectionFailure`, whose contract is "remove unsafe entries, never index
+ * valid additions"): a `removalsOnly` reindex, which takes out pages whose file is gone and
+ * indexed pages that no longer validate, and adds, updates and embeds nothing (the next ordinary
+ * reindex does). Best effort: never rejects; a busy store or a failure is left for status to
+ * report.
  */
 async function invalidateQmdAfterProjectionFailure(paths, deps) {
-  // Nothing published, nothing to invalidate: never build an index from a vault whose
-  // projection just failed (the client's contract: remove unsafe entries, never index additions).
+  // Nothing published, nothing to invalidate (the engine builds nothing then either).
   if (!fs.existsSync(path.join(paths.qmd, 'CURRENT'))) return
   try {
-    await reindexQmdVault(paths, { scope: 'changed', components: ['lexical'] }, deps)
+    await reindexQmdVault(paths, { scope: 'changed', components: ['lexical'], removalsOnly: true }, deps)
   } catch {
     // Best effort, as in the client: status shows the state.
   }

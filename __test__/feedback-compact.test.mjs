@@ -9,7 +9,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { afterEach, beforeEach, describe, test } from 'node:test'
 
-import { addon, makeTmp, makeVault, noPersonalVault, page, reindexOne, rmDir } from './helpers.mjs'
+import { NEEDS_HOOKS, addon, eventsLockHolder, makeTmp, makeVault, noPersonalVault, page, reindexOne, rmDir } from './helpers.mjs'
 
 const { compactFeedback, feedbackStatus, rebuildFeedback, ensureVaultId } = addon
 addon.configure({ dense: false })
@@ -121,16 +121,23 @@ describe('compactFeedback', () => {
     assert.equal(after.archivedBytes, out.movedBytes)
   })
 
-  test('bad options and a busy events lock reject with their codes; no stream is no_stream', async () => {
+  test('bad options reject with their codes; no stream is no_stream', async () => {
     assert.equal((await compactFeedback(v.paths)).status, 'no_stream')
     await assert.rejects(compactFeedback(v.paths, { olderThanDays: -1 }), { code: 'invalid_argument' })
+  })
+
+  // The holder is a CLI paused while it holds the lock (`LLM_WIKI_PAUSE_AT`): test-hooks builds.
+  test('a busy events lock rejects with feedback_lock_busy and moves nothing', { skip: NEEDS_HOOKS }, async () => {
     const vaultId = await ensureVaultId(v.paths)
     const { file } = writeStream(vaultId)
     const bytes = fs.readFileSync(file)
-    const lock = path.join(v.dotWiki, 'meta', 'events.lock')
-    fs.writeFileSync(lock, JSON.stringify({ writerId: 'someone-else', pid: process.pid, hostname: 'here', acquiredAt: new Date().toISOString() }))
-    await assert.rejects(compactFeedback(v.paths), { code: 'feedback_lock_busy' })
-    assert.deepEqual(fs.readFileSync(file), bytes)
-    fs.rmSync(lock)
+    const holder = await eventsLockHolder(v.root)
+    try {
+      await assert.rejects(compactFeedback(v.paths), { code: 'feedback_lock_busy' })
+      assert.deepEqual(fs.readFileSync(file), bytes)
+    } finally {
+      assert.equal((await holder.resume()).code, 0)
+    }
+    assert.equal((await compactFeedback(v.paths)).status, 'compacted')
   })
 })

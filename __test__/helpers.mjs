@@ -334,3 +334,19 @@ export function processAlive(pid) {
     return e.code === 'EPERM'
   }
 }
+
+/**
+ * A real holder of the vault's events lock (`meta/events.lock`, an OS file lock): a CLI
+ * `feedback compact --dry-run` paused right after it took the lock (`LLM_WIKI_PAUSE_AT`,
+ * test-hooks builds only). `resume()` lets it finish and release; `kill()` kills it (the OS
+ * releases its lock).
+ */
+export function eventsLockHolder(root, { env = {} } = {}) {
+  return spawnPausedCli(['feedback', 'compact', root, '--dry-run'], 'events-locked', { env })
+}
+
+/** The events lock of a `.llm-wiki/` folder is free: no file, or a file with no holder's record. */
+export function eventsLockReleased(dotWiki) {
+  const lock = path.join(dotWiki, 'meta', 'events.lock')
+  return !fs.existsSync(lock) || fs.readFileSync(lock, 'utf8') === ''
+}

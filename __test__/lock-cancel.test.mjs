@@ -116,7 +116,6 @@ describe('lock held by another process', { skip: NEEDS_HOOKS }, () => {
         { pid: dead.pid, hostname: `not-${os.hostname()}`, acquiredAt: new Date().toISOString(), engine },
         // A marker without `engine` whose process is gone (a dead writer of the TypeScript release).
         { pid: dead.pid, hostname: os.hostname(), acquiredAt: new Date(0).toISOString() },
-        '',
       ]
       for (const owner of owners) {
         writeOwner(v, owner)
@@ -125,8 +124,17 @@ describe('lock held by another process', { skip: NEEDS_HOOKS }, () => {
         assert.equal(r.status.totalDocuments, 2)
         assert.equal(fs.existsSync(v.lockDir), false, 'the holder removes its marker')
       }
-      // An empty marker directory (a crash before the owner file was written) blocks nothing either.
+      // An empty owner file or marker directory (a crash before the owner file was written, or a
+      // writer writing it right now) blocks for a 10 s grace (issue 43 item 4), then nothing.
+      const aged = (p) => fs.utimesSync(p, new Date(Date.now() - 11_000), new Date(Date.now() - 11_000))
+      writeOwner(v, '')
+      assertBusy(await reindexOne(v.paths))
+      aged(path.join(v.lockDir, 'owner.json'))
+      assert.equal((await reindexOne(v.paths)).ok, true)
+      assert.equal(fs.existsSync(v.lockDir), false)
       fs.mkdirSync(v.lockDir)
+      assertBusy(await reindexOne(v.paths))
+      aged(v.lockDir)
       assert.equal((await reindexOne(v.paths)).ok, true)
     } finally {
       await alive.kill()

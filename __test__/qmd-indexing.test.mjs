@@ -9,7 +9,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { afterEach, beforeEach, describe, test } from 'node:test'
 
-import { UUID_V4, addon, makeTmp, makeVault, noPersonalVault, page, readJson, repoRoot, rmDir, storeDirs, topicPages } from './helpers.mjs'
+import { EXPLICIT, UUID_V4, addon, makeTmp, makeVault, noPersonalVault, page, readJson, repoRoot, rmDir, storeDirs, topicPages } from './helpers.mjs'
 
 const require = createRequire(import.meta.url)
 // Self-reference through package.json "exports", exactly as a consumer imports it.
@@ -238,13 +238,25 @@ describe('llm-wiki-retrieval/qmd-indexing', () => {
     assert.equal((await qmd.readQmdIndexStatus(p)).state, 'error')
   })
 
-  test('invalidateQmdAfterProjectionFailure drops pages that no longer validate, never rejects', async () => {
-    const v = makeVault(path.join(base, 'v'), { pages: topicPages(2) })
+  test('invalidateQmdAfterProjectionFailure drops pages that are gone or no longer validate, indexes nothing, never rejects', async () => {
+    const v = makeVault(path.join(base, 'v'), { pages: topicPages(3) })
     const p = clientPaths(v.root)
     assert.equal((await qmd.reindexQmdVault(p, { scope: 'changed', components: ['lexical'] })).ok, true)
     fs.writeFileSync(path.join(v.wiki, 'concepts', 'topic-1.md'), 'no frontmatter any more\n')
+    fs.rmSync(path.join(v.wiki, 'concepts', 'topic-2.md'))
+    // A valid addition and a valid edit: not indexed by the safety pass (the client's contract).
+    fs.writeFileSync(path.join(v.wiki, 'concepts', 'added.md'), page({ title: 'Added', body: 'zqaddedvor' }))
+    const before = fs.readFileSync(path.join(v.wiki, 'concepts', 'topic-0.md'), 'utf8')
+    fs.writeFileSync(path.join(v.wiki, 'concepts', 'topic-0.md'), before.replace(/\n*$/, '\n\nzqeditedvor\n'))
     assert.equal(await qmd.invalidateQmdAfterProjectionFailure(p), undefined)
     assert.equal((await qmd.readQmdIndexStatus(p)).totalDocuments, 1)
+    const ids = async (q) => (await addon.recallWiki({ root: v.root }, q, { policy: EXPLICIT, mode: 'lexical' })).results.map((r) => r.id)
+    assert.deepEqual(await ids('zqaddedvor'), [], 'a valid addition was indexed')
+    assert.deepEqual(await ids('zqeditedvor'), [], 'a valid edit was indexed')
+    // The next ordinary reindex indexes them.
+    assert.equal((await qmd.reindexQmdVault(p, { scope: 'changed', components: ['lexical'] })).ok, true)
+    assert.deepEqual(await ids('zqaddedvor'), ['concepts/added'])
+    assert.equal((await qmd.readQmdIndexStatus(p)).totalDocuments, 2)
     await qmd.invalidateQmdAfterProjectionFailure({ ...p, root: path.join(base, 'no-such-vault'), dotWiki: path.join(base, 'none') })
   })
 

@@ -184,6 +184,22 @@ describe('watchWiki', () => {
     await assert.rejects(addon.watchWiki(v.paths, { components: ['bogus'] }), { code: 'invalid_argument' })
     await assert.rejects(addon.watchWiki(v.paths, { signal: AbortSignal.abort() }), { code: 'cancelled' })
   })
+
+  // Issue 43 small item b: a failed start returns no watcher to own its teardown hook.
+  test('a failed start leaves no teardown hook registered', { skip: NEEDS_HOOKS }, async () => {
+    const live = () => addon.runCli(['__test-live-watch-hooks'])
+    const before = await live()
+    const v = makeVault(path.join(base, 'v'))
+    for (let i = 0; i < 5; i++) {
+      await assert.rejects(addon.watchWiki({ root: path.join(base, 'none') }), { code: 'invalid_argument' })
+      await assert.rejects(addon.watchWiki(v.paths, { components: ['bogus'] }), { code: 'invalid_argument' })
+    }
+    assert.equal(await live(), before, 'hooks of failed starts are left registered')
+    const w = await addon.watchWiki(v.paths, { components: ['lexical'] })
+    assert.equal(await live(), before + 1)
+    await w.close()
+    assert.equal(await live(), before)
+  })
 })
 
 describe('watchWiki and process exit', () => {

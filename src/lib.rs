@@ -54,6 +54,7 @@ pub fn reindex_wiki<'env>(
     on_progress: None,
     aborted: None,
     threads: None,
+    removals_only: None,
   });
   let cancel = cancel_flag(input.signal.as_ref(), input.aborted.unwrap_or(false));
   let progress: Option<ProgressSink> = input.on_progress.map(|cb| {
@@ -73,6 +74,7 @@ pub fn reindex_wiki<'env>(
   });
   let (scope, components, force, vault, threads) =
     (input.scope, input.components, input.force, input.vault, thread_count(input.threads));
+  let removals_only = input.removals_only.unwrap_or(false);
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Background, move || {
     let paths = active_paths.to_core()?;
@@ -94,6 +96,7 @@ pub fn reindex_wiki<'env>(
       cancel,
       progress,
       threads,
+      removals_only,
       ..Default::default()
     };
     Ok(WikiReindexResult::from(&core_reindex_wiki(&paths, target, &opts)))
@@ -226,6 +229,10 @@ pub fn engine_info() -> EngineInfo {
 /// Resolves with the process exit code; output goes to the process's stdout/stderr.
 #[napi(catch_unwind, ts_return_type = "Promise<number>")]
 pub fn run_cli<'env>(env: &'env Env, args: Vec<String>) -> Result<PromiseRaw<'env, i32>> {
+  #[cfg(feature = "test-hooks")]
+  if let Some(n) = test_hooks::cli_hook(&args) {
+    return task::spawn(env, None, task::Priority::Interactive, move || Ok(n));
+  }
   task::spawn(env, None, task::Priority::Interactive, move || Ok(llm_wiki_cli::run(args)))
 }
 

@@ -70,6 +70,22 @@ pub fn spawn<'env, T>(
 where
   T: ToNapiValue + Send + 'static,
 {
+  spawn_settled(env, cancel, priority, work, |_, _| {})
+}
+
+/// [`spawn`], with `settled` called on the JS thread when the job settles, before its promise
+/// does (`true` when it succeeded): where a caller frees what it registered for a job whose
+/// result will never own it (a failed `watchWiki` start's teardown hook).
+pub fn spawn_settled<'env, T>(
+  env: &'env Env,
+  cancel: Option<&CancelFlag>,
+  priority: Priority,
+  work: impl FnOnce() -> Outcome<T> + Send + 'static,
+  settled: impl FnOnce(&Env, bool) + 'static,
+) -> Result<PromiseRaw<'env, T>>
+where
+  T: ToNapiValue + Send + 'static,
+{
   let result = match priority {
     Priority::Interactive => JobResult::Pool(spawn_blocking(move || run_caught(work))),
     Priority::Background => {
@@ -97,6 +113,7 @@ where
       if let Some(t) = teardown {
         t.unregister(env);
       }
+      settled(env, outcome.is_ok());
       outcome.map_err(|f| f.to_napi(env))
     },
   )

@@ -158,6 +158,10 @@ pub struct WikiReindexInput {
   /// Worker threads for parsing and indexing (0 or absent: the available cores, at most 4).
   /// Clamped to 1..=the number of logical CPUs.
   pub threads: Option<u32>,
+  /// Only take unsafe pages out of the index (default false): pages whose file is gone and
+  /// indexed pages that no longer validate are removed; no page is added or updated, no vectors
+  /// are written, nothing is built where no index is published, `force` is ignored.
+  pub removals_only: Option<bool>,
 }
 
 /// `{code, message, path?}` of an index warning or error.

@@ -168,11 +168,27 @@ impl CloseSlot {
   }
 }
 
+/// Teardown hooks registered and not yet run or removed (for the test hooks' leak check).
+pub(crate) static LIVE_HOOKS: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
 unsafe extern "C" fn close_on_teardown(data: *mut c_void) {
   // SAFETY: `data` is the box `watch_wiki` leaked; the hook runs at most once, and is removed
-  // (with the box freed) by `close()` otherwise.
+  // (with the box freed) by `close()` or a failed start otherwise.
   let slot = unsafe { Box::from_raw(data as *mut Arc<CloseSlot>) };
+  LIVE_HOOKS.fetch_sub(1, Ordering::SeqCst);
   slot.close();
+}
+
+/// Remove the teardown hook whose data is `data` and free its box (on the JS thread of the
+/// environment it was added to, which is alive, so the hook has not run).
+fn remove_hook(env: &Env, data: usize) {
+  // SAFETY: see above; once removed, the hook never runs, so the box is ours to free.
+  let status =
+    unsafe { sys::napi_remove_env_cleanup_hook(env.raw(), Some(close_on_teardown), data as *mut c_void) };
+  if status == sys::Status::napi_ok {
+    drop(unsafe { Box::from_raw(data as *mut Arc<CloseSlot>) });
+    LIVE_HOOKS.fetch_sub(1, Ordering::SeqCst);
+  }
 }
 
 /// A running watcher (`watchWiki`). `close()` stops it; dropping the last reference does too.
@@ -193,13 +209,7 @@ impl WikiWatcher {
   pub fn close<'env>(&mut self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
     self.slot.close();
     if let Some(data) = self.hook.take() {
-      // SAFETY: on the JS thread of the environment the hook was added to; the hook has not
-      // run (the environment is alive), so the box is ours to free once removed.
-      let status =
-        unsafe { sys::napi_remove_env_cleanup_hook(env.raw(), Some(close_on_teardown), data as *mut c_void) };
-      if status == sys::Status::napi_ok {
-        drop(unsafe { Box::from_raw(data as *mut Arc<CloseSlot>) });
-      }
+      remove_hook(env, data);
     }
     let handle = self.handle.clone();
     task::spawn(env, None, task::Priority::Interactive, move || {
@@ -265,6 +275,7 @@ pub fn watch_wiki<'env>(
   // `close()` removes it.
   let status = unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(close_on_teardown), data.cast()) };
   let hook = if status == sys::Status::napi_ok {
+    LIVE_HOOKS.fetch_add(1, Ordering::SeqCst);
     Some(data as usize)
   } else {
     drop(unsafe { Box::from_raw(data) });
@@ -273,40 +284,52 @@ pub fn watch_wiki<'env>(
   let on_event = o.on_event.map(Arc::new);
   let threads = crate::args::thread_count(o.threads);
   let (components, debounce, poll, poll_interval) = (o.components, o.debounce_ms, o.poll, o.poll_interval_ms);
-  task::spawn(env, None, task::Priority::Interactive, move || {
-    if slot.closed.load(Ordering::SeqCst) {
-      return Err(Failure { code: "cancelled".into(), message: "operation cancelled".into() });
+  // A start that fails returns no watcher to own the hook: it is removed when the job settles.
+  let on_failure = move |env: &Env, ok: bool| {
+    if let (false, Some(data)) = (ok, hook) {
+      remove_hook(env, data);
     }
-    let paths = paths.to_core()?;
-    let components = match components {
-      None => vec![Component::Lexical, Component::Vectors],
-      Some(c) if c.is_empty() => {
-        return Err(crate::error::invalid("components must contain at least one of lexical | vectors"))
+  };
+  task::spawn_settled(
+    env,
+    None,
+    task::Priority::Interactive,
+    move || {
+      if slot.closed.load(Ordering::SeqCst) {
+        return Err(Failure { code: "cancelled".into(), message: "operation cancelled".into() });
       }
-      Some(c) => c
-        .iter()
-        .map(|s| Component::parse(s))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Failure::from)?,
-    };
-    let opts = WatchOptions {
-      components,
-      debounce: Duration::from_millis(debounce.unwrap_or(200).min(60_000) as u64),
-      poll: poll.unwrap_or(false),
-      poll_interval: Duration::from_millis(poll_interval.unwrap_or(2_000).max(100) as u64),
-      threads,
-      simulate_overflow: test_overflow(),
-      ..Default::default()
-    };
-    let sink: WatchSink = Arc::new(move |e: CoreWatchEvent| {
-      if let Some(cb) = &on_event {
-        cb.call(WatchEvent::from(e), ThreadsafeFunctionCallMode::NonBlocking);
-      }
-    });
-    let handle = core_watch::watch_wiki(&paths, opts, sink).map_err(Failure::from)?;
-    slot.set(handle.closer());
-    Ok(WikiWatcher { handle: Arc::new(Mutex::new(Some(handle))), slot, hook })
-  })
+      let paths = paths.to_core()?;
+      let components = match components {
+        None => vec![Component::Lexical, Component::Vectors],
+        Some(c) if c.is_empty() => {
+          return Err(crate::error::invalid("components must contain at least one of lexical | vectors"))
+        }
+        Some(c) => c
+          .iter()
+          .map(|s| Component::parse(s))
+          .collect::<std::result::Result<Vec<_>, _>>()
+          .map_err(Failure::from)?,
+      };
+      let opts = WatchOptions {
+        components,
+        debounce: Duration::from_millis(debounce.unwrap_or(200).min(60_000) as u64),
+        poll: poll.unwrap_or(false),
+        poll_interval: Duration::from_millis(poll_interval.unwrap_or(2_000).max(100) as u64),
+        threads,
+        simulate_overflow: test_overflow(),
+        ..Default::default()
+      };
+      let sink: WatchSink = Arc::new(move |e: CoreWatchEvent| {
+        if let Some(cb) = &on_event {
+          cb.call(WatchEvent::from(e), ThreadsafeFunctionCallMode::NonBlocking);
+        }
+      });
+      let handle = core_watch::watch_wiki(&paths, opts, sink).map_err(Failure::from)?;
+      slot.set(handle.closer());
+      Ok(WikiWatcher { handle: Arc::new(Mutex::new(Some(handle))), slot, hook })
+    },
+    on_failure,
+  )
 }
 
 /// `test-hooks` builds only: `LLM_WIKI_TEST_WATCH_OVERFLOW=1` makes the watcher treat every OS

@@ -1,20 +1,24 @@
 //! The vault's events lock, `meta/events.lock` (spec "Feedback → Durable event format" and
 //! "Error Handling"): every writer of `meta/events.jsonl` — feedback appends, and a conflict
 //! resolution page together with its `conflict_selected` event — serializes on it. One
-//! implementation for both callers: a per-file in-process mutex plus the lock file, taken by
-//! exclusive file creation (`O_EXCL`) and holding `{writerId, pid, hostname, acquiredAt}`.
-//! Dropping the guard removes the file (only when it is still ours) and unlocks the mutex.
+//! implementation for both callers: a per-file in-process mutex plus an exclusive OS advisory
+//! lock on the file (`flock` on Unix, `LockFileEx` on Windows, through `std::fs::File::try_lock`,
+//! as the store's writer lock `store::lock`). The OS releases it when the holder's handle closes,
+//! also when the process dies, so there is no stale lock to judge: no pid check (which failed
+//! across containers sharing a host name and could not be done on Windows), no check-then-remove
+//! takeover (two processes judging one lock stale could delete each other's).
 //!
-//! A lock older than [`STALE_AFTER`] is recovered only after confirming that its recorded
-//! process, on this host, no longer exists (Unix: `kill(pid, 0)`; elsewhere a lock is never
-//! recovered and stays busy). Implicit events wait at most [`IMPLICIT_WAIT`], explicit ones
-//! (corrections, conflict choices) [`EXPLICIT_WAIT`]. A lock that stays busy is
+//! The file stays in place: removing it would let a process that opened the old file and one
+//! that created a new one both hold "the" lock. After taking the lock the holder writes
+//! `{writerId, pid, hostname, acquiredAt}` into it for a human reading it; nothing decides by
+//! its content. Implicit events wait at most [`IMPLICIT_WAIT`], explicit ones (corrections,
+//! conflict choices) [`EXPLICIT_WAIT`], polling the OS lock. A lock that stays busy is
 //! `Error::EventsLockBusy`; callers whose documented code differs (feedback:
 //! `feedback_lock_busy`) map it with [`map_busy`].
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -24,25 +28,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::fsutil::{iso_from_ms, now_ms};
-use crate::store::migrate::process_alive;
 use crate::util::host::host_name;
-use crate::util::time::parse_timestamp;
 
 /// The spec's wait of an implicit event (then dropped with a diagnostic).
 pub const IMPLICIT_WAIT: Duration = Duration::from_millis(250);
 /// The spec's wait of an explicit correction or conflict choice (then an error).
 pub const EXPLICIT_WAIT: Duration = Duration::from_secs(2);
-/// A lock older than this may be recovered once its process is confirmed gone. Spec value.
-pub const STALE_AFTER: Duration = Duration::from_secs(30);
-/// Poll interval while the file is held by another process. Not fitted: short against the
+/// Poll interval while the file is locked by another process. Not fitted: short against the
 /// 250 ms implicit budget.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Content of `meta/events.lock`.
+/// What the holder writes into `meta/events.lock` (informational).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct EventsLockOwner {
-  /// Random id of this holder (the lock is released only by the holder that wrote it).
+  /// Random id of this holder.
   pub writer_id: String,
   /// Process id.
   pub pid: u32,
@@ -52,11 +52,13 @@ pub struct EventsLockOwner {
   pub acquired_at: String,
 }
 
-/// Held events lock; released (file removed, mutex unlocked) on drop.
+/// Held events lock; released (OS lock, then the in-process mutex) on drop.
 pub struct EventsLock {
   path: PathBuf,
   meta: PathBuf,
   writer_id: String,
+  /// The locked file; closing it releases the OS lock.
+  file: Option<File>,
   _guard: MutexGuard<'static, ()>,
 }
 
@@ -75,10 +77,11 @@ impl std::fmt::Debug for EventsLock {
 
 impl Drop for EventsLock {
   fn drop(&mut self) {
-    // Remove only our own lock file (a recovered-and-retaken lock is someone else's).
-    if read_owner(&self.path).is_none_or(|o| o.writer_id == self.writer_id) {
-      let _ = fs::remove_file(&self.path);
+    // The record goes while the lock is held (a later holder writes its own); the file stays.
+    if let Some(f) = self.file.as_mut() {
+      let _ = f.set_len(0);
     }
+    drop(self.file.take());
   }
 }
 
@@ -103,29 +106,13 @@ fn in_process(path: &Path) -> &'static Mutex<()> {
   map.entry(path.to_path_buf()).or_insert_with(|| Box::leak(Box::new(Mutex::new(()))))
 }
 
-fn read_owner(path: &Path) -> Option<EventsLockOwner> {
+/// The record in a lock file, if it holds one (for messages and tests; never decides anything).
+pub fn read_owner(path: &Path) -> Option<EventsLockOwner> {
   serde_json::from_slice(&fs::read(path).ok()?).ok()
 }
 
-/// Whether a lock file's owner may be recovered: older than [`STALE_AFTER`], recorded on this
-/// host, and its process gone. An unreadable (torn or foreign) lock file is recovered once its
-/// mtime is stale (a writer fills the file at once).
-fn recoverable(path: &Path) -> bool {
-  match read_owner(path) {
-    Some(o) => {
-      let age_ms = parse_timestamp(&o.acquired_at).map(|s| now_ms() - s * 1000).unwrap_or(i64::MAX);
-      age_ms > STALE_AFTER.as_millis() as i64 && o.hostname == host_name() && !process_alive(o.pid)
-    }
-    None => fs::metadata(path)
-      .and_then(|m| m.modified())
-      .ok()
-      .and_then(|t| t.elapsed().ok())
-      .is_some_and(|age| age > STALE_AFTER),
-  }
-}
-
-/// Take the events lock of `meta`, waiting at most `wait` (in-process mutex and file together);
-/// `Err(EventsLockBusy)` when it stays busy.
+/// Take the events lock of `meta`, waiting at most `wait` (in-process mutex and OS lock
+/// together); `Err(EventsLockBusy)` when it stays busy.
 pub fn acquire(meta: &Path, wait: Duration) -> Result<EventsLock> {
   let deadline = Instant::now() + wait;
   fs::create_dir_all(meta).map_err(|e| Error::io("create directory", meta, e))?;
@@ -138,28 +125,17 @@ pub fn acquire(meta: &Path, wait: Duration) -> Result<EventsLock> {
       wait.as_millis()
     ))
   })?;
-  let writer_id = uuid::Uuid::new_v4().simple().to_string();
+  let mut file = OpenOptions::new()
+    .read(true)
+    .write(true)
+    .create(true)
+    .truncate(false)
+    .open(&path)
+    .map_err(|e| Error::io("open lock file", &path, e))?;
   loop {
-    match OpenOptions::new().write(true).create_new(true).open(&path) {
-      Ok(mut f) => {
-        let owner = EventsLockOwner {
-          writer_id: writer_id.clone(),
-          pid: std::process::id(),
-          hostname: host_name(),
-          acquired_at: iso_from_ms(now_ms()),
-        };
-        let bytes = serde_json::to_vec(&owner).unwrap_or_default();
-        if let Err(e) = f.write_all(&bytes).and_then(|_| f.sync_all()) {
-          let _ = fs::remove_file(&path);
-          return Err(Error::io("write", &path, e));
-        }
-        return Ok(EventsLock { path, meta: meta.to_path_buf(), writer_id, _guard: guard });
-      }
-      Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-        if recoverable(&path) {
-          let _ = fs::remove_file(&path);
-          continue;
-        }
+    match file.try_lock() {
+      Ok(()) => break,
+      Err(TryLockError::WouldBlock) => {
         if Instant::now() >= deadline {
           let who =
             read_owner(&path).map(|o| format!(" by pid {} on {}", o.pid, o.hostname)).unwrap_or_default();
@@ -171,70 +147,62 @@ pub fn acquire(meta: &Path, wait: Duration) -> Result<EventsLock> {
         }
         std::thread::sleep(POLL);
       }
-      Err(e) => return Err(Error::io("create", &path, e)),
+      Err(TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
     }
   }
+  let writer_id = uuid::Uuid::new_v4().simple().to_string();
+  let owner = EventsLockOwner {
+    writer_id: writer_id.clone(),
+    pid: std::process::id(),
+    hostname: host_name(),
+    acquired_at: iso_from_ms(now_ms()),
+  };
+  // Informational, so not synced, and a failed write does not fail the lock.
+  let bytes = serde_json::to_vec(&owner).unwrap_or_default();
+  let _ = file.set_len(0).and_then(|_| file.rewind()).and_then(|_| file.write_all(&bytes));
+  crate::store::swap::crash_point("events-locked");
+  Ok(EventsLock { path, meta: meta.to_path_buf(), writer_id, file: Some(file), _guard: guard })
 }
 
 #[cfg(test)]
 mod tests {
   use super::*;
-
-  fn owner(pid: u32, at: &str) -> EventsLockOwner {
-    EventsLockOwner { writer_id: "other".into(), pid, hostname: host_name(), acquired_at: at.into() }
-  }
+  use std::io::{BufRead, BufReader};
+  use std::process::{Command, Stdio};
 
   #[test]
-  fn busy_then_free_and_stale_recovery() {
+  fn busy_then_free_and_the_file_stays() {
     let dir = tempfile::tempdir().unwrap();
     let meta = dir.path().join("meta");
     let held = acquire(&meta, EXPLICIT_WAIT).unwrap();
-    assert!(lock_path(&meta).is_file());
+    assert_eq!(read_owner(&lock_path(&meta)).unwrap().pid, std::process::id());
     // Same process: the in-process mutex is busy.
     let t = Instant::now();
     let e = acquire(&meta, Duration::from_millis(50)).err().unwrap();
     assert_eq!(e.code(), "events_lock_busy");
     assert!(t.elapsed() >= Duration::from_millis(45));
     drop(held);
-    assert!(!lock_path(&meta).exists());
+    assert!(lock_path(&meta).is_file(), "the lock file is never removed");
+    assert!(read_owner(&lock_path(&meta)).is_none(), "the holder's record goes with the lock");
     let _again = acquire(&meta, Duration::ZERO).unwrap();
-    drop(_again);
-    // A foreign lock of a live process (ours) is busy even when old.
-    fs::write(
-      lock_path(&meta),
-      serde_json::to_vec(&owner(std::process::id(), "2020-01-01T00:00:00Z")).unwrap(),
-    )
-    .unwrap();
-    let t = Instant::now();
-    assert_eq!(acquire(&meta, Duration::from_millis(30)).err().unwrap().code(), "events_lock_busy");
-    assert!(t.elapsed() >= Duration::from_millis(25));
-    // A fresh lock of a dead process is busy too (younger than 30 s).
-    let dead = 0x7fff_fff0;
-    fs::write(lock_path(&meta), serde_json::to_vec(&owner(dead, &iso_from_ms(now_ms()))).unwrap()).unwrap();
-    assert_eq!(acquire(&meta, Duration::from_millis(30)).err().unwrap().code(), "events_lock_busy");
-    // Old + dead process on this host: recovered, and our release removes our file.
-    fs::write(lock_path(&meta), serde_json::to_vec(&owner(dead, "2020-01-01T00:00:00Z")).unwrap()).unwrap();
-    #[cfg(unix)]
-    {
-      let l = acquire(&meta, Duration::from_millis(30)).unwrap();
-      drop(l);
-      assert!(!lock_path(&meta).exists());
-    }
   }
 
+  /// Whatever a lock file says (an old record of a dead process, of a live one, garbage), it is
+  /// not a lock: only a holder of the OS lock makes it busy.
   #[test]
-  fn release_leaves_a_lock_that_is_not_ours() {
+  fn the_file_content_decides_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let meta = dir.path().join("meta");
-    let held = acquire(&meta, EXPLICIT_WAIT).unwrap();
-    // Someone recovered and retook it meanwhile: our drop must not remove their file.
-    fs::write(
-      lock_path(&meta),
-      serde_json::to_vec(&owner(std::process::id(), "2020-01-01T00:00:00Z")).unwrap(),
-    )
-    .unwrap();
-    drop(held);
-    assert!(lock_path(&meta).is_file());
+    fs::create_dir_all(&meta).unwrap();
+    for content in [
+      serde_json::json!({"writerId": "x", "pid": std::process::id(), "hostname": host_name(), "acquiredAt": iso_from_ms(now_ms())}).to_string(),
+      serde_json::json!({"writerId": "x", "pid": 0x7fff_fff0_u32, "hostname": "elsewhere", "acquiredAt": "2020-01-01T00:00:00Z"}).to_string(),
+      "{torn".to_string(),
+    ] {
+      fs::write(lock_path(&meta), content).unwrap();
+      let l = acquire(&meta, Duration::ZERO).expect("a file nobody locks is free");
+      assert_eq!(read_owner(&lock_path(&meta)).unwrap().writer_id, l.writer_id);
+    }
   }
 
   #[test]
@@ -263,6 +231,83 @@ mod tests {
         });
       }
     });
-    assert!(!lock_path(&meta).exists());
+  }
+
+  /// Child side of the cross-process tests (run only through them).
+  #[test]
+  #[ignore]
+  fn events_lock_holder_child() {
+    let Some(dir) = std::env::var_os("LLM_WIKI_TEST_EVENTS_META") else { return };
+    let _lock = acquire(Path::new(&dir), EXPLICIT_WAIT).unwrap();
+    println!("held");
+    let hold_ms: u64 = std::env::var("LLM_WIKI_TEST_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    if hold_ms > 0 {
+      std::thread::sleep(Duration::from_millis(hold_ms));
+      return;
+    }
+    loop {
+      std::thread::park();
+    }
+  }
+
+  fn holder(meta: &Path, hold_ms: u64) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+      .args([
+        "--exact",
+        "events_lock::tests::events_lock_holder_child",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+      ])
+      .env("LLM_WIKI_TEST_EVENTS_META", meta)
+      .env("LLM_WIKI_TEST_HOLD_MS", hold_ms.to_string())
+      .stdout(Stdio::piped())
+      .stderr(Stdio::null())
+      .spawn()
+      .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("held") {
+      line.clear();
+      assert!(out.read_line(&mut line).unwrap() > 0, "the child exited before taking the lock");
+    }
+    (child, out)
+  }
+
+  /// A live holder in another process makes the lock busy for the whole wait (implicit events:
+  /// 250 ms), whatever its record says or how old it is; the moment it is killed (no destructor
+  /// runs) the lock is free, with no stale-age wait and no pid check.
+  #[test]
+  fn another_process_holds_it_until_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = dir.path().join("meta");
+    let (mut child, _out) = holder(&meta, 0);
+    assert_eq!(read_owner(&lock_path(&meta)).unwrap().pid, child.id());
+    // Its record rewritten as a long-dead process's: still busy.
+    fs::write(
+      lock_path(&meta),
+      serde_json::json!({"writerId": "x", "pid": 0x7fff_fff0_u32, "hostname": host_name(), "acquiredAt": "2020-01-01T00:00:00Z"}).to_string(),
+    )
+    .unwrap();
+    let t = Instant::now();
+    assert_eq!(acquire(&meta, IMPLICIT_WAIT).unwrap_err().code(), "events_lock_busy");
+    assert!(t.elapsed() >= Duration::from_millis(240), "{:?}", t.elapsed());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Windows frees a dead process's LockFileEx locks asynchronously: retried there for ≤ 5 s.
+    let wait = if cfg!(windows) { Duration::from_secs(5) } else { Duration::ZERO };
+    let l = acquire(&meta, wait).expect("the OS released the dead holder's lock");
+    drop(l);
+  }
+
+  /// A holder that releases within the wait is waited for.
+  #[test]
+  fn a_short_hold_in_another_process_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = dir.path().join("meta");
+    let (mut child, _out) = holder(&meta, 100);
+    let l = acquire(&meta, EXPLICIT_WAIT).expect("released after 100 ms");
+    drop(l);
+    child.wait().unwrap();
   }
 }

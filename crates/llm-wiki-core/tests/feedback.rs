@@ -6,7 +6,7 @@
 
 use std::fs;
 
-use llm_wiki_core::events_lock::{lock_path, EventsLockOwner};
+use llm_wiki_core::events_lock::lock_path;
 use llm_wiki_core::feedback::events::events_path;
 use llm_wiki_core::feedback::projection::{self, projection_path};
 use llm_wiki_core::feedback::record::{confirm_shown, rebuild_feedback, record_feedback};
@@ -154,15 +154,12 @@ fn correction_is_saved_first_pending_when_the_lock_is_busy_and_replayed() {
   assert!(record_feedback(&p, s, &vid, &page, FeedbackAction::Corrected, None, true).is_err());
   assert!(record_feedback(&p, s, &vid, &page, FeedbackAction::Corrected, Some("   "), true).is_err());
   assert!(!p.wiki.join("sources").exists(), "a refused correction writes nothing");
-  // A live holder of the events lock (this process, another writer id): the append times out.
-  let owner = EventsLockOwner {
-    writer_id: "someone-else".into(),
-    pid: std::process::id(),
-    hostname: llm_wiki_core::util::host::host_name(),
-    acquired_at: llm_wiki_core::fsutil::now_iso(),
-  };
+  // A live holder of the events lock (an OS lock through another handle, as another process
+  // holds it): the append times out.
   fs::create_dir_all(&p.meta).unwrap();
-  fs::write(lock_path(&p.meta), serde_json::to_vec(&owner).unwrap()).unwrap();
+  let holder =
+    fs::OpenOptions::new().create(true).truncate(false).write(true).open(lock_path(&p.meta)).unwrap();
+  holder.lock().unwrap();
   let out = record_feedback(
     &p,
     s,
@@ -185,7 +182,7 @@ fn correction_is_saved_first_pending_when_the_lock_is_busy_and_replayed() {
   // Explicit relevance also fails while busy (2 s), with the typed error.
   let e = record_feedback(&p, s, &vid, &page, FeedbackAction::Relevant, None, true).unwrap_err();
   assert_eq!(e.code(), "feedback_lock_busy");
-  fs::remove_file(lock_path(&p.meta)).unwrap();
+  drop(holder);
   // The rebuild replays the observation into the projection.
   let rebuilt = rebuild_feedback(&p).unwrap();
   assert_eq!(rebuilt.replayed, vec![obs.clone()]);

@@ -111,6 +111,11 @@ enum ReliabilityCommand {
     /// Markdown report (the JSON is written next to it).
     #[arg(long, default_value = "bench-results/reliability/soak.md")]
     out: PathBuf,
+    /// Issue 43's mix: one process runs a watcher while it edits pages and reindexes
+    /// explicitly, the other reindexes (every fifth run forced), resolves conflicts and records
+    /// recall feedback; both recall and report the vault ids they see.
+    #[arg(long)]
+    mixed: bool,
   },
   /// The "1 GB events file" fault: a synthetic `meta/events.jsonl` of `--bytes`, then
   /// `feedback rebuild`, `status`, `compact`, `rebuild` as child processes with their time and
@@ -156,10 +161,13 @@ fn run_reliability(cmd: ReliabilityCommand, out: &mut impl Write) -> Result<()> 
         recovery_timeout: std::time::Duration::from_secs(recovery_timeout),
       })?
     }
-    ReliabilityCommand::Soak { harness, pages, minutes, edits, out } => soak::run_soak(&soak::SoakOptions {
-      harness: harness.options(pages, edits, out),
-      seconds: (minutes * 60.0).round().max(1.0) as u64,
-    })?,
+    ReliabilityCommand::Soak { harness, pages, minutes, edits, out, mixed } => {
+      soak::run_soak(&soak::SoakOptions {
+        harness: harness.options(pages, edits, out),
+        seconds: (minutes * 60.0).round().max(1.0) as u64,
+        mixed,
+      })?
+    }
     ReliabilityCommand::Events { bytes, seed, bin, out, temp_root, keep_temp } => {
       crate::reliability::events::run_events(&crate::reliability::events::EventsOptions {
         bytes,

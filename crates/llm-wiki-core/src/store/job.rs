@@ -40,6 +40,13 @@ pub struct ReindexOptions {
   /// under it. Ignored by full rebuilds (first index, `force`, format change) and by
   /// `scope: "all"`, which always walk.
   pub changed_paths: Option<Vec<std::path::PathBuf>>,
+  /// Only take unsafe pages out of the index: pages whose file is gone and indexed pages that
+  /// no longer validate are removed (and recorded as excluded), and nothing else changes — no
+  /// new page is added, a changed valid page keeps its indexed content, no embedding runs, no
+  /// store is built where none is published (the client's `invalidateQmdAfterProjectionFailure`
+  /// contract: remove unsafe entries, never index valid additions). `force` is ignored. The next
+  /// ordinary run indexes what this one left.
+  pub removals_only: bool,
 }
 
 /// Page counts of a reindex (the extension's mirror counts).

@@ -4,12 +4,16 @@
 //! there is no stale lock to detect or break. A process-wide set of held lock files makes a
 //! second attempt from this process busy too, whatever the platform's lock granularity.
 //!
-//! `index.lock/owner.json = {pid, hostname, acquiredAt}` is written after the OS lock is held and
-//! removed before it is released: it tells a human who is writing. Our own markers (they carry
-//! `engine`) are never read to decide anything (a crash leaves one behind; the next holder
-//! overwrites it). A marker *without* `engine` is the lock of the TypeScript release's QMD writer
-//! (the same directory and fields, its only lock): while its process is alive the store is busy
-//! for us too (see `migrate::foreign_writer`), so the two writers never interleave.
+//! `index.lock/owner.json = {pid, hostname, acquiredAt, engine}` is the TypeScript release's QMD
+//! writer's lock (the same directory and fields, its only lock, taken by a non-recursive `mkdir`),
+//! so after the OS lock is held we take it the same way: `mkdir index.lock` (atomic: a TypeScript
+//! writer arriving at the same moment gets `EEXIST`, or we do), then `owner.json` created with
+//! `O_EXCL` and synced with its folder. If `index.lock/` exists we look at it
+//! (`migrate::inspect_marker`): a live TypeScript writer (or a torn marker younger than a few
+//! seconds, which may be one writing) makes the store busy; our own crash leftover, a dead
+//! TypeScript writer's lock, or an old torn or zero-filled marker is removed and taken over. A
+//! marker is never overwritten, and our Drop removes it only while it still holds the bytes we
+//! wrote, so a TypeScript writer's lock is never deleted by us.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -30,12 +34,19 @@ pub struct StoreLock {
   /// Canonical path of the lock file (key of the in-process set).
   key: PathBuf,
   marker: PathBuf,
+  /// The bytes of the `owner.json` we created (none when the marker could not be written).
+  written: Option<Vec<u8>>,
 }
 
 impl Drop for StoreLock {
   fn drop(&mut self) {
-    // The marker goes while the lock is still held, so it never removes a later holder's.
-    let _ = std::fs::remove_dir_all(&self.marker);
+    // The marker goes while the lock is still held, and only while it is the one we wrote: a
+    // marker someone else put there (a TypeScript writer that broke ours) is left alone.
+    if let Some(ours) = &self.written {
+      if std::fs::read(self.marker.join("owner.json")).is_ok_and(|b| &b == ours) {
+        let _ = std::fs::remove_dir_all(&self.marker);
+      }
+    }
     drop(self.file.take());
     held().lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
   }
@@ -71,26 +82,81 @@ pub fn acquire(layout: &StoreLayout) -> Result<StoreLock> {
       TryLockError::Error(e) => Error::io("lock", &path, e),
     });
   }
+  let mut lock = StoreLock { file: Some(file), key, marker: layout.lock_marker_dir(), written: None };
+  #[cfg(test)]
+  tests::before_marker(layout);
   // A live writer of the TypeScript release holds the store through its marker alone.
-  if super::migrate::foreign_writer(layout).is_some() {
-    drop(file);
-    held().lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-    return Err(busy());
-  }
-  let lock = StoreLock { file: Some(file), key, marker: layout.lock_marker_dir() };
+  lock.written = Some(take_marker(layout).map_err(|e| match e {
+    MarkerError::Held => busy(),
+    MarkerError::Io(e) => Error::io("create lock marker", layout.lock_marker_dir(), e),
+  })?);
+  Ok(lock)
+}
+
+enum MarkerError {
+  /// A live TypeScript writer (or one writing its marker) holds `index.lock/`.
+  Held,
+  Io(std::io::Error),
+}
+
+/// Take `index.lock/` the TypeScript writer's way (see the module doc): `mkdir`, then an
+/// exclusive create of `owner.json`, synced. A leftover that holds nothing (ours, a dead
+/// writer's, an old torn one) is removed and the take retried. Returns the bytes written.
+fn take_marker(layout: &StoreLayout) -> std::result::Result<Vec<u8>, MarkerError> {
+  use super::migrate::{inspect_marker, Marker};
+  let dir = layout.lock_marker_dir();
   let owner = LockOwner {
     pid: std::process::id(),
     hostname: host_name(),
     acquired_at: now_iso(),
     engine: Some(super::layout::ENGINE_NAME.to_string()),
   };
-  // The marker is informational: it is written without fsync (it costs a no-op reindex nothing
-  // measurable), and failing to write it does not fail the lock.
-  if let Ok(json) = serde_json::to_vec(&owner) {
-    let _ = std::fs::create_dir_all(&lock.marker)
-      .and_then(|_| std::fs::write(lock.marker.join("owner.json"), json));
+  let json = serde_json::to_vec(&owner).map_err(|e| MarkerError::Io(std::io::Error::other(e)))?;
+  // Each retry follows the removal of a leftover; a writer that keeps re-creating one wins.
+  for _ in 0..3 {
+    match std::fs::create_dir(&dir) {
+      Ok(()) => {
+        return match write_marker(&dir, &json) {
+          Ok(()) => Ok(json),
+          Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(MarkerError::Io(e))
+          }
+        }
+      }
+      Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+        let found = inspect_marker(layout);
+        if found.holds() {
+          return Err(MarkerError::Held);
+        }
+        if found != Marker::Absent {
+          std::fs::remove_dir_all(&dir).or_else(ignore_not_found).map_err(MarkerError::Io)?;
+        }
+      }
+      Err(e) => return Err(MarkerError::Io(e)),
+    }
   }
-  Ok(lock)
+  Err(MarkerError::Held)
+}
+
+fn ignore_not_found(e: std::io::Error) -> std::io::Result<()> {
+  if e.kind() == std::io::ErrorKind::NotFound {
+    Ok(())
+  } else {
+    Err(e)
+  }
+}
+
+/// `owner.json` in the folder we just created: exclusive create (never over a file someone else
+/// put there), file and folder synced so a crash leaves the whole record or none.
+fn write_marker(dir: &std::path::Path, json: &[u8]) -> std::io::Result<()> {
+  use std::io::Write;
+  let path = dir.join("owner.json");
+  let mut f = OpenOptions::new().write(true).create_new(true).open(&path)?;
+  f.write_all(json)?;
+  f.sync_all()?;
+  crate::fsutil::sync_dir(dir);
+  Ok(())
 }
 
 #[cfg(test)]
@@ -99,6 +165,91 @@ mod tests {
   use super::*;
   use std::io::{BufRead, BufReader};
   use std::process::{Command, Stdio};
+
+  type Hook = Box<dyn Fn(&StoreLayout)>;
+
+  thread_local! {
+    /// Runs in `acquire` between the OS lock and the marker handshake (this thread's calls).
+    static BEFORE_MARKER: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
+  }
+
+  pub(super) fn before_marker(layout: &StoreLayout) {
+    BEFORE_MARKER.with(|h| {
+      if let Some(f) = h.borrow().as_ref() {
+        f(layout)
+      }
+    });
+  }
+
+  fn ts_marker(l: &StoreLayout, pid: u32) -> Vec<u8> {
+    let json = serde_json::json!({"pid": pid, "hostname": host_name(), "acquiredAt": now_iso()}).to_string();
+    std::fs::create_dir_all(l.lock_marker_dir()).unwrap();
+    std::fs::write(l.lock_marker_dir().join("owner.json"), &json).unwrap();
+    json.into_bytes()
+  }
+
+  fn age_marker(l: &StoreLayout, by: std::time::Duration) {
+    let old = std::time::SystemTime::now() - by;
+    let f = l.lock_marker_dir().join("owner.json");
+    if f.exists() {
+      File::options().write(true).open(&f).unwrap().set_modified(old).unwrap();
+    }
+    File::open(l.lock_marker_dir()).unwrap().set_modified(old).unwrap();
+  }
+
+  /// The TypeScript writer takes `index.lock/` between our look at it and our marker: it is
+  /// never overwritten, we are busy, and it is still there afterwards.
+  #[test]
+  fn a_typescript_writer_arriving_before_our_marker_is_never_overwritten() {
+    let (_t, l) = layout();
+    let theirs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let t2 = theirs.clone();
+    BEFORE_MARKER.with(|h| {
+      *h.borrow_mut() =
+        Some(Box::new(move |l: &StoreLayout| *t2.lock().unwrap() = ts_marker(l, std::process::id())))
+    });
+    let r = acquire(&l);
+    BEFORE_MARKER.with(|h| *h.borrow_mut() = None);
+    assert_eq!(r.unwrap_err().code(), "qmd_index_busy");
+    assert_eq!(std::fs::read(l.lock_marker_dir().join("owner.json")).unwrap(), *theirs.lock().unwrap());
+    // Its writer is gone: the lock is ours again.
+    std::fs::remove_dir_all(l.lock_marker_dir()).unwrap();
+    let a = acquire(&l).unwrap();
+    assert_eq!(owner(&l).pid, std::process::id());
+    drop(a);
+  }
+
+  /// Our Drop removes only the marker we wrote.
+  #[test]
+  fn drop_leaves_a_marker_that_is_not_ours() {
+    let (_t, l) = layout();
+    let a = acquire(&l).unwrap();
+    let theirs = ts_marker(&l, std::process::id());
+    drop(a);
+    assert_eq!(std::fs::read(l.lock_marker_dir().join("owner.json")).unwrap(), theirs);
+  }
+
+  /// A torn or zero-filled marker (a crash before its write reached the disk) holds the store
+  /// only for a short grace (a writer may be writing it), then it is stale and taken over.
+  #[test]
+  fn a_torn_or_zero_filled_marker_is_stale_after_its_grace() {
+    let (_t, l) = layout();
+    for content in [&b"{\"pid\": 12"[..], &[0u8; 64][..], &b""[..]] {
+      std::fs::create_dir_all(l.lock_marker_dir()).unwrap();
+      std::fs::write(l.lock_marker_dir().join("owner.json"), content).unwrap();
+      assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy", "fresh: may be being written");
+      age_marker(&l, super::super::migrate::TORN_MARKER_GRACE + std::time::Duration::from_secs(1));
+      let a = acquire(&l).expect("an old torn marker is stale");
+      assert_eq!(owner(&l).pid, std::process::id());
+      drop(a);
+      assert!(!l.lock_marker_dir().exists());
+    }
+    // A folder without owner.json (killed between mkdir and the write): the same.
+    std::fs::create_dir_all(l.lock_marker_dir()).unwrap();
+    assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy");
+    age_marker(&l, super::super::migrate::TORN_MARKER_GRACE + std::time::Duration::from_secs(1));
+    drop(acquire(&l).unwrap());
+  }
 
   fn layout() -> (tempfile::TempDir, StoreLayout) {
     let t = tempfile::tempdir().unwrap();
@@ -180,6 +331,7 @@ mod tests {
     drop(a);
     std::fs::create_dir_all(l.lock_marker_dir()).unwrap();
     std::fs::write(l.lock_marker_dir().join("owner.json"), "").unwrap();
+    age_marker(&l, super::super::migrate::TORN_MARKER_GRACE + std::time::Duration::from_secs(1));
     let a = acquire(&l).unwrap();
     assert_eq!(owner(&l).pid, std::process::id(), "the new holder rewrites the marker");
     drop(a);

@@ -20,6 +20,7 @@
 //! never run at once, and a lock we do not own is never removed.
 
 use std::path::Path;
+use std::time::Duration;
 
 use super::layout::{is_real_dir, Pointer, StoreLayout};
 use super::owner::LockOwner;
@@ -32,30 +33,92 @@ pub fn qmd_store_pending(layout: &StoreLayout) -> bool {
     && (is_real_dir(&layout.dir.join("current")) || layout.dir.join("swap.json").is_file())
 }
 
-/// The owner of a live lock of the TypeScript release's writer, if one holds the store: a marker
-/// `index.lock/owner.json` without our `engine` field whose process is alive on this host. A
-/// marker from another host cannot be checked and counts as live (as the TypeScript writer
-/// treats it). Off Unix a process cannot be probed here, so such a marker counts as live too.
-///
-/// A non-empty marker that is not a valid owner record is not ours (ours are written whole in
-/// one small write) and cannot be checked: it counts as live, so it is never broken (the
-/// TypeScript writer never breaks one either). An empty one is the remnant of our own writer
-/// killed between creating and writing it.
-pub fn foreign_writer(layout: &StoreLayout) -> Option<LockOwner> {
-  let bytes = std::fs::read(layout.lock_marker_dir().join("owner.json")).ok()?;
-  if bytes.iter().all(u8::is_ascii_whitespace) {
-    return None;
+/// A marker (`index.lock/` or its `owner.json`) that cannot be read as an owner record — torn,
+/// zero-filled by a crash, or not written yet — is taken for a writer in the middle of writing
+/// it for this long after its last change (the TypeScript writer writes `owner.json` right after
+/// its `mkdir`, in one call), then for the remnant of a crash: stale. Not fitted: ample against
+/// the milliseconds between the two calls.
+pub const TORN_MARKER_GRACE: Duration = Duration::from_secs(10);
+/// Off Unix the holder's process cannot be probed: a foreign marker older than this (by its
+/// mtime) is stale. The TypeScript release has no age-based expiry (a dead holder's lock stayed
+/// until removed by hand); its writer holds the lock for one reindex, minutes on large vaults.
+/// Not fitted: far above any reindex the old release ran, short enough that a crash does not
+/// block our writer for good.
+pub const UNCHECKED_MARKER_STALE: Duration = Duration::from_secs(6 * 3600);
+
+/// What `index.lock/` says about who holds the store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Marker {
+  /// No `index.lock/`.
+  Absent,
+  /// One of our own markers (it carries `engine`); it never decides anything, the OS lock does.
+  Ours(Vec<u8>),
+  /// A lock of the TypeScript release's writer that is live (its process exists on this host,
+  /// or it cannot be checked and is younger than [`UNCHECKED_MARKER_STALE`]).
+  Foreign(LockOwner),
+  /// A TypeScript writer's lock whose holder is gone (or that expired unchecked).
+  DeadForeign(LockOwner),
+  /// `index.lock/` without a readable owner record (torn, zero-filled, not written yet); while
+  /// fresh a writer may be writing it.
+  Torn {
+    /// Changed less than [`TORN_MARKER_GRACE`] ago.
+    fresh: bool,
+  },
+}
+
+impl Marker {
+  /// Whether the marker holds the store against us.
+  pub fn holds(&self) -> bool {
+    matches!(self, Marker::Foreign(_) | Marker::Torn { fresh: true })
   }
+}
+
+fn age(meta: &std::fs::Metadata) -> Duration {
+  meta.modified().ok().and_then(|t| t.elapsed().ok()).unwrap_or_default()
+}
+
+/// Read `index.lock/` (see [`Marker`]). A marker from another host cannot be checked and counts
+/// as live (as the TypeScript writer treats it).
+pub fn inspect_marker(layout: &StoreLayout) -> Marker {
+  let dir = layout.lock_marker_dir();
+  let file = dir.join("owner.json");
+  let (bytes, meta) = match (std::fs::read(&file), std::fs::metadata(&file)) {
+    (Ok(b), Ok(m)) => (b, m),
+    _ => {
+      return match std::fs::symlink_metadata(&dir) {
+        Err(_) => Marker::Absent,
+        // Created, not written yet (or the write was lost): torn.
+        Ok(m) => Marker::Torn { fresh: age(&m) < TORN_MARKER_GRACE },
+      };
+    }
+  };
   let Ok(owner) = serde_json::from_slice::<LockOwner>(&bytes) else {
-    return Some(LockOwner { pid: 0, hostname: String::new(), acquired_at: String::new(), engine: None });
+    return Marker::Torn { fresh: age(&meta) < TORN_MARKER_GRACE };
   };
   if owner.engine.is_some() {
-    return None;
+    return Marker::Ours(bytes);
   }
   if owner.hostname != host_name() {
-    return Some(owner);
+    return Marker::Foreign(owner);
   }
-  process_alive(owner.pid).then_some(owner)
+  let live = if cfg!(unix) { process_alive(owner.pid) } else { age(&meta) < UNCHECKED_MARKER_STALE };
+  if live {
+    Marker::Foreign(owner)
+  } else {
+    Marker::DeadForeign(owner)
+  }
+}
+
+/// The owner of a live lock of the TypeScript release's writer, if one holds the store (see
+/// [`inspect_marker`]; a fresh torn marker counts, with an empty owner record).
+pub fn foreign_writer(layout: &StoreLayout) -> Option<LockOwner> {
+  match inspect_marker(layout) {
+    Marker::Foreign(owner) => Some(owner),
+    Marker::Torn { fresh: true } => {
+      Some(LockOwner { pid: 0, hostname: String::new(), acquired_at: String::new(), engine: None })
+    }
+    _ => None,
+  }
 }
 
 /// True when a local process with `pid` exists (always true where this cannot be checked).
@@ -133,9 +196,18 @@ mod tests {
     );
     assert!(foreign_writer(&layout).is_none(), "our own marker never decides anything");
     marker(&layout, serde_json::json!("{not-json"));
-    assert!(foreign_writer(&layout).is_some(), "a malformed lock is never broken");
+    assert!(foreign_writer(&layout).is_some(), "a fresh malformed lock may be being written");
     std::fs::write(layout.lock_marker_dir().join("owner.json"), b"").unwrap();
-    assert!(foreign_writer(&layout).is_none(), "an empty marker is a remnant of ours");
+    assert!(foreign_writer(&layout).is_some(), "so may a fresh empty one");
+    let old = std::time::SystemTime::now() - TORN_MARKER_GRACE - Duration::from_secs(1);
+    std::fs::File::options()
+      .write(true)
+      .open(layout.lock_marker_dir().join("owner.json"))
+      .unwrap()
+      .set_modified(old)
+      .unwrap();
+    assert_eq!(inspect_marker(&layout), Marker::Torn { fresh: false });
+    assert!(foreign_writer(&layout).is_none(), "an old torn marker is the remnant of a crash");
     #[cfg(unix)]
     {
       // A process that has exited (its pid reaped) is not alive.

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Content of `index.lock/owner.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockOwner {
   /// Process id of the holder.

@@ -176,4 +176,23 @@ mod tests {
     assert_eq!(codes, ["qmd_index_busy", "qmd_migration_deferred"]);
     assert!(marker.join("owner.json").is_file(), "a lock we do not own is never removed");
   }
+
+  /// A torn or zero-filled TypeScript marker (a crash before its write reached the disk) is not
+  /// a live lock forever: once past its grace, `recoverIndex` takes the store and clears it.
+  #[test]
+  fn recover_clears_a_torn_marker() {
+    let t = tempfile::tempdir().unwrap();
+    let p = VaultPaths::new_layout(t.path());
+    std::fs::create_dir_all(p.qmd_current.clone()).unwrap();
+    std::fs::write(p.qmd_current.join("index.sqlite"), b"SQLite format 3\0").unwrap();
+    let marker = p.qmd.join("index.lock");
+    std::fs::create_dir_all(&marker).unwrap();
+    std::fs::write(marker.join("owner.json"), [0u8; 48]).unwrap();
+    let old = std::time::SystemTime::now() - migrate::TORN_MARKER_GRACE - std::time::Duration::from_secs(1);
+    std::fs::File::options().write(true).open(marker.join("owner.json")).unwrap().set_modified(old).unwrap();
+    let r = recover_index(&p);
+    assert!(r.ok, "{r:?}");
+    assert!(!marker.exists(), "the torn marker is cleared");
+    assert!(lock::acquire(&StoreLayout::new(p.retrieval())).is_ok());
+  }
 }

@@ -96,6 +96,13 @@ enum Loaded {
     warning: Option<Diagnostic>,
   },
   Invalid(Diagnostic),
+  /// The read failed with an I/O error other than "not found" (EIO, a dropped network share, a
+  /// file locked by another program): no verdict on the page. Its entry (or exclusion) stays as
+  /// it was, so it is still recalled with its last indexed content, and because nothing records
+  /// its new size and mtime, the next scan reads it again (`page_unreadable`).
+  Unreadable(Diagnostic),
+  /// The file was gone when read (deleted after the walk's stat): a deletion.
+  Gone,
 }
 
 fn emit(
@@ -186,13 +193,21 @@ fn load_one(
   }
   // The walk's `wiki/` folder: the file's path less as many components as its relative path has.
   let wiki = file.abs_path.ancestors().nth(file.rel_path.split('/').count()).unwrap_or(&file.abs_path);
-  let bytes = match crate::vault::read::read_page_at(wiki, &file.abs_path, MAX_PAGE_BYTES) {
+  let read = || crate::vault::read::read_page_at(wiki, &file.abs_path, MAX_PAGE_BYTES);
+  #[cfg(test)]
+  let read = || tests::read_fault(file).map_or_else(read, Err);
+  let bytes = match read() {
     Ok(b) => b,
+    Err(crate::vault::read::PageReadError::Io { source, .. })
+      if source.kind() == std::io::ErrorKind::NotFound =>
+    {
+      return Loaded::Gone
+    }
     Err(e @ crate::vault::read::PageReadError::Io { .. }) => {
-      return Loaded::Invalid(Diagnostic::error(
-        "frontmatter_parse_error",
+      return Loaded::Unreadable(Diagnostic::warning(
+        "page_unreadable",
         &file.rel_path,
-        &format!("Failed to read file: {e}"),
+        &format!("{e}; the page keeps its last indexed content and is read again on the next scan"),
       ))
     }
     // Replaced since the walk's stat (a symlink, a FIFO, grown past the cap): refused unread.
@@ -353,10 +368,10 @@ impl Scan {
 }
 
 /// Which pages of the previous generation a scan accounts for: every one (a walk of the vault;
-/// pages not met are removed), or only those of a changed-paths hint (plus the ids it names as
-/// gone).
+/// pages not met are removed, except where the walk could not read), or only those of a
+/// changed-paths hint (plus the ids it names as gone).
 enum Coverage {
-  Walk,
+  Walk { unreadable: crate::vault::discover::Unreadable },
   Hinted { gone: Vec<String> },
 }
 
@@ -409,7 +424,7 @@ fn scan_pages(
     for ((file, l), before) in batch.iter().zip(loaded).zip(before) {
       let prev = before.entry;
       let was_excluded = before.excluded;
-      if was_excluded.is_some() && !matches!(l, Loaded::Invalid(_)) {
+      if was_excluded.is_some() && !matches!(l, Loaded::Invalid(_) | Loaded::Unreadable(_)) {
         delta.xdel.push(file.id.clone());
       }
       match l {
@@ -419,6 +434,9 @@ fn scan_pages(
             delta.set.insert(file.id.clone(), Arc::new(e));
           }
         }
+        // A removals-only run adds and updates nothing: the page keeps its indexed entry (its
+        // old size and mtime, so the next ordinary run reads it again).
+        Loaded::Changed { .. } if opts.removals_only => {}
         Loaded::Changed { entry, chunks, is_new, page, warning } => {
           if let Some(d) = warning {
             res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
@@ -467,6 +485,18 @@ fn scan_pages(
             delta.xset.insert(file.id.clone(), x);
           }
         }
+        Loaded::Unreadable(d) => {
+          res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
+        }
+        Loaded::Gone => {
+          if let Some(p) = prev {
+            let (lexical, w) = sink.writer()?;
+            lexical.delete_page(w, &file.id);
+            res.chunks.removed += p.chunks.len() as u32;
+            res.documents.removed += 1;
+            delta.del.push(file.id.clone());
+          }
+        }
       }
     }
     let done = ((b + 1) * BATCH * n_threads).min(files.len()) as u64;
@@ -478,7 +508,12 @@ fn scan_pages(
   }
   if let Some(m) = prior {
     let (gone_pages, gone_excluded): (Vec<&String>, Vec<&String>) = match &coverage {
-      Coverage::Walk => (gone_entries, gone_excluded),
+      // Pages in a place the walk could not read are not gone: they stay as they were.
+      Coverage::Walk { unreadable } if !unreadable.is_empty() => (
+        gone_entries.into_iter().filter(|k| !unreadable.covers(k)).collect(),
+        gone_excluded.into_iter().filter(|k| !unreadable.covers(k)).collect(),
+      ),
+      Coverage::Walk { .. } => (gone_entries, gone_excluded),
       Coverage::Hinted { gone } => (
         gone.iter().filter(|k| m.entries.contains_key(*k)).collect(),
         gone.iter().filter(|k| m.excluded.contains_key(*k)).collect(),
@@ -903,7 +938,7 @@ fn run_locked(
   let vault_id = ensure_vault_id(paths).map_err(pre)?;
   res.vault_id = Some(vault_id.clone());
 
-  let force_lexical = opts.force && components.contains(&Component::Lexical);
+  let force_lexical = opts.force && !opts.removals_only && components.contains(&Component::Lexical);
   let opened = if force_lexical { None } else { open_current(layout, &vault_id) };
   // The vault's embedding model (per-vault choice) decides how chunks are counted.
   let choice = super::model_choice::choose_at_reindex(paths, layout, opened.as_ref().map(|g| &*g.manifest));
@@ -922,6 +957,11 @@ fn run_locked(
     other => other,
   };
   opts.cancel.check().map_err(pre)?;
+  if opts.removals_only && current.is_none() {
+    // Nothing published (or it would be rebuilt): nothing to remove, and nothing is built.
+    emit(opts, "mirror", "removals only: no published index of this format to remove pages from", None, None);
+    return Ok(());
+  }
   // Cancellation is not a failure of the store (no last-error.json); anything else after the
   // scan started is.
   let classify = |e: Error| if matches!(e, Error::Cancelled) { pre(e) } else { post(e) };
@@ -947,7 +987,7 @@ fn run_locked(
       for d in &discovery.diagnostics {
         res.warnings.push(IndexIssue::new(&d.code, d.message.clone()).at(d.path.clone()));
       }
-      (discovery.files, Coverage::Walk)
+      (discovery.files, Coverage::Walk { unreadable: discovery.unreadable })
     }
   };
 
@@ -1045,8 +1085,16 @@ fn run_locked(
         sink.spill = (files.len() >= spill_from_pages())
           .then(|| EntrySpill::create(staging.dir.join(SPILL_FILE)))
           .transpose()?;
-        let scan =
-          scan_pages(&files, paths.page_model(), Coverage::Walk, None, opts, &chunker, &mut sink, res)?;
+        let scan = scan_pages(
+          &files,
+          paths.page_model(),
+          Coverage::Walk { unreadable: Default::default() },
+          None,
+          opts,
+          &chunker,
+          &mut sink,
+          res,
+        )?;
         // Not needed past the scan: freed before the manifest comes back and the lint runs.
         release_files(std::mem::take(&mut files));
         let commit = CommitInfo { generation: first, manifest_generation: first, vectors: carried };
@@ -1100,7 +1148,7 @@ fn run_locked(
       None
     }
   };
-  if components.contains(&Component::Vectors) {
+  if components.contains(&Component::Vectors) && !opts.removals_only {
     super::embedding::vector_phase(paths, layout, opts, &chunker, unchanged, &model_config, res)
       .map_err(classify)?;
   }
@@ -1232,6 +1280,199 @@ mod tests {
     if id == PANIC_PAGE {
       panic!("test hook: indexing {id} panics");
     }
+  }
+
+  /// Page ids whose next read fails once with the given error kind (test builds only): the read
+  /// runs on the indexing pool's threads, so the set is process-wide, keyed by ids unique to
+  /// each test.
+  static READ_FAULTS: std::sync::Mutex<BTreeMap<String, std::io::ErrorKind>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+  pub(super) fn fail_next_read(id: &str, kind: std::io::ErrorKind) {
+    READ_FAULTS.lock().unwrap().insert(id.to_string(), kind);
+  }
+
+  /// The injected failure of this page's read, if one is pending (taken: it fails once).
+  pub(super) fn read_fault(file: &PageFile) -> Option<crate::vault::read::PageReadError> {
+    let kind = READ_FAULTS.lock().unwrap_or_else(|p| p.into_inner()).remove(&file.id)?;
+    Some(crate::vault::read::PageReadError::Io {
+      path: file.abs_path.clone(),
+      source: std::io::Error::new(kind, "test hook: injected read failure"),
+    })
+  }
+
+  /// A folder the walk cannot list, or a page it cannot stat, for another reason than being
+  /// gone, keeps its indexed pages (a full scan, the watcher's catch-up, takes nothing for
+  /// deleted that it could not look at); the next scan sees them again. A folder found gone is a
+  /// deletion.
+  #[test]
+  fn pages_the_walk_cannot_read_are_kept_not_removed() {
+    use crate::vault::discover::tests::fail_next_walk;
+    let (_t, p) = crate::testkit::temp_vault();
+    for (i, word) in ["kilo", "lima", "mike"].iter().enumerate() {
+      crate::testkit::write_page(
+        &p,
+        &format!("concepts/walk{i}"),
+        &format!("T{i}"),
+        &format!("Body zq{word}."),
+      );
+      crate::testkit::write_page(
+        &p,
+        &format!("topics/walk{i}"),
+        &format!("U{i}"),
+        &format!("Body zt{word}."),
+      );
+    }
+    let opts = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
+    assert!(reindex_vault(&p, &opts).documents.indexed == 6);
+    for scope in [Scope::All, Scope::Changed] {
+      let scoped = ReindexOptions { scope, ..opts.clone() };
+      fail_next_walk(&p.wiki.join("topics"), std::io::ErrorKind::Other);
+      fail_next_walk(&p.wiki.join("concepts/walk1.md"), std::io::ErrorKind::PermissionDenied);
+      let r = reindex_vault(&p, &scoped);
+      assert!(r.ok, "{:?}", r.errors);
+      assert_eq!(r.documents.removed, 0, "{scope:?}: {:?} {:?}", r.documents, r.warnings);
+      assert!(r.warnings.iter().any(|w| w.code == "page_unreadable"), "{:?}", r.warnings);
+      assert_eq!(r.status.counts.total_documents, 6);
+      let r = reindex_vault(&p, &scoped);
+      assert!(r.ok && r.documents.removed == 0 && r.warnings.iter().all(|w| w.code != "page_unreadable"));
+    }
+    // A folder that is gone when listed takes its pages with it.
+    fail_next_walk(&p.wiki.join("topics"), std::io::ErrorKind::NotFound);
+    let r = reindex_vault(&p, &opts);
+    assert_eq!(r.documents.removed, 3, "{:?}", r.documents);
+  }
+
+  /// `removals_only` removes pages that are gone or no longer validate and changes nothing
+  /// else: a new page is not added, a changed valid page keeps its indexed content, no vectors
+  /// are written, and where nothing is published nothing is built. The next ordinary run
+  /// indexes what it left.
+  #[test]
+  fn removals_only_takes_out_unsafe_pages_and_indexes_nothing() {
+    let (_t, p) = crate::testkit::temp_vault();
+    let lexical = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
+    let removals = ReindexOptions {
+      removals_only: true,
+      components: vec![Component::Lexical, Component::Vectors],
+      ..lexical.clone()
+    };
+    for (i, word) in ["oscar", "papa", "quebec", "romeo"].iter().enumerate() {
+      crate::testkit::write_page(
+        &p,
+        &format!("concepts/r{i}"),
+        &format!("T{i}"),
+        &format!("Body zr{word}old."),
+      );
+    }
+    // Nothing published: nothing is built.
+    let r = reindex_vault(&p, &removals);
+    assert!(r.ok, "{:?}", r.errors);
+    assert!(StoreLayout::new(p.retrieval()).current().is_none(), "a removals-only run built a store");
+    assert_eq!(reindex_vault(&p, &lexical).documents.indexed, 4);
+    let gen_before = reindex_vault(&p, &lexical).generation;
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::remove_file(p.wiki.join("concepts/r0.md")).unwrap();
+    crate::testkit::write_file(&p.wiki.join("concepts/r1.md"), "no frontmatter any more\n");
+    crate::testkit::write_page(&p, "concepts/r2", "T2", "Body zrquebecnew, edited and longer.");
+    crate::testkit::write_page(&p, "concepts/r9", "T9", "Body zrnewpage.");
+    let r = reindex_vault(&p, &removals);
+    assert!(r.ok, "{:?}", r.errors);
+    assert_eq!(r.documents.removed, 2, "{:?}", r.documents);
+    assert_eq!((r.documents.indexed, r.documents.updated), (0, 0), "{:?}", r.documents);
+    assert_eq!(r.vectors.generated, 0);
+    assert!(!r.full_rebuild);
+    assert_eq!(r.generation, gen_before + 1);
+    let layout = StoreLayout::new(p.retrieval());
+    let gen = open_current(&layout, r.vault_id.as_deref().unwrap()).unwrap();
+    let ids: Vec<&str> = gen.manifest.entries.keys().map(|k| k.as_str()).collect();
+    assert_eq!(ids, ["concepts/r2", "concepts/r3"]);
+    assert!(gen.manifest.excluded.contains_key("concepts/r1"));
+    let r2 = &gen.manifest.entries["concepts/r2"];
+    assert_eq!(r2.content_hash, gen.manifest.entries["concepts/r2"].content_hash);
+    assert_ne!(
+      r2.size,
+      std::fs::metadata(p.wiki.join("concepts/r2.md")).unwrap().len(),
+      "r2 kept its indexed entry"
+    );
+    drop(gen);
+    // Nothing left to remove: a no-op.
+    let again = reindex_vault(&p, &removals);
+    assert!(
+      again.ok && again.documents.removed == 0 && again.generation == gen_before + 1,
+      "{:?}",
+      again.documents
+    );
+    // The next ordinary run indexes the rest.
+    let r = reindex_vault(&p, &lexical);
+    assert_eq!(
+      (r.documents.indexed, r.documents.updated, r.documents.removed),
+      (1, 1, 0),
+      "{:?}",
+      r.documents
+    );
+  }
+
+  /// A read that fails with an I/O error (EIO, a network share that dropped, a file locked by
+  /// another program) is not a verdict on the page: its index entry stays (still recalled, with
+  /// its last good content), it is not remembered as excluded, and the next `changed` scan
+  /// reads it again without an edit. A read that finds the file gone removes the page.
+  #[test]
+  fn a_transient_read_error_keeps_the_page_and_the_next_scan_retries_it() {
+    let (_t, p) = crate::testkit::temp_vault();
+    for (i, word) in ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"].iter().enumerate() {
+      crate::testkit::write_page(
+        &p,
+        &format!("concepts/flaky{i}"),
+        &format!("T{i}"),
+        &format!("Body zq{word}old."),
+      );
+    }
+    let opts = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
+    let first = reindex_vault(&p, &opts);
+    assert!(first.ok && first.documents.indexed == 6, "{:?}", first.errors);
+    let recall = |q: &str| -> Vec<String> {
+      use crate::retrieve::modes::RetrievalMode;
+      use crate::retrieve::recall::{recall_wiki, RecallOptions, RecallPolicy};
+      let policy =
+        RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: 10, max_results: 5 };
+      let hits = recall_wiki(&p, q, &RecallOptions::new(policy, RetrievalMode::Lexical)).unwrap();
+      hits.results.into_iter().map(|h| h.id).collect()
+    };
+    // An edit (new size and mtime), then the read of the edited page fails once.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    crate::testkit::write_page(&p, "concepts/flaky2", "T2", "Body zqcharlienew, now longer than before.");
+    fail_next_read("concepts/flaky2", std::io::ErrorKind::Other);
+    let failed = reindex_vault(&p, &opts);
+    assert!(failed.ok, "{:?}", failed.errors);
+    let codes: Vec<&str> = failed.warnings.iter().map(|w| w.code.as_str()).collect();
+    assert!(codes.contains(&"page_unreadable"), "{codes:?}");
+    assert!(!codes.contains(&"frontmatter_parse_error"), "an I/O error is not a parse error: {codes:?}");
+    assert_eq!(failed.documents.removed, 0, "{:?}", failed.documents);
+    assert_eq!(failed.status.counts.total_documents, 6);
+    assert_eq!(recall("zqcharlieold"), vec!["concepts/flaky2".to_string()], "the page left recall");
+    // The next incremental scan (the watcher's) reads it again: no edit needed.
+    let again = reindex_vault(&p, &opts);
+    assert!(again.ok, "{:?}", again.errors);
+    assert_eq!(again.documents.updated, 1, "{:?} {:?}", again.documents, again.warnings);
+    assert!(again.warnings.iter().all(|w| w.code != "page_unreadable"));
+    assert_eq!(recall("zqcharlienew"), vec!["concepts/flaky2".to_string()]);
+    // A new page whose first read fails is simply not indexed yet, and is on the next scan.
+    crate::testkit::write_page(&p, "concepts/flaky-new", "TN", "Body zqfresh.");
+    fail_next_read("concepts/flaky-new", std::io::ErrorKind::PermissionDenied);
+    let r = reindex_vault(&p, &opts);
+    assert!(r.ok && r.documents.indexed == 0, "{:?}", r.documents);
+    let r = reindex_vault(&p, &opts);
+    assert!(r.ok && r.documents.indexed == 1, "{:?}", r.documents);
+    assert_eq!(recall("zqfresh"), vec!["concepts/flaky-new".to_string()]);
+    // A file that is gone when read (deleted after the walk) is a deletion.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    crate::testkit::write_page(&p, "concepts/flaky4", "T4", "Body zqechonew edited again.");
+    fail_next_read("concepts/flaky4", std::io::ErrorKind::NotFound);
+    let r = reindex_vault(&p, &opts);
+    assert!(r.ok && r.documents.removed == 1, "{:?}", r.documents);
+    assert!(r.warnings.iter().all(|w| w.code != "page_unreadable" && w.code != "frontmatter_parse_error"));
+    assert!(recall("zqechoold").is_empty());
+    assert!(recall("zqechonew").is_empty());
   }
 
   #[test]

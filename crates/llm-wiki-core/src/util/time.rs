@@ -8,7 +8,12 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
   let num = |t: &str| -> Option<i64> {
     (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())).then(|| t.parse().ok()).flatten()
   };
-  let (date, rest) = if s.len() > 10 { s.split_at(10) } else { (s, "") };
+  // Byte 10 inside a multi-byte character: no date (split_at would panic there).
+  let (date, rest) = match s.len() > 10 {
+    true if !s.is_char_boundary(10) => return None,
+    true => s.split_at(10),
+    false => (s, ""),
+  };
   let mut parts = date.split('-');
   let (y, m, d) = (num(parts.next()?)?, num(parts.next()?)?, num(parts.next()?)?);
   if date.len() != 10 || parts.next().is_some() || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m)
@@ -78,7 +83,16 @@ mod tests {
     assert_eq!(parse_timestamp("2026-08-02T13:00:00+02:00"), parse_timestamp("2026-08-02T11:00:00Z"));
     assert_eq!(parse_timestamp("2026-08-02 11:00"), parse_timestamp("2026-08-02T11:00:00.5Z"));
     assert_eq!(parse_timestamp("2024-02-29"), Some(days_from_civil(2024, 2, 29) * 86_400));
-    for bad in ["", "2026-02-30", "2026-13-01", "26-01-01", "2026-01-01T25:00", "soon", "2026-01-01X"] {
+    for bad in [
+      "",
+      "2026-02-30",
+      "2026-13-01",
+      "26-01-01",
+      "2026-01-01T25:00",
+      "soon",
+      "2026-01-01X",
+      "2026-11-\u{FDFA}03T00:00:00Z",
+    ] {
       assert_eq!(parse_timestamp(bad), None, "{bad}");
     }
   }

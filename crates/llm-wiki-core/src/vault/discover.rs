@@ -35,6 +35,49 @@ pub struct Discovery {
   pub files: Vec<PageFile>,
   /// Scan diagnostics (unreadable directories, id collisions, escapes).
   pub diagnostics: Vec<Diagnostic>,
+  /// Where the walk could not look (for another reason than the path being gone): the pages
+  /// indexed there are not taken for deleted.
+  pub unreadable: Unreadable,
+}
+
+/// Folders whose listing and pages whose stat failed with an I/O error other than "not found"
+/// (EIO, a network share that dropped, permissions changed for a moment). A reindex keeps the
+/// pages indexed there as they are instead of removing them, and looks again on its next scan.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+  /// Folders under `wiki/` (NFC, `/`-separated; "" is `wiki/` itself).
+  pub folders: Vec<String>,
+  /// Page ids.
+  pub pages: Vec<String>,
+}
+
+impl Unreadable {
+  /// Nothing was unreadable.
+  pub fn is_empty(&self) -> bool {
+    self.folders.is_empty() && self.pages.is_empty()
+  }
+
+  /// Whether the page `id` is in a place the walk could not read.
+  pub fn covers(&self, id: &str) -> bool {
+    self.pages.iter().any(|p| p == id)
+      || self.folders.iter().any(|f| {
+        f.is_empty() || (id.len() > f.len() && id.starts_with(f.as_str()) && id.as_bytes()[f.len()] == b'/')
+      })
+  }
+}
+
+/// Why the walk could not read a folder or stat a page.
+#[derive(Debug, Default)]
+struct WalkError {
+  message: String,
+  /// The path no longer exists (deleted while walked): not an unreadable place.
+  gone: bool,
+}
+
+impl From<std::io::Error> for WalkError {
+  fn from(e: std::io::Error) -> Self {
+    WalkError { gone: e.kind() == std::io::ErrorKind::NotFound, message: e.to_string() }
+  }
 }
 
 fn is_reserved(name: &str) -> bool {
@@ -149,8 +192,13 @@ pub fn discover_pages(vault_root: &Path, wiki_dir: &Path) -> Discovery {
   // (`.obsidian/`, `.trash/`, `.git/`, the engine's `.llm-wiki-retrieval/`) and `node_modules/`
   // are not notes, and `index.md` / `log.md` are ordinary notes.
   let notes = real_wiki == real_root;
-  let root =
-    Sub { path: wiki_dir.to_path_buf(), rel: String::new(), utf8: true, notes, listing: Err(String::new()) };
+  let root = Sub {
+    path: wiki_dir.to_path_buf(),
+    rel: String::new(),
+    utf8: true,
+    notes,
+    listing: Err(WalkError::default()),
+  };
   let tree = match rayon::ThreadPoolBuilder::new()
     .num_threads(threads)
     .thread_name(|i| format!("llm-wiki-walk-{i}"))
@@ -194,7 +242,7 @@ struct Sub {
   /// `node_modules`, reserve no name.
   notes: bool,
   /// Its listing, or why it could not be read.
-  listing: std::result::Result<Listing, String>,
+  listing: std::result::Result<Listing, WalkError>,
 }
 
 /// The path under `wiki/` of the entry `name` of the directory at `dir_rel` ("" for `wiki/`).
@@ -224,7 +272,7 @@ enum Item {
 /// it): the file as discovered, or why its size and mtime could not be read.
 struct Claim {
   file: PageFile,
-  stat_error: Option<String>,
+  stat_error: Option<WalkError>,
   /// Whether the id has no upper-case or non-ASCII letter (it is its own lowercase key); found
   /// on the walk's threads, where the id is still in cache.
   caseless: bool,
@@ -233,9 +281,13 @@ struct Claim {
 }
 
 /// `parallel`: subdirectories on the current rayon pool's threads (else one after another).
-fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, String> {
+fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, WalkError> {
   use rayon::prelude::*;
-  let entries = std::fs::read_dir(&sub.path).map_err(|e| e.to_string())?;
+  #[cfg(test)]
+  if let Some(e) = tests::fault(&sub.path) {
+    return Err(e.into());
+  }
+  let entries = std::fs::read_dir(&sub.path)?;
   let mut listing = Listing { errors: Vec::new(), items: Vec::new(), pages: 0 };
   let mut named: Vec<(std::ffi::OsString, Item)> = Vec::new();
   for entry in entries {
@@ -266,11 +318,13 @@ fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, Strin
         rel: entry_rel(),
         utf8,
         notes: sub.notes,
-        listing: Err(String::new()),
+        listing: Err(WalkError::default()),
       })),
       Ok(ft) if ft.is_file() && is_markdown(&name_str) && utf8 => {
         let rel_path = nfc(entry_rel());
         let stat = entry.metadata().map(|m| (m.len(), mtime_ns(&m)));
+        #[cfg(test)]
+        let stat = tests::fault(&entry.path()).map_or(stat, Err);
         let (size, mtime_ns) = *stat.as_ref().unwrap_or(&(0, 0));
         let file = PageFile {
           id: rel_path[..rel_path.len() - 3].to_string(),
@@ -281,7 +335,7 @@ fn read_listing(sub: &Sub, parallel: bool) -> std::result::Result<Listing, Strin
         };
         let caseless = file.id.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase());
         listing.pages += 1;
-        Item::Page(Claim { file, stat_error: stat.err().map(|e| e.to_string()), caseless, walk_index: 0 })
+        Item::Page(Claim { file, stat_error: stat.err().map(WalkError::from), caseless, walk_index: 0 })
       }
       Ok(ft) if ft.is_file() && is_markdown(&name_str) => Item::NotUtf8(entry_rel()),
       Ok(_) => continue,
@@ -332,10 +386,19 @@ impl Walk<'_> {
     };
     let listing = match sub.listing {
       Ok(l) => l,
-      Err(err) => return scan_error(self.out, &err),
+      Err(err) => {
+        if !err.gone {
+          self.out.unreadable.folders.push(nfc(sub.rel.clone()));
+        }
+        return scan_error(self.out, &err.message);
+      }
     };
     for err in &listing.errors {
       scan_error(self.out, err);
+    }
+    if !listing.errors.is_empty() {
+      // Which entries were lost is unknown: nothing indexed in this folder is taken for deleted.
+      self.out.unreadable.folders.push(nfc(sub.rel.clone()));
     }
     for item in listing.items {
       match item {
@@ -410,14 +473,22 @@ fn settle_claims(mut claims: Vec<Claim>, out: &mut Discovery) {
     let at = claim.walk_index;
     match (lost, claim.stat_error) {
       (Some(winner), _) => diagnostics.push((at, collision(&winner, &claim.file.rel_path))),
-      (None, Some(err)) => diagnostics.push((
-        at,
-        Diagnostic::error(
-          "frontmatter_parse_error",
-          &claim.file.rel_path,
-          &format!("Failed to inspect knowledge path: {err}"),
-        ),
-      )),
+      // Deleted between the listing and its stat: not a page any more.
+      (None, Some(err)) if err.gone => {}
+      (None, Some(err)) => {
+        out.unreadable.pages.push(claim.file.id.clone());
+        diagnostics.push((
+          at,
+          Diagnostic::warning(
+            "page_unreadable",
+            &claim.file.rel_path,
+            &format!(
+              "Failed to inspect knowledge path: {}; an indexed page keeps its last indexed content and is read again on the next scan",
+              err.message
+            ),
+          ),
+        ))
+      }
       (None, None) => out.files.push(claim.file),
     }
   }
@@ -473,8 +544,23 @@ fn libc_eloop() -> i32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
   use super::*;
+
+  /// Paths (folders: their listing; page files: their stat) whose next walk fails once with the
+  /// given error kind (test builds only; process-wide, keyed by paths unique to each test).
+  static FAULTS: std::sync::Mutex<Vec<(PathBuf, std::io::ErrorKind)>> = std::sync::Mutex::new(Vec::new());
+
+  pub(crate) fn fail_next_walk(path: &Path, kind: std::io::ErrorKind) {
+    FAULTS.lock().unwrap().push((path.to_path_buf(), kind));
+  }
+
+  pub(super) fn fault(path: &Path) -> Option<std::io::Error> {
+    let mut faults = FAULTS.lock().unwrap_or_else(|p| p.into_inner());
+    let at = faults.iter().position(|(p, _)| p == path)?;
+    let (_, kind) = faults.remove(at);
+    Some(std::io::Error::new(kind, "test hook: injected walk failure"))
+  }
   use std::fs;
 
   fn write(p: &Path, s: &str) {

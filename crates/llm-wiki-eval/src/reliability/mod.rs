@@ -15,6 +15,7 @@
 pub mod crash;
 pub mod events;
 pub mod soak;
+pub mod soak_mixed;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

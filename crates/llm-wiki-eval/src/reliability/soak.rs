@@ -40,6 +40,8 @@ use llm_wiki_core::vault::VaultPaths;
 pub struct SoakOptions {
   pub harness: HarnessOptions,
   pub seconds: u64,
+  /// Issue 43's mix of writers (roles `watcher` and `writer`, see [`super::soak_mixed`]).
+  pub mixed: bool,
 }
 
 /// What a worker does besides recalling.
@@ -48,6 +50,10 @@ pub struct SoakOptions {
 pub enum Role {
   Incremental,
   Forced,
+  /// A watcher on the vault, page edits and explicit incremental reindexes.
+  Watcher,
+  /// Explicit reindexes (every fifth forced), conflict resolutions and recall feedback.
+  Writer,
 }
 
 impl Role {
@@ -55,7 +61,11 @@ impl Role {
     match s {
       "incremental" => Ok(Role::Incremental),
       "forced" => Ok(Role::Forced),
-      o => Err(Error::invalid(format!("unknown soak role '{o}' (expected incremental | forced)"))),
+      "watcher" => Ok(Role::Watcher),
+      "writer" => Ok(Role::Writer),
+      o => Err(Error::invalid(format!(
+        "unknown soak role '{o}' (expected incremental | forced | watcher | writer)"
+      ))),
     }
   }
 }
@@ -93,6 +103,24 @@ pub struct WorkerReport {
   pub recall_errors: BTreeMap<String, u64>,
   pub recall_samples: Vec<String>,
   pub recall_ms: Vec<f64>,
+  /// Vault ids seen (config.json before each recall, and each reindex result): must be one.
+  #[serde(default)]
+  pub vault_ids: std::collections::BTreeSet<String>,
+  /// Mixed roles: the other operations' outcomes (operation → code or "ok" → count).
+  #[serde(default)]
+  pub ops: BTreeMap<String, BTreeMap<String, u64>>,
+  #[serde(default)]
+  pub op_samples: Vec<String>,
+}
+
+impl WorkerReport {
+  /// Count one outcome of operation `op` (`ok` or an error code), keeping a few samples.
+  pub fn op(&mut self, op: &str, outcome: &str, sample: impl FnOnce() -> String) {
+    *self.ops.entry(op.to_string()).or_default().entry(outcome.to_string()).or_default() += 1;
+    if !outcome.starts_with("ok") && self.op_samples.len() < 30 {
+      self.op_samples.push(format!("{op} {outcome}: {}", sample()));
+    }
+  }
 }
 
 /// Run the soak: prepare the vault, index it, run both workers, check the end state, report.
@@ -116,7 +144,8 @@ pub fn run_soak(soak: &SoakOptions) -> Result<Vec<PathBuf>> {
 
   say(format!("two workers for {} s", soak.seconds));
   let mut workers = Vec::new();
-  for role in ["incremental", "forced"] {
+  let roles = if soak.mixed { ["watcher", "writer"] } else { ["incremental", "forced"] };
+  for role in roles {
     let report = vault.temp.path().join(format!("soak-{role}.json"));
     let child = std::process::Command::new(&bin)
       .args(["reliability", "soak-worker"])
@@ -163,13 +192,19 @@ pub fn run_soak(soak: &SoakOptions) -> Result<Vec<PathBuf>> {
       failures.push(format!("final recall of {q:?}: {}", r.label()));
     }
   }
+  let mut vault_ids: std::collections::BTreeSet<String> =
+    reports.iter().flat_map(|r| r.vault_ids.iter().cloned()).collect();
+  vault_ids.extend(super::soak_mixed::config_vault_id(&paths));
+  if vault_ids.len() != 1 {
+    failures.push(format!("{} distinct vault ids seen: {vault_ids:?}", vault_ids.len()));
+  }
   let md = render(soak, vault.ids.len(), &reports, &failures, &pages.summary());
   let json = json!({
     "schema": "llm-wiki-reliability-soak/1",
     "context": machine_context(),
-    "options": { "source": opts.source, "pages": vault.ids.len(), "seconds": soak.seconds, "seed": opts.seed, "edits": opts.edits },
+    "options": { "source": opts.source, "pages": vault.ids.len(), "seconds": soak.seconds, "seed": opts.seed, "edits": opts.edits, "mixed": soak.mixed },
     "workers": reports,
-    "endState": { "failures": failures, "pages": pages },
+    "endState": { "failures": failures, "pages": pages, "vaultIds": vault_ids },
   });
   write_report(&opts.out, &md, &json)
 }
@@ -193,10 +228,12 @@ pub fn run_soak_worker(root: &Path, plan_file: &Path, role: Role, out: &Path) ->
       while !stop.load(Ordering::SeqCst) {
         let (q, id) = &plan.queries[rng.below(plan.queries.len())];
         let mode = if i.is_multiple_of(2) { RetrievalMode::Lexical } else { RetrievalMode::Hybrid };
+        let seen = super::soak_mixed::config_vault_id(&paths);
         let started = Instant::now();
         let r = recall_check(&paths, q, id, mode);
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         let mut rep = report.lock().unwrap_or_else(|p| p.into_inner());
+        rep.vault_ids.extend(seen);
         rep.recalls += 1;
         rep.recall_ms.push(ms);
         match &r {
@@ -221,7 +258,14 @@ pub fn run_soak_worker(root: &Path, plan_file: &Path, role: Role, out: &Path) ->
   let mut rng = Rng::new(derive_seed(plan.seed, stream, 0));
   let mut editor = Editor { mutable: plan.mutable.clone(), next_new: 0 };
   let mut run = 0u64;
+  let watcher = match role {
+    Role::Watcher => Some(super::soak_mixed::start_watcher(&paths, report.clone())?),
+    _ => None,
+  };
   while Instant::now() < deadline {
+    if role == Role::Writer {
+      super::soak_mixed::writer_ops(&paths, &plan, &mut rng, run, &report);
+    }
     let opts = match role {
       Role::Incremental => {
         let churn = rng.percent(10);
@@ -232,6 +276,23 @@ pub fn run_soak_worker(root: &Path, plan_file: &Path, role: Role, out: &Path) ->
       Role::Forced => {
         ReindexOptions { components: vec![Component::Lexical], force: true, ..Default::default() }
       }
+      Role::Watcher => {
+        // Edits the watcher picks up; every third round an explicit reindex races it.
+        let churn = rng.percent(10);
+        let edits = editor.apply(&paths, &mut rng, plan.edits, churn, &format!("soakw{run}"))?;
+        report.lock().unwrap_or_else(|p| p.into_inner()).edits += edits.len() as u64;
+        if !run.is_multiple_of(3) {
+          run += 1;
+          std::thread::sleep(Duration::from_millis(300 + rng.below(700) as u64));
+          continue;
+        }
+        ReindexOptions { components: vec![Component::Lexical], ..Default::default() }
+      }
+      Role::Writer => ReindexOptions {
+        components: vec![Component::Lexical],
+        force: run.is_multiple_of(5),
+        ..Default::default()
+      },
     };
     let started = Instant::now();
     let r = reindex_vault(&paths, &opts);
@@ -239,6 +300,7 @@ pub fn run_soak_worker(root: &Path, plan_file: &Path, role: Role, out: &Path) ->
     let busy = r.errors.iter().any(|e| e.code == "qmd_index_busy");
     {
       let mut rep = report.lock().unwrap_or_else(|p| p.into_inner());
+      rep.vault_ids.extend(r.vault_id.clone());
       rep.reindex_runs += 1;
       rep.reindex_ms.push(ms);
       if r.ok {
@@ -259,6 +321,9 @@ pub fn run_soak_worker(root: &Path, plan_file: &Path, role: Role, out: &Path) ->
     let pause = if busy { rng.below(200) } else { rng.below(500) };
     std::thread::sleep(Duration::from_millis(pause as u64));
   }
+  if let Some(mut w) = watcher {
+    w.close();
+  }
   stop.store(true, Ordering::SeqCst);
   let _ = reader.join();
   let rep = report.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -277,12 +342,13 @@ fn render(
   let _ = writeln!(md, "# Concurrency soak\n");
   let _ = writeln!(
     md,
-    "Command: `llm-wiki-retrieval reliability soak --source {} --pages {} --minutes {} --seed {} --edits {}`, {}.\n",
+    "Command: `llm-wiki-retrieval reliability soak --source {} --pages {} --minutes {} --seed {} --edits {}{}`, {}.\n",
     crate::bench::report_path(&opts.source),
     opts.pages,
     soak.seconds as f64 / 60.0,
     opts.seed,
     opts.edits,
+    if soak.mixed { " --mixed" } else { "" },
     llm_wiki_core::fsutil::now_iso()
   );
   let _ = writeln!(md, "Vault: {pages} pages; two worker processes for {} s.\n", soak.seconds);
@@ -304,7 +370,12 @@ fn render(
       md,
       "| {} | {} | {} | {} | {} | {:.0} / {:.0} | {} | {} | {} | {} | {} | {} | {:.1} / {:.1} / {:.1} |",
       r.role
-        .map(|x| if x == Role::Incremental { "incremental + edits" } else { "forced (lexical)" })
+        .map(|x| match x {
+          Role::Incremental => "incremental + edits",
+          Role::Forced => "forced (lexical)",
+          Role::Watcher => "watcher + edits + reindex",
+          Role::Writer => "reindex (1 in 5 forced) + resolve + feedback",
+        })
         .unwrap_or("?"),
       r.reindex_runs,
       r.reindex_ok,
@@ -337,8 +408,18 @@ fn render(
     if failures.is_empty() { "ok".to_string() } else { format!("FAILED: {}", failures.join("; ")) }
   );
   let _ = writeln!(md, "End state: {pages_summary}.\n");
+  for r in reports.iter().filter(|r| !r.ops.is_empty()) {
+    let _ = writeln!(
+      md,
+      "Other operations of {:?}: {}.\n",
+      r.role,
+      serde_json::to_string(&r.ops).unwrap_or_default()
+    );
+  }
+  let ids: std::collections::BTreeSet<&String> = reports.iter().flat_map(|r| r.vault_ids.iter()).collect();
+  let _ = writeln!(md, "Distinct vault ids seen by the workers: {}.\n", ids.len());
   for r in reports {
-    for s in r.reindex_error_samples.iter().chain(&r.recall_samples) {
+    for s in r.reindex_error_samples.iter().chain(&r.recall_samples).chain(&r.op_samples) {
       let _ = writeln!(md, "- {s}");
     }
   }

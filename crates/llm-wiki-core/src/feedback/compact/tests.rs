@@ -155,7 +155,10 @@ fn dry_run_counts_and_writes_nothing() {
   assert_eq!(out.lines as usize, lines.len());
   assert_eq!(fs::read(events_path(&meta)).unwrap(), bytes);
   assert!(!archive_dir(&meta).exists());
-  assert!(fs::read_dir(&meta).unwrap().count() == 1, "only events.jsonl");
+  // The events lock's file stays (empty once released): only events.jsonl besides it.
+  let names: Vec<_> = fs::read_dir(&meta).unwrap().map(|e| e.unwrap().file_name()).collect();
+  assert!(names.iter().all(|n| n == "events.jsonl" || n == "events.lock"), "{names:?}");
+  assert_eq!(fs::metadata(crate::events_lock::lock_path(&meta)).map(|m| m.len()).unwrap_or(0), 0);
   assert!(run(&meta, &CompactOptions { older_than_days: -1.0, ..Default::default() }).is_err());
 }
 

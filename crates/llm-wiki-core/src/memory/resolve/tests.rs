@@ -85,7 +85,7 @@ fn every_validation_rule_has_its_code() {
     codes::VAULT_UNAVAILABLE
   );
   assert!(records_on_disk(&p).is_empty(), "no rejected request writes anything");
-  assert!(!crate::events_lock::lock_path(&p.meta).exists());
+  assert!(crate::events_lock::acquire(&p.meta, std::time::Duration::ZERO).is_ok(), "the lock is released");
   assert!(!crate::feedback::events::events_path(&p.meta).exists(), "no rejected request appends an event");
 }
 
@@ -243,7 +243,7 @@ fn a_new_resolution_appends_conflict_selected_and_a_repeat_does_not() {
   assert_eq!(e.action, crate::feedback::FeedbackAction::ConflictSelected);
   assert_eq!(e.page_id, "concepts/a");
   assert_eq!(e.vault_id, crate::vault::config::ensure_vault_id(&p).unwrap());
-  assert!(!crate::events_lock::lock_path(&p.meta).exists(), "the lock is released");
+  assert!(crate::events_lock::acquire(&p.meta, std::time::Duration::ZERO).is_ok(), "the lock is released");
   let again = resolve_in(&p, None, &req("concepts/a", "concepts/b", "supersedes")).unwrap();
   assert!(!again.created);
   assert_eq!(feedback_events(&p).len(), 1, "an idempotent repeat appends nothing");
@@ -268,7 +268,7 @@ fn a_failed_event_append_keeps_the_page_and_warns() {
   assert_eq!(records_on_disk(&p), vec![format!("{}.md", out.resolution.id)]);
   assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
   assert_eq!(out.warnings[0].code, codes::FEEDBACK_NOT_RECORDED);
-  assert!(!crate::events_lock::lock_path(&p.meta).exists(), "the lock is released");
+  assert!(crate::events_lock::acquire(&p.meta, std::time::Duration::ZERO).is_ok(), "the lock is released");
 }
 
 #[test]
