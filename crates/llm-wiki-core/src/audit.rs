@@ -17,16 +17,17 @@
 //!
 //! The constants are chosen, not fitted: 1 MiB holds ≈ 4,000 lines of ≈ 250 bytes.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::util::diagnostic::RecallDiagnostic;
+use crate::util::file_lock::{lock_within, HeldLock};
 use crate::util::hash::hex;
 use crate::vault::VaultPaths;
 
@@ -174,33 +175,8 @@ pub fn line_of(call: &ToolCall, ts: String) -> AuditLine {
   }
 }
 
-struct Held(File);
-
-impl Drop for Held {
-  fn drop(&mut self) {
-    let _ = self.0.unlock();
-  }
-}
-
-fn lock(dir: &Path) -> std::result::Result<Held, String> {
-  std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-  let f = OpenOptions::new()
-    .create(true)
-    .truncate(false)
-    .write(true)
-    .open(dir.join("audit.lock"))
-    .map_err(|e| e.to_string())?;
-  let start = Instant::now();
-  loop {
-    match f.try_lock() {
-      Ok(()) => return Ok(Held(f)),
-      Err(TryLockError::WouldBlock) if start.elapsed() < LOCK_WAIT => {
-        std::thread::sleep(Duration::from_millis(2))
-      }
-      Err(TryLockError::WouldBlock) => return Err(format!("busy for {} ms", LOCK_WAIT.as_millis())),
-      Err(TryLockError::Error(e)) => return Err(e.to_string()),
-    }
-  }
+fn lock(dir: &Path) -> std::result::Result<HeldLock, String> {
+  lock_within(&dir.join("audit.lock"), LOCK_WAIT)
 }
 
 fn dropped(code: &str, message: String) -> AuditOutcome {

@@ -19,16 +19,17 @@
 //! The constants are chosen, not fitted: a week covers a resumed session; 4,096 pairs is the
 //! in-memory ledger's per-session cap; 2 MiB holds 4,096 lines of ≈ 400 bytes with room.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::ledger::ShownEntry;
 use crate::util::diagnostic::RecallDiagnostic;
+use crate::util::file_lock::{lock_within, HeldLock};
 use crate::util::hash::hex;
 
 /// File name of the ledger under `meta/`.
@@ -70,33 +71,8 @@ fn diag(code: &str, message: String) -> RecallDiagnostic {
   RecallDiagnostic { code: code.into(), message }
 }
 
-struct Held(File);
-
-impl Drop for Held {
-  fn drop(&mut self) {
-    let _ = self.0.unlock();
-  }
-}
-
-fn lock(meta: &Path) -> std::result::Result<Held, String> {
-  std::fs::create_dir_all(meta).map_err(|e| e.to_string())?;
-  let f = OpenOptions::new()
-    .create(true)
-    .truncate(false)
-    .write(true)
-    .open(meta.join(LOCK_FILE))
-    .map_err(|e| e.to_string())?;
-  let start = Instant::now();
-  loop {
-    match f.try_lock() {
-      Ok(()) => return Ok(Held(f)),
-      Err(TryLockError::WouldBlock) if start.elapsed() < LOCK_WAIT => {
-        std::thread::sleep(Duration::from_millis(5))
-      }
-      Err(TryLockError::WouldBlock) => return Err(format!("busy for {} ms", LOCK_WAIT.as_millis())),
-      Err(TryLockError::Error(e)) => return Err(e.to_string()),
-    }
-  }
+fn lock(meta: &Path) -> std::result::Result<HeldLock, String> {
+  lock_within(&meta.join(LOCK_FILE), LOCK_WAIT)
 }
 
 /// What a read of the ledger found.

@@ -3,6 +3,7 @@
 
 pub mod cancel;
 pub mod diagnostic;
+pub mod file_lock;
 pub mod hash;
 pub mod host;
 pub mod time;
