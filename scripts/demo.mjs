@@ -61,6 +61,7 @@ async function recall(label, query, policy) {
 }
 
 console.log('\n== Recall (explicit policy: the user asked)')
+console.log('  results in ranking order (reciprocal rank across vaults); the number is the calibrated score, absolute and comparable across queries')
 await recall('explicit', 'how many backup copies should I keep off site?', explicit)
 await recall('explicit', 'thiserror vs anyhow', explicit)
 
