@@ -167,8 +167,7 @@ pub fn acquire(meta: &Path, wait: Duration) -> Result<EventsLock> {
 #[cfg(test)]
 mod tests {
   use super::*;
-  use std::io::{BufRead, BufReader};
-  use std::process::{Command, Stdio};
+  use std::io::BufReader;
 
   #[test]
   fn busy_then_free_and_the_file_stays() {
@@ -251,27 +250,11 @@ mod tests {
   }
 
   fn holder(meta: &Path, hold_ms: u64) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-      .args([
-        "--exact",
-        "events_lock::tests::events_lock_holder_child",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-      ])
-      .env("LLM_WIKI_TEST_EVENTS_META", meta)
-      .env("LLM_WIKI_TEST_HOLD_MS", hold_ms.to_string())
-      .stdout(Stdio::piped())
-      .stderr(Stdio::null())
-      .spawn()
-      .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("held") {
-      line.clear();
-      assert!(out.read_line(&mut line).unwrap() > 0, "the child exited before taking the lock");
-    }
-    (child, out)
+    let hold = hold_ms.to_string();
+    crate::testkit::spawn_holder(
+      "events_lock::tests::events_lock_holder_child",
+      &[("LLM_WIKI_TEST_EVENTS_META", meta.as_os_str()), ("LLM_WIKI_TEST_HOLD_MS", hold.as_ref())],
+    )
   }
 
   /// A live holder in another process makes the lock busy for the whole wait (implicit events:

@@ -58,3 +58,33 @@ pub fn synthetic_unit(key: u64, seed: u64, dims: usize) -> Vec<f32> {
   let n = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
   v.into_iter().map(|a| a / n).collect()
 }
+
+/// Another process holding a lock: this test binary run again with only `test` (the full path of
+/// an `#[ignore]`d test that takes the lock, prints `held` and waits), with `env` set. Returns
+/// once the child printed `held`, with its stdout (kept open so the child's prints never fail).
+pub fn spawn_holder(
+  test: &str,
+  env: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>) {
+  use std::io::BufRead;
+  let mut command = std::process::Command::new(std::env::current_exe().expect("the test binary"));
+  command.args(["--exact", test, "--ignored", "--nocapture", "--test-threads=1"]);
+  for (k, v) in env {
+    command.env(k, v);
+  }
+  let mut child = command
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("spawn the holder");
+  let mut out = std::io::BufReader::new(child.stdout.take().expect("the holder's stdout"));
+  let mut line = String::new();
+  while !line.contains("held") {
+    line.clear();
+    assert!(
+      out.read_line(&mut line).expect("read the holder") > 0,
+      "the child exited before taking the lock"
+    );
+  }
+  (child, out)
+}

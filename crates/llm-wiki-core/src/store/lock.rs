@@ -163,8 +163,6 @@ fn write_marker(dir: &std::path::Path, json: &[u8]) -> std::io::Result<()> {
 mod tests {
   use super::super::layout::ENGINE_NAME;
   use super::*;
-  use std::io::{BufRead, BufReader};
-  use std::process::{Command, Stdio};
 
   type Hook = Box<dyn Fn(&StoreLayout)>;
 
@@ -353,25 +351,10 @@ mod tests {
   #[test]
   fn a_lock_whose_holder_was_killed_is_free_at_once() {
     let (_t, l) = layout();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-      .args([
-        "--exact",
-        "store::lock::tests::lock_holder_child",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-      ])
-      .env("LLM_WIKI_TEST_LOCK_DIR", &l.dir)
-      .stdout(Stdio::piped())
-      .stderr(Stdio::null())
-      .spawn()
-      .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("held") {
-      line.clear();
-      assert!(out.read_line(&mut line).unwrap() > 0, "the child exited before taking the lock");
-    }
+    let (mut child, _out) = crate::testkit::spawn_holder(
+      "store::lock::tests::lock_holder_child",
+      &[("LLM_WIKI_TEST_LOCK_DIR", l.dir.as_os_str())],
+    );
     assert_eq!(acquire(&l).unwrap_err().code(), "qmd_index_busy", "held by the child");
     assert_eq!(owner(&l).pid, child.id());
     // SIGKILL on Unix (TerminateProcess on Windows): no destructor runs in the child.
