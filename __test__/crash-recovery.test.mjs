@@ -3,7 +3,8 @@
 // and the vector paths. Right after the crash the status is asserted exactly and recall answers
 // from a whole generation (never "recovering", never an empty store); then an in-process reindex
 // must recover with no page lost and no leftover (lock marker, unpublished store directory).
-// The crash points exist only in builds with the test-hooks cargo feature (`npm test`);
+// Also a staged store refused by its count validation (LLM_WIKI_FAULT_AT). The crash points and
+// the fault exist only in builds with the test-hooks cargo feature (`npm test`);
 // elsewhere these tests are skipped.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
@@ -231,6 +232,41 @@ describe('full rebuild path (first index)', () => {
     await assertRecallAnswersFrom(v, 'new')
     await recoverAndCheck(v)
   })
+})
+
+// The staged store's counts are validated before it is published (store/generation.rs: "index
+// holds N documents but the manifest accounts for M"). LLM_WIKI_FAULT_AT=staged-manifest-short
+// (test-hooks builds) makes a full rebuild's staged manifest lose a page between the commit and
+// that validation.
+test('a staged store whose index and manifest counts disagree is refused: the old store keeps serving, no staged directory survives recovery', async () => {
+  const v = await indexedVault()
+  const published = path.basename(v.current)
+  const before = readJson(path.join(v.current, 'state.json'))
+  process.env.LLM_WIKI_FAULT_AT = 'staged-manifest-short'
+  let r
+  try {
+    r = await reindexOne(v.paths, { force: true })
+  } finally {
+    delete process.env.LLM_WIKI_FAULT_AT
+  }
+  assert.equal(r.ok, false, 'the mismatched store was published')
+  assert.equal(r.errors.length, 1, JSON.stringify(r.errors))
+  assert.equal(r.errors[0].code, 'qmd_index_error')
+  const [, n, m] = r.errors[0].message.match(/index holds (\d+) documents but the manifest accounts for (\d+)/) || []
+  assert.ok(n && Number(m) < Number(n), r.errors[0].message)
+  assert.equal(path.basename(v.current), published)
+  assert.deepEqual(readJson(path.join(v.current, 'state.json')), before, 'the published store was touched')
+  assert.deepEqual(storeDirs(v.store), [published], 'the staged store directory remains')
+  await assertRecallAnswersFrom(v, 'old')
+  assert.equal((await recallIds(v.paths, uniqueWord(5))).length, 1)
+  const recovered = await addon.recoverIndex(v.paths)
+  assert.equal(recovered.ok, true, JSON.stringify(recovered.diagnostics))
+  assertClean(v)
+  // The fault is the variable's only: the next forced rebuild publishes.
+  const again = await reindexOne(v.paths, { force: true })
+  assert.equal(again.ok, true, JSON.stringify(again.errors))
+  assert.equal(again.fullRebuild, true)
+  assertClean(v)
 })
 
 test('a crash point of the other path is inert (incremental run with a full-rebuild point)', async () => {

@@ -73,6 +73,19 @@ impl Generation {
   }
 }
 
+/// Fault injection of the tests (unit tests and `test-hooks` builds only): rewrite the manifest
+/// base `generation` of `dir` without its first page, as a lost entry would leave it. The index
+/// then holds that page's documents beyond what the manifest accounts for, which [`validate`]
+/// must refuse. Returns the page id dropped.
+#[cfg(any(test, feature = "test-hooks"))]
+pub fn drop_first_manifest_entry(dir: &StoreDir, generation: u64) -> Result<Option<String>> {
+  let path = dir.manifest_file(generation);
+  let mut manifest = Manifest::load(&path, None)?;
+  let dropped = manifest.entries.pop_first().map(|(id, _)| id);
+  manifest.save(&path)?;
+  Ok(dropped)
+}
+
 /// Validation of a freshly built store directory before it is published.
 pub fn validate(dir: &StoreDir) -> Result<()> {
   let g = Generation::open(dir.clone())?;

@@ -545,6 +545,23 @@ fn release_files(files: Vec<PageFile>) {
   }
 }
 
+/// Whether this full rebuild's staged manifest is to lose a page before validation: in unit tests
+/// for a vault a test named (`tests::fail_next_staged_validation`), in `test-hooks` builds when
+/// `LLM_WIKI_FAULT_AT=staged-manifest-short`.
+#[cfg(any(test, feature = "test-hooks"))]
+fn staged_manifest_fault(paths: &VaultPaths) -> bool {
+  #[cfg(test)]
+  if tests::take_staged_fault(&paths.root) {
+    return true;
+  }
+  #[cfg(feature = "test-hooks")]
+  if swap::fault_point("staged-manifest-short") {
+    return true;
+  }
+  let _ = paths;
+  false
+}
+
 /// The live store at its last commit, if it opens cleanly and matches this engine and vault.
 fn open_current(layout: &StoreLayout, vault_id: &str) -> Option<Generation> {
   let gen = Generation::open(layout.current()?).ok()?;
@@ -1128,6 +1145,12 @@ fn run_locked(
         // manifest in memory, not a second one parsed back from disk.
         super::manifest::remember_committed(&staging, Arc::new(manifest), counts);
         emit(opts, "validate", "validating the new index", None, None);
+        // Fault injection of the tests only: the staged manifest loses a page here, so the
+        // counts disagree and validation must refuse the store (never compiled in a shipped build).
+        #[cfg(any(test, feature = "test-hooks"))]
+        if staged_manifest_fault(paths) {
+          generation::drop_first_manifest_entry(&staging, first)?;
+        }
         generation::validate(&staging)?;
         opts.cancel.check()?;
         crash_point("before-swap");
@@ -1290,6 +1313,66 @@ mod tests {
 
   pub(super) fn fail_next_read(id: &str, kind: std::io::ErrorKind) {
     READ_FAULTS.lock().unwrap().insert(id.to_string(), kind);
+  }
+
+  /// Vault roots whose next full rebuild loses a page from its staged manifest before validation
+  /// (process-wide, like the read faults: keyed by the test's own temp vault).
+  static STAGED_FAULTS: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+  pub(super) fn fail_next_staged_validation(root: &std::path::Path) {
+    STAGED_FAULTS.lock().unwrap().push(root.to_path_buf());
+  }
+
+  /// Whether a staged-manifest fault is pending for this vault (taken: it fires once).
+  pub(super) fn take_staged_fault(root: &std::path::Path) -> bool {
+    let mut faults = STAGED_FAULTS.lock().unwrap_or_else(|p| p.into_inner());
+    let at = faults.iter().position(|r| r == root);
+    at.map(|i| faults.remove(i)).is_some()
+  }
+
+  /// A staged store whose lexical index and manifest disagree (its manifest lost a page between
+  /// the commit and validation) is never published: the run fails with `qmd_index_error` naming
+  /// both counts, the store published before keeps its generation and answers recall, the
+  /// staged directory is removed, and recovery finds nothing to clean.
+  #[test]
+  fn a_staged_store_whose_counts_disagree_is_refused_and_the_previous_one_serves() {
+    use crate::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
+    let (_t, p) = crate::testkit::temp_vault();
+    for (i, word) in ["sierra", "tango", "uniform"].iter().enumerate() {
+      crate::testkit::write_page(&p, &format!("concepts/s{i}"), &format!("S{i}"), &format!("Body zs{word}."));
+    }
+    let opts = ReindexOptions { components: vec![Component::Lexical], threads: 2, ..Default::default() };
+    let first = reindex_vault(&p, &opts);
+    assert!(first.ok, "{:?}", first.errors);
+    let layout = StoreLayout::new(p.retrieval());
+    let published = layout.current().unwrap().name();
+    fail_next_staged_validation(&p.root);
+    let r = reindex_vault(&p, &ReindexOptions { force: true, ..opts.clone() });
+    assert!(!r.ok, "the mismatched store was published");
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert_eq!(r.errors[0].code, "qmd_index_error");
+    // "… index holds N documents but the manifest accounts for M", M < N (a page's documents).
+    let message = &r.errors[0].message;
+    let counts: Vec<u64> = message
+      .split_once("index holds ")
+      .and_then(|(_, rest)| rest.split_once(" documents but the manifest accounts for "))
+      .map(|(n, m)| [n, m].iter().filter_map(|x| x.parse().ok()).collect())
+      .unwrap_or_default();
+    assert!(matches!(counts[..], [n, m] if m < n), "{message}");
+    assert_eq!(layout.current().unwrap().name(), published);
+    assert_eq!(layout.store_dirs(), vec![published.clone()], "the staged store directory remains");
+    let live = generation::Generation::open_live(&layout).unwrap();
+    assert_eq!(live.generation(), first.generation);
+    drop(live);
+    let policy = RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: 10, max_results: 5 };
+    let answer = recall_wiki(&p, "zstango", &RecallOptions::new(policy, RetrievalMode::Lexical)).unwrap();
+    assert_eq!(answer.results.first().map(|x| x.id.as_str()), Some("concepts/s1"));
+    let recovered = super::super::recover::recover_index(&p);
+    assert!(recovered.ok, "{:?}", recovered.diagnostics);
+    assert_eq!(layout.store_dirs(), vec![published]);
+    // The fault fired once: the next forced rebuild publishes.
+    let again = reindex_vault(&p, &ReindexOptions { force: true, ..opts });
+    assert!(again.ok && again.full_rebuild, "{:?}", again.errors);
   }
 
   /// The injected failure of this page's read, if one is pending (taken: it fails once).

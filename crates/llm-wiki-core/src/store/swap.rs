@@ -40,6 +40,15 @@ pub fn crash_point(point: &str) {
 #[inline(always)]
 pub fn crash_point(_point: &str) {}
 
+/// Test hook: `LLM_WIKI_FAULT_AT=<fault>` injects the named fault where the engine asks for it
+/// (`staged-manifest-short`: a full rebuild's staged manifest loses a page just before the staged
+/// store is validated, see `reindex`). Compiled in only with the `test-hooks` feature; everywhere
+/// else no fault is ever injected and the variable is never read.
+#[cfg(feature = "test-hooks")]
+pub fn fault_point(fault: &str) -> bool {
+  std::env::var("LLM_WIKI_FAULT_AT").is_ok_and(|v| v == fault)
+}
+
 /// Publish the built store directory `name` as the live store, then remove the old one. Must run
 /// with the store lock held, after `name` validated.
 pub fn promote(layout: &StoreLayout, name: &str) -> Result<()> {
