@@ -17,7 +17,10 @@
 //     repository's models (.models, or $LLM_WIKI_MODELS_DIR) and HOME in the temp dir. On Linux
 //     vitest runs under a small Python subreaper that reaps orphaned processes (mcp-exec's
 //     process-group test checks that a killed grandchild is gone; where PID 1 does not reap,
-//     as in some containers, the zombie would otherwise still answer `kill(pid, 0)`).
+//     as in some containers, the zombie would otherwise still answer `kill(pid, 0)`). The client
+//     test that injects a fault through the engine's test hooks runs when the built addon has
+//     them (`LLM_WIKI_TEST_HOOKS=1`; `npm test` builds it so); without them it is skipped with
+//     a logged line, except on CI (`CI=true`), where the run fails instead.
 //  4. Pass/fail per file → bench-results/client/results.md (+ results.json, the engine
 //     benchmark report retrieval-benchmark.json). Exits non-zero when tsc or a test fails.
 //
@@ -116,6 +119,21 @@ function stagePackage(dir) {
   fs.writeFileSync(path.join(dir, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`)
 }
 
+/**
+ * Whether the built addon has the engine's test hooks (cargo feature `test-hooks`, which
+ * `npm test` builds with and published builds lack): a recall whose query starts with
+ * `$LLM_WIKI_TEST_PANIC` then rejects with `internal_panic`. Probed in a child process.
+ */
+function addonHasTestHooks() {
+  const probe = `
+process.env.LLM_WIKI_TEST_PANIC = 'test-hooks-probe:'
+const policy = { includePersonal: false, minScore: 0, maxPerVault: 1, maxResults: 1 }
+require(${JSON.stringify(path.join(repo, 'index.js'))})
+  .recallWiki({ root: ${JSON.stringify(path.join(work, 'no-such-vault'))} }, 'test-hooks-probe: x', { policy, mode: 'lexical' })
+  .then(() => process.exit(3), (e) => process.exit(e.code === 'internal_panic' ? 0 : 3))`
+  return spawnSync(process.execPath, ['-e', probe], { stdio: 'ignore' }).status === 0
+}
+
 /** A Node ≥ 22 binary: the system one when recent enough, else node-<platform>-<arch>@22 from npm. */
 function node22() {
   if (Number(process.versions.node.split('.')[0]) >= 22) return process.execPath
@@ -204,7 +222,7 @@ function writeResults(name, result) {
     `# pi-llm-wiki client tests ${baseline ? 'as shipped (its own engine)' : 'on llm-wiki-retrieval (patched)'}`,
     '',
     `Command: \`node examples/pi-llm-wiki/run.mjs${argv.length ? ` ${argv.join(' ')}` : ''}\` (\`npm run test:client\`). Node ${result.node}, ` +
-      `client snapshot ${result.snapshot}, ${result.date}. ${baseline ? '' : `Patches: ${PATCHES.length}. `}The whole suite: ${result.files.length} test files. tsc --noEmit: ${result.tsc}. ${result.seconds} s.`,
+      `client snapshot ${result.snapshot}, ${result.date}. ${baseline ? '' : `Patches: ${PATCHES.length}. `}The whole suite: ${result.files.length} test files. tsc --noEmit: ${result.tsc}. ${baseline ? '' : `Engine test hooks: ${result.testHooks ? 'yes' : 'no (the test that needs them skipped)'}. `}${result.seconds} s.`,
     '',
     '| file | passed | failed | skipped |',
     '|---|---:|---:|---:|',
@@ -304,8 +322,18 @@ try {
     PATH: [path.dirname(node), pnpm, process.env.PATH].join(path.delimiter),
   }
   delete env.WIKI_HOME
+  // The client tests that inject a fault through the engine's test hooks (qmd-indexing.test.ts:
+  // staged-count validation) run when the addon has them; CI builds it so (npm test runs
+  // first) and requires them, elsewhere they are skipped with this line.
+  const testHooks = addonHasTestHooks()
+  env.LLM_WIKI_TEST_HOOKS = testHooks ? '1' : '0'
+  if (!testHooks) {
+    const why = 'the built addon has no test hooks (cargo feature test-hooks: npm test builds it so)'
+    if (process.env.CI === 'true' || process.env.LLM_WIKI_REQUIRE_TEST_HOOKS === '1') throw new Error(`${why}; CI requires them`)
+    log(`${why}: the client test that needs them (qmd-indexing: staged-count validation) is skipped`)
+  }
   const benchFile = path.join(work, 'retrieval-benchmark.json')
-  const result = runSuite('patched', client, node, { ...env, RETRIEVAL_ENGINE_REPORT: benchFile })
+  const result = runSuite('patched', client, node, { ...env, RETRIEVAL_ENGINE_REPORT: benchFile }, { testHooks })
   if (fs.existsSync(benchFile)) result.benchmark = JSON.parse(fs.readFileSync(benchFile, 'utf8'))
 
   let baseline
