@@ -9,6 +9,333 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** The spec's `ConflictResolution` (structured result and `bundle.resolution`). */
+export interface ConflictResolution {
+  /** Resolution id. */
+  id: string
+  /** Vault id. */
+  vaultId: string
+  /** The user-endorsed page. */
+  selectedPageId: string
+  /** The other page. */
+  otherPageId: string
+  /** `supersedes`, `qualifies` or `applies_under`. */
+  relation: 'supersedes' | 'qualifies' | 'applies_under'
+  /** Scope of `applies_under`. */
+  scope?: string
+  /** `active`, or `replaced` for a record that a later one replaces. */
+  status: 'active' | 'replaced'
+  /** Always `user`. */
+  decidedBy: 'user'
+  /** RFC 3339 time of the decision. */
+  decidedAt: string
+  /** The resolution this one replaces. */
+  replaces?: string
+  /** Page id of the resolution page. */
+  pageId: string
+}
+
+/** Outcome of the index update after a resolution. */
+export interface DerivedUpdate {
+  /** True when the index now contains the resolution page. */
+  updated: boolean
+  /**
+   * True when derived state (index, relation graph) does not yet reflect the resolution (the
+   * page is committed).
+   */
+  stale: boolean
+  /** Generation committed by the update (0 when none); a JavaScript number. */
+  generation: number
+  /** Why the update failed or was skipped (`qmd_index_busy`, `resolution_index_stale`, ...). */
+  issues: Array<IndexIssue>
+}
+
+/** A structured warning or error of an index operation: `{code, message, path?}`. */
+export interface IndexIssue {
+  /** Stable code. */
+  code: string
+  /** Human-readable explanation. */
+  message: string
+  /** Page path it concerns, if any. */
+  path?: string
+}
+
+/** A bundle: at most one card, its evidence and its competing claims. */
+export interface MemoryBundle {
+  /** The canonical card (absent for an unpromoted-evidence bundle). */
+  card?: MemoryCandidate
+  /** Supporting evidence (≤ [`MAX_EVIDENCE`]). */
+  evidence: Array<MemoryCandidate>
+  /** Qualifiers, superseding and contradicting claims, kept with the card. */
+  conflicts: Array<MemoryCandidate>
+  /** The active user resolution between the card and one of its competing claims. */
+  resolution?: ConflictResolution
+  /** Competing pairs without a user resolution: ask the user (exact page ids). */
+  unresolved: Array<UnresolvedConflict>
+}
+
+/** One packed item (the spec's `MemoryCandidate` plus rendering fields). */
+export interface MemoryCandidate {
+  /** `project` or `personal`. */
+  vault: 'project' | 'personal'
+  /** Id of the vault. */
+  vaultId: string
+  /** Label shown for personal-vault items. */
+  vaultLabel?: string
+  /** Folder-qualified page id. */
+  pageId: string
+  /** Absolute path of the page file. */
+  path: string
+  /** Page title. */
+  title: string
+  /** Frontmatter `type`. */
+  type: string
+  /** `canonical` or `evidence`. */
+  role: 'canonical' | 'evidence'
+  /** Frontmatter `status`. */
+  status?: string
+  /** Frontmatter `domain`. */
+  domain?: string
+  /**
+   * Scope: of the `applies_under` relation that admitted the item, else the page's
+   * frontmatter `scope`.
+   */
+  scope?: string
+  /** The page's date (frontmatter `updated`, else `created`), as written. */
+  date?: string
+  /**
+   * Freshness and verification state, when the page declares any of `stale_after`,
+   * `verified` (human) or `generated.at`.
+   */
+  freshness?: MemoryFreshness
+  /** Heading of the excerpt. */
+  heading?: string
+  /** Exact excerpt of the page (≤ [`MAX_EXCERPT_CHARS`]). */
+  excerpt: string
+  /** First line of the excerpt in the page file (1-based). */
+  lineStart: number
+  /** Last line of the excerpt (inclusive). */
+  lineEnd: number
+  /** 0-based rank in its vault's retrieval list; `None` for a page admitted by a relation. */
+  qmdRank?: number
+  /** Retrieval confidence before the multiplier, when retrieved. */
+  qmdScore?: number
+  /** Final bounded score (0 for an admitted page). */
+  score: number
+  /** Why the item is here (retrieval reasons, or `relation:<type>`). */
+  matchReasons: Array<string>
+  /** Relation to the bundle's card: `card`, `unpromoted`, `linked`, or a relation type. */
+  relation: string
+  /**
+   * `outgoing` (card → item) or `incoming` (item → card) for relation-linked items; the
+   * partner is [`MemoryItem::related_to`] instead of the card when that is set.
+   */
+  relationDirection?: 'outgoing' | 'incoming'
+  /**
+   * The page the relation links the item to when that page is not the bundle's card (a
+   * competing claim kept with a partner that is evidence, or with another competing claim).
+   */
+  relatedTo?: string
+  /** Warnings shown with the item (draft, deprecated, superseded, unpromoted, cites_superseded). */
+  warnings: Array<string>
+  /**
+   * True when the page is superseded (by a user resolution or a declared `supersedes`
+   * relation): shown as a historical claim; its own `status` is untouched.
+   */
+  historical: boolean
+}
+
+/**
+ * Freshness of a packed item (OKF `stale_after`, `verified`, `generated`; see
+ * [`crate::retrieve::trust`]), evaluated when the recall ran.
+ */
+export interface MemoryFreshness {
+  /** Frontmatter `stale_after`, as written. */
+  staleAfter?: string
+  /** Latest human verification (`verified[].at`), as written. */
+  verifiedAt?: string
+  /** `generated.at`, as written. */
+  generatedAt?: string
+  /** Past `stale_after`. */
+  stale: boolean
+  /** A current human verification (not older than `generated.at`). */
+  verified: boolean
+}
+
+/** Result of `recallMemory`. */
+export interface MemoryResponse {
+  /** Bundles, best first. */
+  bundles: Array<MemoryBundle>
+  /** The bundles rendered for injection, or links-first lines when none fits the budget. */
+  context: string
+  /** Fallbacks and failures. */
+  diagnostics: Array<RecallDiagnostic>
+  /** What ran. */
+  trace: Array<string>
+  /** Mode used after fallbacks. */
+  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+}
+
+/** `{code, message}` diagnostic of a recall. */
+export interface RecallDiagnostic {
+  /** Stable code. */
+  code: string
+  /** Human-readable explanation. */
+  message: string
+}
+
+/** Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome. */
+export interface RecallResponse {
+  /** Results, best first. */
+  results: Array<RecallResult>
+  /** Fallbacks and failures, per vault. */
+  diagnostics: Array<RecallDiagnostic>
+  /** Every stage and fallback that ran (the CLI's `--explain`). */
+  trace: Array<string>
+  /**
+   * Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
+   * adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
+   */
+  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /** Mode of each vault that answered (opened its index and ran), in search order. */
+  vaultModes: Array<VaultMode>
+}
+
+/** One recalled page (the extension's `RecallResult` plus provenance). */
+export interface RecallResult {
+  /** Page id (path under `wiki/` without `.md`). */
+  id: string
+  /** Page title. */
+  title: string
+  /** Frontmatter `type`. */
+  type: string
+  /** Best chunk `#<heading> — <≤180 chars>` (or its text when it has no heading). */
+  preview: string
+  /** Absolute path of the page file. */
+  path: string
+  /** `"📓 personal"` (`PERSONAL_LABEL`) for personal-vault hits. */
+  vaultLabel?: string
+  /** Final bounded score: confidence × multiplier, in [0, 1]; the floors act on it. */
+  score: number
+  /** Id of the vault the page is in. */
+  vaultId: string
+  /** `project` or `personal`. */
+  vault: 'project' | 'personal'
+  /** Canonical or evidence page. */
+  role: 'canonical' | 'evidence'
+  /** Frontmatter `status`, if any. */
+  status?: string
+  /** Absolute confidence in [0, 1] before the multiplier. */
+  confidence: number
+  /**
+   * Bounded multiplier applied in fusion (role, status, vault, verification), within
+   * `retrieve::confidence`'s clamp.
+   */
+  multiplier: number
+  /** Reciprocal-rank fusion key used for ordering. */
+  fusionScore: number
+  /** 0-based rank in its vault's list. */
+  vaultRank: number
+  /** The mode's raw score (BM25, fused RRF or cross-encoder probability). */
+  engineScore: number
+  /** Heading of the passage shown. */
+  heading?: string
+  /** Id of the chunk shown. */
+  chunkId: string
+  /** First line of the passage in the page file (1-based). */
+  lineStart: number
+  /** Last line of the passage (1-based, inclusive). */
+  lineEnd: number
+  /**
+   * Why the page matched (exact title, terms, vector, ...); `verified` when a current human
+   * verification raised the multiplier.
+   */
+  matchReasons: Array<string>
+  /**
+   * Current human verification (an OKF `verified` event by a person, not older than
+   * `generated.at`): +0.02 inside the multiplier's clamp.
+   */
+  verified: boolean
+  /**
+   * Trust warnings: `stale` (past `stale_after`), `verification_outdated`, `deprecated`; then
+   * `superseded` (a user resolution or a `supersedes` relation made the page historical) and
+   * `cites_superseded` (the page links to such a page).
+   * A warned page is never dropped for it.
+   */
+  warnings: Array<string>
+  /** Frontmatter `stale_after`, as written. */
+  staleAfter?: string
+}
+
+/** One recovery finding: `{severity, code, path, message}` (the extension's diagnostic shape). */
+export interface RecoverDiagnostic {
+  /** `error`, `warning` or `info`. */
+  severity: 'error' | 'warning' | 'info'
+  /** Stable code. */
+  code: string
+  /** File or directory it concerns. */
+  path: string
+  /** Human-readable explanation. */
+  message: string
+}
+
+/** Outcome of [`recover_index`]: `ok` is false only when the store is busy (nothing was done). */
+export interface RecoverResult {
+  /** False when another writer holds the store. */
+  ok: boolean
+  /** What was found (empty when the store is clean). */
+  diagnostics: Array<RecoverDiagnostic>
+}
+
+/** Result of `resolveConflict`. */
+export interface ResolveConflictResult {
+  /** The resolution (new or existing). */
+  resolution: ConflictResolution
+  /** False for an idempotent repeat (nothing written). */
+  created: boolean
+  /** Absolute path of the resolution page. */
+  path: string
+  /** The index update. */
+  index: DerivedUpdate
+  /**
+   * Non-fatal problems of the write: `resolution_feedback_not_recorded` when the page is
+   * committed but its `conflict_selected` event could not be appended.
+   */
+  warnings: Array<IndexIssue>
+}
+
+/**
+ * A competing pair recall found without a user resolution: the agent should ask the user which
+ * applies and record the answer with `resolveConflict` (exact page ids here).
+ */
+export interface UnresolvedConflict {
+  /** `project` or `personal`. */
+  vault: 'project' | 'personal'
+  /** Vault id. */
+  vaultId: string
+  /** The two page ids (the bundle's seed first). */
+  pageIds: Array<string>
+  /** The declared relation that makes them compete (`contradicts`). */
+  relation: string
+}
+
+/** The mode one vault answered with. */
+export interface VaultMode {
+  /** Id of the vault. */
+  vaultId: string
+  /** `project` or `personal`. */
+  vault: 'project' | 'personal'
+  /** Mode the vault actually ran (after fallbacks). */
+  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /**
+   * The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
+   * fallback).
+   */
+  fallbackFrom?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /** Code of the first diagnostic of the fallback (`qmd_vectors_missing`, ...), if any. */
+  reason?: string
+}
+
 /** A running watcher (`watchWiki`). `close()` stops it; dropping the last reference does too. */
 export declare class WikiWatcher {
   /**
@@ -113,36 +440,6 @@ export declare function confirmRecallShown(paths: VaultPaths, input: ConfirmShow
 export interface ConfirmShownInput {
   sessionId: string
   config?: FeedbackConfig
-}
-
-/** The spec's `ConflictResolution`. */
-export interface ConflictResolution {
-  id: string
-  vaultId: string
-  selectedPageId: string
-  otherPageId: string
-  relation: 'supersedes' | 'qualifies' | 'applies_under'
-  scope?: string
-  /** `active`, or `replaced` once a later decision replaces it. */
-  status: 'active' | 'replaced'
-  decidedBy: 'user'
-  /** RFC 3339 time of the decision. */
-  decidedAt: string
-  replaces?: string
-  /** Page id of the resolution page (`analyses/<id>`). */
-  pageId: string
-}
-
-/** The index update after a resolution. */
-export interface DerivedUpdate {
-  /** True when the index now contains the resolution page. */
-  updated: boolean
-  /** True when the index does not reflect the resolution yet (the page is committed). */
-  stale: boolean
-  /** Generation committed by the update (0 when none). */
-  generation: number
-  /** Why the update failed or was skipped (`qmd_index_busy`, `resolution_index_stale`, ...). */
-  issues: Array<IndexIssue>
 }
 
 /** Page counts of a reindex. */
@@ -502,13 +799,6 @@ export interface IndexCount {
   pages: number
 }
 
-/** `{code, message, path?}` of an index warning or error. */
-export interface IndexIssue {
-  code: string
-  message: string
-  path?: string
-}
-
 /** A page named by the index. */
 export interface IndexPage {
   id: string
@@ -610,103 +900,6 @@ export interface LinkPath {
 export interface LinkPathOptions {
   /** Longest path searched (default 4, at most 8). */
   maxHops?: number
-}
-
-/** A card with its evidence and competing claims (`card` absent: unpromoted evidence). */
-export interface MemoryBundle {
-  card?: MemoryCandidate
-  evidence: Array<MemoryCandidate>
-  conflicts: Array<MemoryCandidate>
-  /** The active user resolution between the card and one of its competing claims. */
-  resolution?: ConflictResolution
-  /** Competing pairs without a user resolution (ask the user; exact page ids). */
-  unresolved: Array<UnresolvedConflict>
-}
-
-/** One packed item: the spec's `MemoryCandidate` plus what rendering needs. */
-export interface MemoryCandidate {
-  vault: 'project' | 'personal'
-  vaultId: string
-  vaultLabel?: string
-  pageId: string
-  /** Absolute path of the page file. */
-  path: string
-  title: string
-  type: string
-  role: 'canonical' | 'evidence'
-  status?: string
-  domain?: string
-  /**
-   * Scope of the `applies_under` relation that admitted the item, else the page's frontmatter
-   * `scope`.
-   */
-  scope?: string
-  /** The page's date: frontmatter `updated`, else `created`, as written. */
-  date?: string
-  /** Present when the page declares `stale_after`, a human `verified` event or `generated.at`. */
-  freshness?: MemoryFreshness
-  heading?: string
-  /** Exact text of the page lines `lineStart..=lineEnd` (≤ 800 characters). */
-  excerpt: string
-  lineStart: number
-  lineEnd: number
-  /** 0-based rank in its vault's retrieval list; absent for a page admitted by a relation. */
-  qmdRank?: number
-  /** Retrieval confidence before the multiplier, when retrieved. */
-  qmdScore?: number
-  /** Final bounded score (0 for a page admitted by a relation). */
-  score: number
-  matchReasons: Array<string>
-  /**
-   * `card`, `unpromoted`, `linked` (retrieved and linked with the card) or the relation type
-   * that admitted it (`supports`, `derived_from`, `contradicts`, `qualifies`, `supersedes`,
-   * `applies_under`).
-   */
-  relation: string
-  /**
-   * `outgoing` (the card — or the `relatedTo` page — declares the relation) or `incoming` (the
-   * item declares it).
-   */
-  relationDirection?: 'outgoing' | 'incoming'
-  /**
-   * The page `relation` links the item to when that page is not the bundle's card (claims kept
-   * together with a partner that is evidence or another competing claim).
-   */
-  relatedTo?: string
-  /** `superseded by …` (historical), `cites_superseded: …`, draft / deprecated / unpromoted notes. */
-  warnings: Array<string>
-  /**
-   * True when a user resolution or a `supersedes` relation made the page historical (its own
-   * `status` is unchanged).
-   */
-  historical: boolean
-}
-
-/** Freshness and verification of a packed item, evaluated when the recall ran. */
-export interface MemoryFreshness {
-  /** Frontmatter `stale_after`, as written. */
-  staleAfter?: string
-  /** Latest human verification date, as written. */
-  verifiedAt?: string
-  /** `generated.at`, as written. */
-  generatedAt?: string
-  /** Past `stale_after`. */
-  stale: boolean
-  /** A current human verification (not older than `generated.at`). */
-  verified: boolean
-}
-
-/** Result of `recallMemory`. Empty `bundles` ("no reliable memory") is a valid outcome. */
-export interface MemoryResponse {
-  bundles: Array<MemoryBundle>
-  /**
-   * The bundles rendered for injection (within `budgetChars`), or links-first lines when no
-   * bundle fits.
-   */
-  context: string
-  diagnostics: Array<RecallDiagnostic>
-  trace: Array<string>
-  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
 }
 
 /** Which models and ONNX Runtime library the engine would use; reads manifests only. */
@@ -820,12 +1013,6 @@ export interface RecallConfig {
   retrievalMode?: string
 }
 
-/** `{code, message}`. */
-export interface RecallDiagnostic {
-  code: string
-  message: string
-}
-
 /** Input of `recordRecallFeedback`. */
 export interface RecallFeedbackInput {
   /**
@@ -880,75 +1067,6 @@ export interface RecallPolicy {
   maxPerVault: number
   /** Results returned (explicit: `max_results` ≤ 10, default 5; automatic: 3). */
   maxResults: number
-}
-
-/** Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome. */
-export interface RecallResponse {
-  results: Array<RecallResult>
-  diagnostics: Array<RecallDiagnostic>
-  /** Every stage and fallback that ran. */
-  trace: Array<string>
-  /**
-   * Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
-   * adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
-   */
-  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
-  /** Mode of each vault that answered (opened its index and ran), in search order. */
-  vaultModes: Array<VaultMode>
-}
-
-/** One recalled page: the extension's `RecallResult` plus provenance. */
-export interface RecallResult {
-  /** Folder-qualified page id, e.g. `concepts/rag`. */
-  id: string
-  title: string
-  type: string
-  /** Best chunk as `#<heading> — <≤180 chars>` (or its text when it has no heading). */
-  preview: string
-  /** Absolute path of the page file. */
-  path: string
-  /** `"📓 personal"` for personal-vault hits. */
-  vaultLabel?: string
-  /** Final bounded score in [0, 1] (confidence × multiplier); the policy floor acts on it. */
-  score: number
-  vaultId: string
-  vault: 'project' | 'personal'
-  role: 'canonical' | 'evidence'
-  status?: string
-  /** Absolute confidence in [0, 1] before the bounded multiplier. */
-  confidence: number
-  /** Bounded multiplier in [0.90, 1.10]. */
-  multiplier: number
-  /** Reciprocal-rank fusion key that orders results. */
-  fusionScore: number
-  /** 0-based rank within its vault's list. */
-  vaultRank: number
-  /** Raw engine score (BM25 for lexical). */
-  engineScore: number
-  heading?: string
-  chunkId: string
-  /** 1-based first line of the passage in the page file. */
-  lineStart: number
-  lineEnd: number
-  /**
-   * Why the page matched; includes `verified` when a current human verification raised the
-   * multiplier.
-   */
-  matchReasons: Array<string>
-  /**
-   * Current human verification (OKF `verified` event by a person, not older than
-   * `generated.at`): +0.02 inside the multiplier's clamp.
-   */
-  verified: boolean
-  /**
-   * Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`; then
-   * `superseded` (historical: a user resolution or a `supersedes` relation) and
-   * `cites_superseded` (the page links to a superseded page).
-   * A warned page is still returned.
-   */
-  warnings: Array<string>
-  /** Frontmatter `stale_after`, as written. */
-  staleAfter?: string
 }
 
 /** The host session a recall belongs to (`recallWiki` / `recallMemory` option `session`). */
@@ -1040,14 +1158,6 @@ export declare function recordRecallFeedback(paths: VaultPaths, input: RecallFee
  */
 export declare function recordToolCall(paths: VaultPaths, call: ToolCallInput): Promise<ToolAuditOutcome>
 
-/** One recovery finding (the extension's `KnowledgeDiagnostic` shape). */
-export interface RecoverDiagnostic {
-  severity: 'error' | 'warning' | 'info'
-  code: string
-  path: string
-  message: string
-}
-
 /**
  * Start-up recovery of the active vault's store (the extension's `recoverQmdIndex`): under the
  * writer lock, removes what an interrupted writer left and checks the published store. Resolves
@@ -1055,12 +1165,6 @@ export interface RecoverDiagnostic {
  * release's writer holds a QMD store) when the store is busy; never rebuilds anything.
  */
 export declare function recoverIndex(paths: VaultPaths): Promise<RecoverResult>
-
-/** Result of `recoverIndex`: `ok` is false only when another writer holds the store. */
-export interface RecoverResult {
-  ok: boolean
-  diagnostics: Array<RecoverDiagnostic>
-}
 
 /** `onProgress` payload of `reindexWiki`: the vault root and its progress. */
 export interface ReindexProgressEvent {
@@ -1149,21 +1253,6 @@ export interface ResolveConflictOptions {
   updateIndex?: boolean
 }
 
-/** Result of `resolveConflict`. */
-export interface ResolveConflictResult {
-  resolution: ConflictResolution
-  /** False for an idempotent repeat: the existing record is returned, nothing is written. */
-  created: boolean
-  /** Absolute path of the resolution page. */
-  path: string
-  index: DerivedUpdate
-  /**
-   * Non-fatal problems: `resolution_feedback_not_recorded` when the page is committed but its
-   * `conflict_selected` feedback event could not be appended to `meta/events.jsonl`.
-   */
-  warnings: Array<IndexIssue>
-}
-
 /**
  * The vault that applies to a working directory: the project vault found from `cwd`
  * (itself, `$WIKI_HOME`, or the nearest ancestor), else the personal vault.
@@ -1235,31 +1324,6 @@ export interface ToolCallInput {
   code?: string
   /** The calling surface (`mcp`, `pi`). */
   surface?: string
-}
-
-/** A competing pair without a user resolution: ask the user, then call `resolveConflict`. */
-export interface UnresolvedConflict {
-  vault: 'project' | 'personal'
-  vaultId: string
-  /** The two page ids (the bundle's card first). */
-  pageIds: Array<string>
-  /** The declared relation that makes them compete (`contradicts`). */
-  relation: string
-}
-
-/** The mode one vault of a recall ran. */
-export interface VaultMode {
-  vaultId: string
-  vault: 'project' | 'personal'
-  /** Mode the vault actually ran, after fallbacks (adaptive runs as hybrid or quality). */
-  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
-  /**
-   * The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
-   * fallback).
-   */
-  fallbackFrom?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
-  /** Code of the first diagnostic of the fallback (e.g. `qmd_vectors_missing`), when known. */
-  reason?: string
 }
 
 /**

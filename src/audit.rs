@@ -69,9 +69,6 @@ pub fn record_tool_call<'env>(
         surface: call.surface,
       },
     );
-    Ok(ToolAuditOutcome {
-      status: out.status,
-      diagnostics: out.diagnostics.into_iter().map(RecallDiagnostic::from).collect(),
-    })
+    Ok(ToolAuditOutcome { status: out.status, diagnostics: out.diagnostics })
   })
 }

@@ -191,7 +191,7 @@ pub fn recall_wiki<'env>(
     recall_opts.session = session?;
     let mut response = core_retrieve::recall_wiki(&paths, &raw_query, &recall_opts).map_err(core_err)?;
     response.diagnostics.splice(0..0, config_diagnostics);
-    Ok(RecallResponse::from(response))
+    Ok(response)
   })
 }
 
@@ -431,10 +431,13 @@ pub fn download_model<'env>(
 /// `{ok: false}` with `qmd_index_busy` (and `qmd_migration_deferred` when the TypeScript
 /// release's writer holds a QMD store) when the store is busy; never rebuilds anything.
 #[napi(catch_unwind, ts_return_type = "Promise<RecoverResult>")]
-pub fn recover_index<'env>(env: &'env Env, paths: VaultPaths) -> Result<PromiseRaw<'env, RecoverResult>> {
+pub fn recover_index<'env>(
+  env: &'env Env,
+  paths: VaultPaths,
+) -> Result<PromiseRaw<'env, llm_wiki_core::store::recover::RecoverResult>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
-    Ok(RecoverResult::from(llm_wiki_core::store::recover::recover_index(&paths)))
+    Ok(llm_wiki_core::store::recover::recover_index(&paths))
   })
 }
 

@@ -37,161 +37,6 @@ pub struct RecallMemoryOptions {
   pub session: Option<crate::session::RecallSession>,
 }
 
-/// One packed item: the spec's `MemoryCandidate` plus what rendering needs.
-#[napi(object)]
-pub struct MemoryCandidate {
-  #[napi(ts_type = "'project' | 'personal'")]
-  pub vault: String,
-  pub vault_id: String,
-  pub vault_label: Option<String>,
-  pub page_id: String,
-  /// Absolute path of the page file.
-  pub path: String,
-  pub title: String,
-  #[napi(js_name = "type")]
-  pub page_type: String,
-  #[napi(ts_type = "'canonical' | 'evidence'")]
-  pub role: String,
-  pub status: Option<String>,
-  pub domain: Option<String>,
-  /// Scope of the `applies_under` relation that admitted the item, else the page's frontmatter
-  /// `scope`.
-  pub scope: Option<String>,
-  /// The page's date: frontmatter `updated`, else `created`, as written.
-  pub date: Option<String>,
-  /// Present when the page declares `stale_after`, a human `verified` event or `generated.at`.
-  pub freshness: Option<MemoryFreshness>,
-  pub heading: Option<String>,
-  /// Exact text of the page lines `lineStart..=lineEnd` (≤ 800 characters).
-  pub excerpt: String,
-  pub line_start: u32,
-  pub line_end: u32,
-  /// 0-based rank in its vault's retrieval list; absent for a page admitted by a relation.
-  pub qmd_rank: Option<u32>,
-  /// Retrieval confidence before the multiplier, when retrieved.
-  pub qmd_score: Option<f64>,
-  /// Final bounded score (0 for a page admitted by a relation).
-  pub score: f64,
-  pub match_reasons: Vec<String>,
-  /// `card`, `unpromoted`, `linked` (retrieved and linked with the card) or the relation type
-  /// that admitted it (`supports`, `derived_from`, `contradicts`, `qualifies`, `supersedes`,
-  /// `applies_under`).
-  pub relation: String,
-  /// `outgoing` (the card — or the `relatedTo` page — declares the relation) or `incoming` (the
-  /// item declares it).
-  #[napi(ts_type = "'outgoing' | 'incoming'")]
-  pub relation_direction: Option<String>,
-  /// The page `relation` links the item to when that page is not the bundle's card (claims kept
-  /// together with a partner that is evidence or another competing claim).
-  pub related_to: Option<String>,
-  /// `superseded by …` (historical), `cites_superseded: …`, draft / deprecated / unpromoted notes.
-  pub warnings: Vec<String>,
-  /// True when a user resolution or a `supersedes` relation made the page historical (its own
-  /// `status` is unchanged).
-  pub historical: bool,
-}
-
-/// Freshness and verification of a packed item, evaluated when the recall ran.
-#[napi(object)]
-pub struct MemoryFreshness {
-  /// Frontmatter `stale_after`, as written.
-  pub stale_after: Option<String>,
-  /// Latest human verification date, as written.
-  pub verified_at: Option<String>,
-  /// `generated.at`, as written.
-  pub generated_at: Option<String>,
-  /// Past `stale_after`.
-  pub stale: bool,
-  /// A current human verification (not older than `generated.at`).
-  pub verified: bool,
-}
-
-impl From<&core_bundle::MemoryItem> for MemoryCandidate {
-  fn from(i: &core_bundle::MemoryItem) -> Self {
-    MemoryCandidate {
-      vault: i.vault.clone(),
-      vault_id: i.vault_id.clone(),
-      vault_label: i.vault_label.clone(),
-      page_id: i.page_id.clone(),
-      path: i.path.clone(),
-      title: i.title.clone(),
-      page_type: i.page_type.clone(),
-      role: i.role.clone(),
-      status: i.status.clone(),
-      domain: i.domain.clone(),
-      scope: i.scope.clone(),
-      date: i.date.clone(),
-      freshness: i.freshness.as_ref().map(|f| MemoryFreshness {
-        stale_after: f.stale_after.clone(),
-        verified_at: f.verified_at.clone(),
-        generated_at: f.generated_at.clone(),
-        stale: f.stale,
-        verified: f.verified,
-      }),
-      heading: i.heading.clone(),
-      excerpt: i.excerpt.clone(),
-      line_start: i.line_start,
-      line_end: i.line_end,
-      qmd_rank: i.qmd_rank,
-      qmd_score: i.qmd_score,
-      score: i.score,
-      match_reasons: i.match_reasons.clone(),
-      relation: i.relation.clone(),
-      relation_direction: i.relation_direction.clone(),
-      related_to: i.related_to.clone(),
-      warnings: i.warnings.clone(),
-      historical: i.historical,
-    }
-  }
-}
-
-/// A card with its evidence and competing claims (`card` absent: unpromoted evidence).
-#[napi(object)]
-pub struct MemoryBundle {
-  pub card: Option<MemoryCandidate>,
-  pub evidence: Vec<MemoryCandidate>,
-  pub conflicts: Vec<MemoryCandidate>,
-  /// The active user resolution between the card and one of its competing claims.
-  pub resolution: Option<crate::resolve::ConflictResolution>,
-  /// Competing pairs without a user resolution (ask the user; exact page ids).
-  pub unresolved: Vec<crate::resolve::UnresolvedConflict>,
-}
-
-/// Result of `recallMemory`. Empty `bundles` ("no reliable memory") is a valid outcome.
-#[napi(object)]
-pub struct MemoryResponse {
-  pub bundles: Vec<MemoryBundle>,
-  /// The bundles rendered for injection (within `budgetChars`), or links-first lines when no
-  /// bundle fits.
-  pub context: String,
-  pub diagnostics: Vec<RecallDiagnostic>,
-  pub trace: Vec<String>,
-  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
-  pub mode: String,
-}
-
-impl From<core_memory::MemoryResponse> for MemoryResponse {
-  fn from(r: core_memory::MemoryResponse) -> Self {
-    MemoryResponse {
-      bundles: r
-        .bundles
-        .iter()
-        .map(|b| MemoryBundle {
-          card: b.card.as_ref().map(MemoryCandidate::from),
-          evidence: b.evidence.iter().map(MemoryCandidate::from).collect(),
-          conflicts: b.conflicts.iter().map(MemoryCandidate::from).collect(),
-          resolution: b.resolution.as_ref().map(crate::resolve::ConflictResolution::from),
-          unresolved: b.unresolved.iter().map(crate::resolve::UnresolvedConflict::from).collect(),
-        })
-        .collect(),
-      context: r.context,
-      diagnostics: r.diagnostics.into_iter().map(RecallDiagnostic::from).collect(),
-      trace: r.trace,
-      mode: r.mode.as_str().to_string(),
-    }
-  }
-}
-
 /// Recall memory bundles: the highest canonical card with ≤ 2 evidence excerpts and its
 /// competing claims (one typed relation hop), more cards under the `(type, domain)` diversity
 /// cap while the character budget lasts, unpromoted evidence only when no card matched.
@@ -201,7 +46,7 @@ pub fn recall_memory<'env>(
   paths: VaultPaths,
   raw_query: String,
   opts: RecallMemoryOptions,
-) -> Result<PromiseRaw<'env, MemoryResponse>> {
+) -> Result<PromiseRaw<'env, core_memory::MemoryResponse>> {
   let cancel = cancel_flag(opts.signal.as_ref(), opts.aborted.unwrap_or(false));
   let mode: Outcome<RetrievalMode> =
     match (&opts.mode, opts.config.as_ref().and_then(|c| c.retrieval_mode.as_deref())) {
@@ -229,7 +74,7 @@ pub fn recall_memory<'env>(
       ..core_retrieve::RecallOptions::new(policy, mode?)
     };
     let opts = core_memory::MemoryOptions { recall, budget_chars: budget, typed_expansion };
-    Ok(MemoryResponse::from(core_memory::recall_memory(&paths, &raw_query, &opts).map_err(core_err)?))
+    core_memory::recall_memory(&paths, &raw_query, &opts).map_err(core_err)
   })
 }
 

@@ -10,9 +10,12 @@ use napi_derive::napi;
 
 use llm_wiki_core::store::reindex as core_reindex;
 use llm_wiki_core::store::status as core_status;
-use llm_wiki_core::{retrieve as core_retrieve, store as core_store, vault as core_vault};
+use llm_wiki_core::vault as core_vault;
 
 use crate::error::{Failure, Outcome};
+
+pub use llm_wiki_core::retrieve::recall::{RecallDiagnostic, RecallResponse};
+pub use llm_wiki_core::store::IndexIssue;
 
 /// Absolute paths of one vault (the extension's `VaultPaths`). Only `root` is required; missing
 /// fields are derived from it (new `.llm-wiki/` layout, or legacy `.wiki` when detected).
@@ -164,20 +167,6 @@ pub struct WikiReindexInput {
   pub removals_only: Option<bool>,
 }
 
-/// `{code, message, path?}` of an index warning or error.
-#[napi(object)]
-pub struct IndexIssue {
-  pub code: String,
-  pub message: String,
-  pub path: Option<String>,
-}
-
-impl From<&core_store::IndexIssue> for IndexIssue {
-  fn from(i: &core_store::IndexIssue) -> Self {
-    IndexIssue { code: i.code.clone(), message: i.message.clone(), path: i.path.clone() }
-  }
-}
-
 /// Model identities resolved now (not the indexed ones).
 #[napi(object)]
 pub struct StatusModels {
@@ -262,7 +251,7 @@ impl From<&core_status::IndexStatus> for IndexStatus {
         removed: p.removed,
       }),
       repair_components: s.repair_components.iter().map(|c| c.as_str().to_string()).collect(),
-      issues: s.issues.iter().map(IndexIssue::from).collect(),
+      issues: s.issues.clone(),
     }
   }
 }
@@ -341,8 +330,8 @@ impl From<&core_reindex::ReindexResult> for ReindexResult {
       full_rebuild: r.full_rebuild,
       generation: r.generation as f64,
       status: IndexStatus::from(&r.status),
-      warnings: r.warnings.iter().map(IndexIssue::from).collect(),
-      errors: r.errors.iter().map(IndexIssue::from).collect(),
+      warnings: r.warnings.clone(),
+      errors: r.errors.clone(),
     }
   }
 }
@@ -447,156 +436,6 @@ pub struct SubQuery {
   #[napi(ts_type = "'lex' | 'vec'")]
   pub r#type: String,
   pub query: String,
-}
-
-/// One recalled page: the extension's `RecallResult` plus provenance.
-#[napi(object)]
-pub struct RecallResult {
-  /// Folder-qualified page id, e.g. `concepts/rag`.
-  pub id: String,
-  pub title: String,
-  #[napi(js_name = "type")]
-  pub page_type: String,
-  /// Best chunk as `#<heading> — <≤180 chars>` (or its text when it has no heading).
-  pub preview: String,
-  /// Absolute path of the page file.
-  pub path: String,
-  /// `"📓 personal"` for personal-vault hits.
-  pub vault_label: Option<String>,
-  /// Final bounded score in [0, 1] (confidence × multiplier); the policy floor acts on it.
-  pub score: f64,
-  pub vault_id: String,
-  #[napi(ts_type = "'project' | 'personal'")]
-  pub vault: String,
-  #[napi(ts_type = "'canonical' | 'evidence'")]
-  pub role: String,
-  pub status: Option<String>,
-  /// Absolute confidence in [0, 1] before the bounded multiplier.
-  pub confidence: f64,
-  /// Bounded multiplier in [0.90, 1.10].
-  pub multiplier: f64,
-  /// Reciprocal-rank fusion key that orders results.
-  pub fusion_score: f64,
-  /// 0-based rank within its vault's list.
-  pub vault_rank: u32,
-  /// Raw engine score (BM25 for lexical).
-  pub engine_score: f64,
-  pub heading: Option<String>,
-  pub chunk_id: String,
-  /// 1-based first line of the passage in the page file.
-  pub line_start: u32,
-  pub line_end: u32,
-  /// Why the page matched; includes `verified` when a current human verification raised the
-  /// multiplier.
-  pub match_reasons: Vec<String>,
-  /// Current human verification (OKF `verified` event by a person, not older than
-  /// `generated.at`): +0.02 inside the multiplier's clamp.
-  pub verified: bool,
-  /// Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`; then
-  /// `superseded` (historical: a user resolution or a `supersedes` relation) and
-  /// `cites_superseded` (the page links to a superseded page).
-  /// A warned page is still returned.
-  pub warnings: Vec<String>,
-  /// Frontmatter `stale_after`, as written.
-  pub stale_after: Option<String>,
-}
-
-impl From<&core_retrieve::RecallResult> for RecallResult {
-  fn from(r: &core_retrieve::RecallResult) -> Self {
-    RecallResult {
-      id: r.id.clone(),
-      title: r.title.clone(),
-      page_type: r.page_type.clone(),
-      preview: r.preview.clone(),
-      path: r.path.clone(),
-      vault_label: r.vault_label.clone(),
-      score: r.score,
-      vault_id: r.vault_id.clone(),
-      vault: r.vault.to_string(),
-      role: r.role.as_str().to_string(),
-      status: r.status.clone(),
-      confidence: r.confidence,
-      multiplier: r.multiplier,
-      fusion_score: r.fusion_score,
-      vault_rank: r.vault_rank,
-      engine_score: r.engine_score,
-      heading: r.heading.clone(),
-      chunk_id: r.chunk_id.clone(),
-      line_start: r.line_start,
-      line_end: r.line_end,
-      match_reasons: r.match_reasons.clone(),
-      verified: r.verified,
-      warnings: r.warnings.clone(),
-      stale_after: r.stale_after.clone(),
-    }
-  }
-}
-
-/// `{code, message}`.
-#[napi(object)]
-pub struct RecallDiagnostic {
-  pub code: String,
-  pub message: String,
-}
-
-impl From<core_retrieve::recall::RecallDiagnostic> for RecallDiagnostic {
-  fn from(d: core_retrieve::recall::RecallDiagnostic) -> Self {
-    RecallDiagnostic { code: d.code, message: d.message }
-  }
-}
-
-/// Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome.
-#[napi(object)]
-pub struct RecallResponse {
-  pub results: Vec<RecallResult>,
-  pub diagnostics: Vec<RecallDiagnostic>,
-  /// Every stage and fallback that ran.
-  pub trace: Vec<String>,
-  /// Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
-  /// adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
-  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
-  pub mode: String,
-  /// Mode of each vault that answered (opened its index and ran), in search order.
-  pub vault_modes: Vec<VaultMode>,
-}
-
-/// The mode one vault of a recall ran.
-#[napi(object)]
-pub struct VaultMode {
-  pub vault_id: String,
-  #[napi(ts_type = "'project' | 'personal'")]
-  pub vault: String,
-  /// Mode the vault actually ran, after fallbacks (adaptive runs as hybrid or quality).
-  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
-  pub mode: String,
-  /// The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
-  /// fallback).
-  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
-  pub fallback_from: Option<String>,
-  /// Code of the first diagnostic of the fallback (e.g. `qmd_vectors_missing`), when known.
-  pub reason: Option<String>,
-}
-
-impl From<core_retrieve::RecallResponse> for RecallResponse {
-  fn from(r: core_retrieve::RecallResponse) -> Self {
-    RecallResponse {
-      results: r.results.iter().map(RecallResult::from).collect(),
-      diagnostics: r.diagnostics.into_iter().map(RecallDiagnostic::from).collect(),
-      trace: r.trace,
-      mode: r.mode.as_str().to_string(),
-      vault_modes: r
-        .vault_modes
-        .into_iter()
-        .map(|v| VaultMode {
-          vault_id: v.vault_id,
-          vault: v.vault.to_string(),
-          mode: v.mode.as_str().to_string(),
-          fallback_from: v.fallback_from.map(|m| m.as_str().to_string()),
-          reason: v.reason,
-        })
-        .collect(),
-    }
-  }
 }
 
 /// Versions and limits of the engine.
@@ -751,36 +590,4 @@ pub struct DownloadedModel {
   #[napi(ts_type = "'embed' | 'rerank'")]
   pub kind: String,
   pub dims: u32,
-}
-
-// ── Client compatibility (issue 12): start-up recovery of a store ─────────────────────────
-
-/// One recovery finding (the extension's `KnowledgeDiagnostic` shape).
-#[napi(object)]
-pub struct RecoverDiagnostic {
-  #[napi(ts_type = "'error' | 'warning' | 'info'")]
-  pub severity: String,
-  pub code: String,
-  pub path: String,
-  pub message: String,
-}
-
-/// Result of `recoverIndex`: `ok` is false only when another writer holds the store.
-#[napi(object)]
-pub struct RecoverResult {
-  pub ok: bool,
-  pub diagnostics: Vec<RecoverDiagnostic>,
-}
-
-impl From<llm_wiki_core::store::recover::RecoverResult> for RecoverResult {
-  fn from(r: llm_wiki_core::store::recover::RecoverResult) -> Self {
-    RecoverResult {
-      ok: r.ok,
-      diagnostics: r
-        .diagnostics
-        .into_iter()
-        .map(|d| RecoverDiagnostic { severity: d.severity, code: d.code, path: d.path, message: d.message })
-        .collect(),
-    }
-  }
 }

@@ -140,7 +140,7 @@ impl From<CoreWatchStatus> for WatchStatus {
       reindexes: s.reindexes as f64,
       overflows: s.overflows as f64,
       last_indexed_at: s.last_indexed_at,
-      last_error: s.last_error.as_ref().map(IndexIssue::from),
+      last_error: s.last_error,
     }
   }
 }

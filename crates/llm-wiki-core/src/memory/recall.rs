@@ -35,6 +35,7 @@ pub struct MemoryOptions {
 }
 
 /// Result of `recallMemory`.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryResponse {
@@ -47,6 +48,7 @@ pub struct MemoryResponse {
   /// What ran.
   pub trace: Vec<String>,
   /// Mode used after fallbacks.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'"))]
   pub mode: RetrievalMode,
 }
 

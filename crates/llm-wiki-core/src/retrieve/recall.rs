@@ -153,6 +153,7 @@ impl RecallOptions {
 }
 
 /// One recalled page (the extension's `RecallResult` plus provenance).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallResult {
@@ -162,12 +163,13 @@ pub struct RecallResult {
   pub title: String,
   /// Frontmatter `type`.
   #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
   pub page_type: String,
   /// Best chunk `#<heading> — <≤180 chars>` (or its text when it has no heading).
   pub preview: String,
   /// Absolute path of the page file.
   pub path: String,
-  /// Label of the vault when several were searched (`[personal]`).
+  /// `"📓 personal"` (`PERSONAL_LABEL`) for personal-vault hits.
   #[serde(skip_serializing_if = "Option::is_none")]
   pub vault_label: Option<String>,
   /// Final bounded score: confidence × multiplier, in [0, 1]; the floors act on it.
@@ -175,14 +177,17 @@ pub struct RecallResult {
   /// Id of the vault the page is in.
   pub vault_id: String,
   /// `project` or `personal`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'project' | 'personal'"))]
   pub vault: &'static str,
   /// Canonical or evidence page.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'canonical' | 'evidence'"))]
   pub role: Role,
   /// Frontmatter `status`, if any.
   pub status: Option<String>,
   /// Absolute confidence in [0, 1] before the multiplier.
   pub confidence: f64,
-  /// Bounded multiplier applied in fusion (role, status, vault).
+  /// Bounded multiplier applied in fusion (role, status, vault, verification), within
+  /// `retrieve::confidence`'s clamp.
   pub multiplier: f64,
   /// Reciprocal-rank fusion key used for ordering.
   pub fusion_score: f64,
@@ -201,7 +206,8 @@ pub struct RecallResult {
   /// Why the page matched (exact title, terms, vector, ...); `verified` when a current human
   /// verification raised the multiplier.
   pub match_reasons: Vec<String>,
-  /// Current human verification (see [`super::trust`]).
+  /// Current human verification (an OKF `verified` event by a person, not older than
+  /// `generated.at`): +0.02 inside the multiplier's clamp.
   pub verified: bool,
   /// Trust warnings: `stale` (past `stale_after`), `verification_outdated`, `deprecated`; then
   /// `superseded` (a user resolution or a `supersedes` relation made the page historical) and
@@ -218,17 +224,22 @@ pub struct RecallResult {
 pub use crate::util::diagnostic::RecallDiagnostic;
 
 /// The mode one vault answered with.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VaultMode {
   /// Id of the vault.
   pub vault_id: String,
   /// `project` or `personal`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'project' | 'personal'"))]
   pub vault: &'static str,
   /// Mode the vault actually ran (after fallbacks).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'"))]
   pub mode: RetrievalMode,
-  /// The mode requested, when a fallback replaced it (see [`is_fallback`]).
+  /// The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
+  /// fallback).
   #[serde(skip_serializing_if = "Option::is_none")]
+  #[cfg_attr(feature = "napi", napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'"))]
   pub fallback_from: Option<RetrievalMode>,
   /// Code of the first diagnostic of the fallback (`qmd_vectors_missing`, ...), if any.
   #[serde(skip_serializing_if = "Option::is_none")]
@@ -262,7 +273,8 @@ pub fn overall_mode(requested: RetrievalMode, vaults: &[VaultMode]) -> Retrieval
   vaults.iter().map(|v| v.mode).min_by_key(|m| mode_level(*m)).unwrap_or(requested)
 }
 
-/// Result of `recallWiki`.
+/// Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallResponse {
@@ -270,9 +282,11 @@ pub struct RecallResponse {
   pub results: Vec<RecallResult>,
   /// Fallbacks and failures, per vault.
   pub diagnostics: Vec<RecallDiagnostic>,
-  /// What ran and why (for `--explain`).
+  /// Every stage and fallback that ran (the CLI's `--explain`).
   pub trace: Vec<String>,
-  /// Overall mode: see [`overall_mode`].
+  /// Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
+  /// adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'"))]
   pub mode: RetrievalMode,
   /// Mode of each vault that answered (opened its index and ran), in search order.
   pub vault_modes: Vec<VaultMode>,
