@@ -50,6 +50,124 @@ export interface DerivedUpdate {
   issues: Array<IndexIssue>
 }
 
+/** Page counts of a reindex (the extension's mirror counts). */
+export interface DocumentCounts {
+  /** New pages. */
+  indexed: number
+  /** Changed pages. */
+  updated: number
+  /** Pages left as they were. */
+  unchanged: number
+  /** Pages gone from the vault. */
+  removed: number
+}
+
+/** A validated relation of one page. */
+export interface EdgeRelation {
+  /** Relation type as written (lowercase). */
+  type: string
+  /** Scope of an `applies_under` relation. */
+  scope?: string
+}
+
+/** What happened to a feedback request. */
+export interface FeedbackOutcome {
+  /**
+   * `recorded`; `disabled` (implicit capture is off: nothing written); `dropped` (an implicit
+   * event found the events lock busy for 250 ms: nothing written, diagnostic says so);
+   * `correction_saved_feedback_pending` (the observation is written, the event append failed:
+   * a rebuild replays it).
+   */
+  status: string
+  /** Events appended. */
+  events: number
+  /** Id of the correction observation page (`corrected`). */
+  observation?: string
+  /** Why something was not written. */
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** A labelled edge. */
+export interface GraphEdge {
+  /** Linking page. */
+  from: string
+  /** Linked page. */
+  to: string
+  /** `markdown` or `wiki`. */
+  kind: 'markdown' | 'wiki'
+  /** Anchors of the body links. */
+  anchors: Array<string>
+  /** Line of the first body link in `from`. */
+  line: number
+  /** Typed relations carried by the edge (`type`, `scope`). */
+  relations: Array<EdgeRelation>
+}
+
+/** A page reached by a traversal. */
+export interface GraphPage {
+  /** Page id. */
+  id: string
+  /** Title. */
+  title: string
+  /** Frontmatter `type`. */
+  type: string
+  /** `canonical` or `evidence`. */
+  role: 'canonical' | 'evidence'
+  /** Frontmatter `status`. */
+  status?: string
+  /** Absolute path of the page file. */
+  path: string
+  /** Hops from the start page. */
+  depth: number
+  /** True when a `supersedes` relation or a user resolution made the page historical. */
+  historical: boolean
+}
+
+/** An edge between two admitted pages. */
+export interface GraphQueryEdge {
+  /** Linking page. */
+  from: string
+  /** Linked page. */
+  to: string
+  /** Typed relation types the edge carries (empty: a plain link). */
+  relations: Array<string>
+  /** Set when a user resolution relates the pair (its relation, selected → other). */
+  resolution?: string
+}
+
+/** A page of the answer. */
+export interface GraphQueryPage {
+  /** Page id. */
+  id: string
+  /** Title. */
+  title: string
+  /** Frontmatter `type`. */
+  type: string
+  /** True for a canonical page. */
+  canonical: boolean
+  /** Frontmatter `status`. */
+  status?: string
+  /** True when a `supersedes` relation or a user resolution made the page historical. */
+  historical: boolean
+  /** The pages superseding it. */
+  supersededBy: Array<string>
+  /**
+   * `seed`, `relation` (a typed relation admitted it), `link` (a plain link) or `competing`
+   * (kept with its competing claim).
+   */
+  why: 'seed' | 'relation' | 'link' | 'competing'
+  /** The page it was reached from (absent for a seed). */
+  via?: string
+  /** The relation type that admitted it (`contradicts`, `supports`, …), `link` for a plain link. */
+  relation?: string
+  /** Hops from the nearest seed. */
+  depth: number
+  /** 0-based rank among the seeds. */
+  seedRank?: number
+  /** Recall preview (seeds) or frontmatter `summary` / `description`, cut at a sentence end. */
+  summary?: string
+}
+
 /** A structured warning or error of an index operation: `{code, message, path?}`. */
 export interface IndexIssue {
   /** Stable code. */
@@ -174,6 +292,14 @@ export interface MemoryResponse {
   trace: Array<string>
   /** Mode used after fallbacks. */
   mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+}
+
+/** One step of a path. */
+export interface PathHop {
+  /** The edge (as written in the vault: `from` links to `to`). */
+  edge: GraphEdge
+  /** True when the path goes from `edge.to` to `edge.from`. */
+  reversed: boolean
 }
 
 /** `{code, message}` diagnostic of a recall. */
@@ -304,6 +430,17 @@ export interface ResolveConflictResult {
   warnings: Array<IndexIssue>
 }
 
+/** What happened to a call's line. */
+export interface ToolAuditOutcome {
+  /**
+   * `recorded`, `disabled` (the vault's `toolAudit: false` or `LLM_WIKI_TOOL_AUDIT=off`) or
+   * `dropped` (the ledger's lock stayed busy 100 ms, or it could not be written).
+   */
+  status: 'recorded' | 'disabled' | 'dropped'
+  /** Why a line was not written. */
+  diagnostics: Array<RecallDiagnostic>
+}
+
 /**
  * A competing pair recall found without a user resolution: the agent should ask the user which
  * applies and record the answer with `resolveConflict` (exact page ids here).
@@ -334,6 +471,63 @@ export interface VaultMode {
   fallbackFrom?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
   /** Code of the first diagnostic of the fallback (`qmd_vectors_missing`, ...), if any. */
   reason?: string
+}
+
+/** One event of a watcher, delivered in order from its thread. */
+export interface WatchEvent {
+  /**
+   * `started` (watch armed; again with `rearmed` after the vault came back), `indexed` (a batch
+   * is searchable: `phase: 'lexical'`; its vectors written: `phase: 'vectors'`), `overflow`
+   * (events were lost: a full scan follows), `error` (a reindex failed: kept and retried),
+   * `vault_gone` (the wiki directory was deleted, moved or replaced), `closed` (last event).
+   */
+  kind: 'started' | 'indexed' | 'overflow' | 'error' | 'vault_gone' | 'closed'
+  /** `lexical` or `vectors` for `indexed`. */
+  phase?: 'lexical' | 'vectors'
+  /** Changed paths relative to `wiki/` (at most [`MAX_EVENT_PATHS`]; folders included). */
+  paths: Array<string>
+  /** Number of changed paths in the batch. */
+  pathCount: number
+  /** The batch was a full scan (start-up, overflow, re-arm, too many paths). */
+  fullScan: boolean
+  /** Time of the reindex, in ms. */
+  ms?: number
+  /** From the batch's first event to searchable, in ms (`indexed`, lexical). */
+  latencyMs?: number
+  /** Page counts of the reindex. */
+  documents?: DocumentCounts
+  /** Store generation after the reindex. */
+  generation?: number
+  /** Backend in use (`started`). */
+  backend?: 'native' | 'poll'
+  /** Stable code of an `error` / `overflow` / `vault_gone` event. */
+  code?: string
+  /** Human-readable detail. */
+  message?: string
+  /** `started` after the vault came back. */
+  rearmed: boolean
+}
+
+/** What a watcher is doing, for status displays. */
+export interface WatchStatus {
+  /** `watching`, `indexing`, `retrying` (busy lock or failure), `gone` or `closed`. */
+  state: 'watching' | 'indexing' | 'retrying' | 'gone' | 'closed'
+  /** Backend in use. */
+  backend: 'native' | 'poll'
+  /** Changed paths waiting for their reindex. */
+  pendingPaths: number
+  /** The next reindex is a full scan. */
+  pendingFullScan: boolean
+  /** Lexical changes whose vectors are not written yet. */
+  vectorsPending: boolean
+  /** Reindexes run (lexical batches). */
+  reindexes: number
+  /** Overflows seen. */
+  overflows: number
+  /** When the last batch became searchable (RFC 3339). */
+  lastIndexedAt?: string
+  /** The last reindex failure, until a reindex succeeds. */
+  lastError?: IndexIssue
 }
 
 /** A running watcher (`watchWiki`). `close()` stops it; dropping the last reference does too. */
@@ -545,12 +739,6 @@ export interface DownloadProgressEvent {
   total?: number
 }
 
-/** A typed relation carried by a link edge. */
-export interface EdgeRelation {
-  type: string
-  scope?: string
-}
-
 /** Forget a session (call when the host session ends); true when it existed. */
 export declare function endRecallSession(sessionId: string): boolean
 
@@ -626,20 +814,6 @@ export interface FeedbackConfig {
   recallFeedback?: boolean
 }
 
-/** What happened to a feedback request. */
-export interface FeedbackOutcome {
-  /**
-   * `recorded` | `disabled` (implicit capture off) | `dropped` (implicit event, lock busy
-   * 250 ms) | `correction_saved_feedback_pending` (observation saved, event append failed).
-   */
-  status: string
-  /** Events appended. */
-  events: number
-  /** Id of the correction observation page. */
-  observation?: string
-  diagnostics: Array<RecallDiagnostic>
-}
-
 /** Result of `rebuildFeedback`. */
 export interface FeedbackRebuildResult {
   /** False when the stream is malformed (feedback disabled; last projection kept). */
@@ -689,48 +863,12 @@ export interface FeedbackStreamStatus {
   issues: Array<string>
 }
 
-/** A page edge: every body link from `from` to `to`, with the validated relations on it. */
-export interface GraphEdge {
-  from: string
-  to: string
-  kind: 'markdown' | 'wiki'
-  /** Heading / block anchors of the body links. */
-  anchors: Array<string>
-  /** Line of the first body link in `from`. */
-  line: number
-  relations: Array<EdgeRelation>
-}
-
-/** A page reached over links. */
-export interface GraphPage {
-  id: string
-  title: string
-  type: string
-  role: 'canonical' | 'evidence'
-  status?: string
-  path: string
-  /** Hops from the start page. */
-  depth: number
-  /** True when a `supersedes` relation or a user resolution made the page historical. */
-  historical: boolean
-}
-
 /**
  * "What connects these?": the best recall hits of `query` in this vault as seeds, then up to
  * `hops` hops over links — typed relations first, competing claims kept together, superseded
  * pages marked historical — within a token budget.
  */
 export declare function graphQuery(paths: VaultPaths, query: string, opts?: GraphQueryOptions | undefined | null): Promise<GraphQueryResult>
-
-/** An edge between two pages of a graph answer. */
-export interface GraphQueryEdge {
-  from: string
-  to: string
-  /** Typed relation types on the edge (empty: a plain link). */
-  relations: Array<string>
-  /** The relation of an active user resolution between the two pages (selected → other). */
-  resolution?: string
-}
 
 /** Options of `graphQuery`. */
 export interface GraphQueryOptions {
@@ -751,30 +889,6 @@ export interface GraphQueryOptions {
   signal?: AbortSignal
   /** Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted). */
   aborted?: boolean
-}
-
-/** A page of a graph answer, with why it is there. */
-export interface GraphQueryPage {
-  id: string
-  title: string
-  type: string
-  canonical: boolean
-  status?: string
-  /** True when a `supersedes` relation or a user resolution made the page historical. */
-  historical: boolean
-  supersededBy: Array<string>
-  /** `seed`, `relation`, `link` or `competing` (kept with its competing claim). */
-  why: 'seed' | 'relation' | 'link' | 'competing'
-  /** The page it was reached from (absent for a seed). */
-  via?: string
-  /** Relation type that admitted it (`contradicts`, `supports`, …), `link` for a plain link. */
-  relation?: string
-  /** Hops from the nearest seed. */
-  depth: number
-  /** 0-based rank among the seeds. */
-  seedRank?: number
-  /** Recall preview (seeds) or frontmatter summary/description, cut at a sentence end. */
-  summary?: string
 }
 
 /** Result of `graphQuery`. */
@@ -965,13 +1079,6 @@ export interface NeighboursOptions {
    * the smaller one binds.
    */
   budgetTokens?: number
-}
-
-/** One step of a link path. */
-export interface PathHop {
-  edge: GraphEdge
-  /** True when the path walks the link backwards (from `edge.to` to `edge.from`). */
-  reversed: boolean
 }
 
 /** Pages that differ from the index (by path, size and mtime). */
@@ -1292,16 +1399,6 @@ export interface SubQuery {
   query: string
 }
 
-/** What happened to the call's audit line. */
-export interface ToolAuditOutcome {
-  /**
-   * `recorded`, `disabled` (the vault's `toolAudit: false` or `LLM_WIKI_TOOL_AUDIT=off`) or
-   * `dropped` (the ledger's lock stayed busy 100 ms, or it could not be written).
-   */
-  status: 'recorded' | 'disabled' | 'dropped'
-  diagnostics: Array<RecallDiagnostic>
-}
-
 /** One tool call of an agent (MCP or Pi). */
 export interface ToolCallInput {
   /** Tool name (`wiki_recall`, …; at most 64 characters are kept). */
@@ -1364,58 +1461,6 @@ export interface VectorCounts {
   generated: number
   skipped: number
   errors: number
-}
-
-/** One watcher event. */
-export interface WatchEvent {
-  /**
-   * `started` (watch armed; again with `rearmed` after the vault came back), `indexed` (a batch
-   * is searchable: `phase: 'lexical'`; its vectors written: `phase: 'vectors'`), `overflow`
-   * (events were lost: a full scan follows), `error` (a reindex failed: kept and retried),
-   * `vault_gone` (the wiki directory was deleted, moved or replaced), `closed` (last event).
-   */
-  kind: 'started' | 'indexed' | 'overflow' | 'error' | 'vault_gone' | 'closed'
-  phase?: 'lexical' | 'vectors'
-  /** Changed paths relative to the wiki directory (at most 100; folders included). */
-  paths: Array<string>
-  /** Number of changed paths in the batch. */
-  pathCount: number
-  /** The batch was a whole-vault scan (start-up, overflow, re-arm, very large batch). */
-  fullScan: boolean
-  /** Reindex time (ms). */
-  ms?: number
-  /** From the batch's first file event to searchable (ms). */
-  latencyMs?: number
-  documents?: DocumentCounts
-  /** Store generation after the reindex. */
-  generation?: number
-  backend?: 'native' | 'poll'
-  /**
-   * Stable code: `watch_overflow`, `watch_error`, `watch_queue_full`, `watch_vault_gone`,
-   * `watch_polling_fallback`, or the failed reindex's code.
-   */
-  code?: string
-  message?: string
-  rearmed: boolean
-}
-
-/** What a watcher is doing. */
-export interface WatchStatus {
-  state: 'watching' | 'indexing' | 'retrying' | 'gone' | 'closed'
-  backend: 'native' | 'poll'
-  /** Changed paths waiting for their reindex. */
-  pendingPaths: number
-  /** The next reindex scans the whole vault. */
-  pendingFullScan: boolean
-  /** Indexed changes whose vectors are not written yet. */
-  vectorsPending: boolean
-  /** Lexical batches indexed. */
-  reindexes: number
-  /** Overflows seen (each followed by a full scan). */
-  overflows: number
-  lastIndexedAt?: string
-  /** The last reindex failure (`qmd_index_busy` while an explicit reindex holds the lock). */
-  lastError?: IndexIssue
 }
 
 /**

@@ -7,7 +7,7 @@ use napi_derive::napi;
 
 use llm_wiki_core::audit as core_audit;
 
-use crate::types::{RecallDiagnostic, VaultPaths};
+use crate::types::VaultPaths;
 use crate::{invalid, task};
 
 /// One tool call of an agent (MCP or Pi).
@@ -32,16 +32,6 @@ pub struct ToolCallInput {
   pub surface: Option<String>,
 }
 
-/// What happened to the call's audit line.
-#[napi(object)]
-pub struct ToolAuditOutcome {
-  /// `recorded`, `disabled` (the vault's `toolAudit: false` or `LLM_WIKI_TOOL_AUDIT=off`) or
-  /// `dropped` (the ledger's lock stayed busy 100 ms, or it could not be written).
-  #[napi(ts_type = "'recorded' | 'disabled' | 'dropped'")]
-  pub status: String,
-  pub diagnostics: Vec<RecallDiagnostic>,
-}
-
 /// Record one agent tool call in the vault's audit ledger `meta/audit/tool-calls.jsonl`
 /// (rotated at 1 MiB, two rotated files kept). Resolves `disabled` when the ledger is off and
 /// `dropped` with a diagnostic when it cannot be written: it never rejects for the ledger's
@@ -51,13 +41,13 @@ pub fn record_tool_call<'env>(
   env: &'env Env,
   paths: VaultPaths,
   call: ToolCallInput,
-) -> Result<PromiseRaw<'env, ToolAuditOutcome>> {
+) -> Result<PromiseRaw<'env, core_audit::AuditOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
     if call.tool.trim().is_empty() {
       return Err(invalid("tool must be a non-empty string"));
     }
-    let out = core_audit::record_tool_call(
+    Ok(core_audit::record_tool_call(
       &paths,
       &core_audit::ToolCall {
         tool: call.tool,
@@ -68,7 +58,6 @@ pub fn record_tool_call<'env>(
         code: call.code,
         surface: call.surface,
       },
-    );
-    Ok(ToolAuditOutcome { status: out.status, diagnostics: out.diagnostics })
+    ))
   })
 }

@@ -45,30 +45,6 @@ pub struct RecallFeedbackInput {
   pub config: Option<FeedbackConfig>,
 }
 
-/// What happened to a feedback request.
-#[napi(object)]
-pub struct FeedbackOutcome {
-  /// `recorded` | `disabled` (implicit capture off) | `dropped` (implicit event, lock busy
-  /// 250 ms) | `correction_saved_feedback_pending` (observation saved, event append failed).
-  pub status: String,
-  /// Events appended.
-  pub events: u32,
-  /// Id of the correction observation page.
-  pub observation: Option<String>,
-  pub diagnostics: Vec<RecallDiagnostic>,
-}
-
-impl From<core_record::FeedbackOutcome> for FeedbackOutcome {
-  fn from(o: core_record::FeedbackOutcome) -> Self {
-    FeedbackOutcome {
-      status: o.status,
-      events: o.events,
-      observation: o.observation,
-      diagnostics: o.diagnostics.into_iter().map(Into::into).collect(),
-    }
-  }
-}
-
 /// Result of `rebuildFeedback`.
 #[napi(object)]
 pub struct FeedbackRebuildResult {
@@ -117,11 +93,11 @@ pub fn confirm_recall_shown<'env>(
   env: &'env Env,
   paths: VaultPaths,
   input: ConfirmShownInput,
-) -> Result<PromiseRaw<'env, FeedbackOutcome>> {
+) -> Result<PromiseRaw<'env, core_record::FeedbackOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
     let on = implicit(&input.config);
-    Ok(core_record::confirm_shown(&paths, &input.session_id, on).map_err(core_err)?.into())
+    core_record::confirm_shown(&paths, &input.session_id, on).map_err(core_err)
   })
 }
 
@@ -134,7 +110,7 @@ pub fn record_recall_feedback<'env>(
   env: &'env Env,
   paths: VaultPaths,
   input: RecallFeedbackInput,
-) -> Result<PromiseRaw<'env, FeedbackOutcome>> {
+) -> Result<PromiseRaw<'env, core_record::FeedbackOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
     let action = core_feedback::FeedbackAction::parse(&input.action).map_err(core_err)?;
@@ -153,7 +129,7 @@ pub fn record_recall_feedback<'env>(
       on,
     )
     .map_err(core_err)?;
-    Ok(out.into())
+    Ok(out)
   })
 }
 

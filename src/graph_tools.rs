@@ -171,50 +171,14 @@ pub struct GraphQueryOptions {
   pub aborted: Option<bool>,
 }
 
-/// A page of a graph answer, with why it is there.
-#[napi(object)]
-pub struct GraphQueryPage {
-  pub id: String,
-  pub title: String,
-  #[napi(js_name = "type")]
-  pub page_type: String,
-  pub canonical: bool,
-  pub status: Option<String>,
-  /// True when a `supersedes` relation or a user resolution made the page historical.
-  pub historical: bool,
-  pub superseded_by: Vec<String>,
-  /// `seed`, `relation`, `link` or `competing` (kept with its competing claim).
-  #[napi(ts_type = "'seed' | 'relation' | 'link' | 'competing'")]
-  pub why: String,
-  /// The page it was reached from (absent for a seed).
-  pub via: Option<String>,
-  /// Relation type that admitted it (`contradicts`, `supports`, …), `link` for a plain link.
-  pub relation: Option<String>,
-  /// Hops from the nearest seed.
-  pub depth: u32,
-  /// 0-based rank among the seeds.
-  pub seed_rank: Option<u32>,
-  /// Recall preview (seeds) or frontmatter summary/description, cut at a sentence end.
-  pub summary: Option<String>,
-}
-
-/// An edge between two pages of a graph answer.
-#[napi(object)]
-pub struct GraphQueryEdge {
-  pub from: String,
-  pub to: String,
-  /// Typed relation types on the edge (empty: a plain link).
-  pub relations: Vec<String>,
-  /// The relation of an active user resolution between the two pages (selected → other).
-  pub resolution: Option<String>,
-}
-
 /// Result of `graphQuery`.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct GraphQueryResult {
   pub query: String,
-  pub pages: Vec<GraphQueryPage>,
-  pub edges: Vec<GraphQueryEdge>,
+  #[napi(ts_type = "Array<GraphQueryPage>")]
+  pub pages: Vec<core_gq::QueryPage>,
+  #[napi(ts_type = "Array<GraphQueryEdge>")]
+  pub edges: Vec<core_gq::QueryEdge>,
   /// True when the budget or a work bound left reachable pages out.
   pub truncated: bool,
   /// Estimated tokens of `text` (never above `budgetTokens`).
@@ -230,30 +194,8 @@ impl From<core_gq::GraphQueryResult> for GraphQueryResult {
   fn from(r: core_gq::GraphQueryResult) -> Self {
     GraphQueryResult {
       query: r.query,
-      pages: r
-        .pages
-        .into_iter()
-        .map(|p| GraphQueryPage {
-          id: p.id,
-          title: p.title,
-          page_type: p.page_type,
-          canonical: p.canonical,
-          status: p.status,
-          historical: p.historical,
-          superseded_by: p.superseded_by,
-          why: p.why,
-          via: p.via,
-          relation: p.relation,
-          depth: p.depth,
-          seed_rank: p.seed_rank,
-          summary: p.summary,
-        })
-        .collect(),
-      edges: r
-        .edges
-        .into_iter()
-        .map(|e| GraphQueryEdge { from: e.from, to: e.to, relations: e.relations, resolution: e.resolution })
-        .collect(),
+      pages: r.pages,
+      edges: r.edges,
       truncated: r.truncated,
       tokens_used: r.tokens_used as u32,
       budget_tokens: r.budget_tokens as u32,

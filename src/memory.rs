@@ -5,7 +5,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use llm_wiki_core::memory::bundle as core_bundle;
-use llm_wiki_core::memory::explore as core_explore;
+use llm_wiki_core::memory::explore::{self as core_explore, GraphEdge, GraphPage, PathHop};
 use llm_wiki_core::memory::{self as core_memory};
 use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 
@@ -94,84 +94,10 @@ pub struct NeighboursOptions {
   pub budget_tokens: Option<f64>,
 }
 
-/// A page reached over links.
-#[napi(object)]
-pub struct GraphPage {
-  pub id: String,
-  pub title: String,
-  #[napi(js_name = "type")]
-  pub page_type: String,
-  #[napi(ts_type = "'canonical' | 'evidence'")]
-  pub role: String,
-  pub status: Option<String>,
-  pub path: String,
-  /// Hops from the start page.
-  pub depth: u32,
-  /// True when a `supersedes` relation or a user resolution made the page historical.
-  pub historical: bool,
-}
-
-impl From<&core_explore::GraphPage> for GraphPage {
-  fn from(p: &core_explore::GraphPage) -> Self {
-    GraphPage {
-      id: p.id.clone(),
-      title: p.title.clone(),
-      page_type: p.page_type.clone(),
-      role: p.role.clone(),
-      status: p.status.clone(),
-      path: p.path.clone(),
-      depth: p.depth,
-      historical: p.historical,
-    }
-  }
-}
-
-/// A typed relation carried by a link edge.
-#[napi(object)]
-pub struct EdgeRelation {
-  #[napi(js_name = "type")]
-  pub relation_type: String,
-  pub scope: Option<String>,
-}
-
-/// A page edge: every body link from `from` to `to`, with the validated relations on it.
-#[napi(object)]
-pub struct GraphEdge {
-  pub from: String,
-  pub to: String,
-  #[napi(ts_type = "'markdown' | 'wiki'")]
-  pub kind: String,
-  /// Heading / block anchors of the body links.
-  pub anchors: Vec<String>,
-  /// Line of the first body link in `from`.
-  pub line: u32,
-  pub relations: Vec<EdgeRelation>,
-}
-
-impl From<&core_explore::GraphEdge> for GraphEdge {
-  fn from(e: &core_explore::GraphEdge) -> Self {
-    GraphEdge {
-      from: e.from.clone(),
-      to: e.to.clone(),
-      kind: match e.kind {
-        llm_wiki_core::memory::links::LinkKind::Markdown => "markdown".into(),
-        llm_wiki_core::memory::links::LinkKind::Wiki => "wiki".into(),
-      },
-      anchors: e.anchors.clone(),
-      line: e.line,
-      relations: e
-        .relations
-        .iter()
-        .map(|r| EdgeRelation { relation_type: r.relation_type.clone(), scope: r.scope.clone() })
-        .collect(),
-    }
-  }
-}
-
 use crate::graph_tools::diagnostics;
 
 /// Result of `neighbours`.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct Neighbourhood {
   /// The page (absent when not indexed: see `diagnostics`).
   pub page: Option<GraphPage>,
@@ -220,11 +146,11 @@ pub fn neighbours<'env>(
     };
     let n = core_explore::neighbours(&paths, &page_id, &req).map_err(core_err)?;
     Ok(Neighbourhood {
-      page: n.page.as_ref().map(GraphPage::from),
+      page: n.page,
       content: n.content,
-      outbound: n.outbound.iter().map(GraphEdge::from).collect(),
-      inbound: n.inbound.iter().map(GraphEdge::from).collect(),
-      pages: n.pages.iter().map(GraphPage::from).collect(),
+      outbound: n.outbound,
+      inbound: n.inbound,
+      pages: n.pages,
       dangling: n.dangling,
       truncated: n.truncated,
       text: n.text,
@@ -242,16 +168,8 @@ pub struct LinkPathOptions {
   pub max_hops: Option<u32>,
 }
 
-/// One step of a link path.
-#[napi(object)]
-pub struct PathHop {
-  pub edge: GraphEdge,
-  /// True when the path walks the link backwards (from `edge.to` to `edge.from`).
-  pub reversed: bool,
-}
-
 /// Result of `linkPath`.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct LinkPath {
   pub found: bool,
   /// Pages along the path, `from` first.
@@ -276,11 +194,6 @@ pub fn link_path<'env>(
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.to_core()?;
     let p = core_explore::link_path(&paths, &from, &to, max_hops).map_err(core_err)?;
-    Ok(LinkPath {
-      found: p.found,
-      pages: p.pages.iter().map(GraphPage::from).collect(),
-      hops: p.hops.iter().map(|h| PathHop { edge: GraphEdge::from(&h.edge), reversed: h.reversed }).collect(),
-      diagnostics: diagnostics(&p.diagnostics),
-    })
+    Ok(LinkPath { found: p.found, pages: p.pages, hops: p.hops, diagnostics: diagnostics(&p.diagnostics) })
   })
 }

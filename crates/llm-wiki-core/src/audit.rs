@@ -96,10 +96,13 @@ pub struct AuditLine {
 }
 
 /// What happened to a call's line.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "ToolAuditOutcome"))]
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditOutcome {
-  /// `recorded`, `disabled` (the off switch), `dropped` (lock busy or I/O error).
+  /// `recorded`, `disabled` (the vault's `toolAudit: false` or `LLM_WIKI_TOOL_AUDIT=off`) or
+  /// `dropped` (the ledger's lock stayed busy 100 ms, or it could not be written).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'recorded' | 'disabled' | 'dropped'"))]
   pub status: String,
   /// Why a line was not written.
   pub diagnostics: Vec<RecallDiagnostic>,

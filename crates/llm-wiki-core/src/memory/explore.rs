@@ -48,6 +48,7 @@ impl Direction {
 }
 
 /// A page reached by a traversal.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GraphPage {
@@ -57,8 +58,10 @@ pub struct GraphPage {
   pub title: String,
   /// Frontmatter `type`.
   #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
   pub page_type: String,
   /// `canonical` or `evidence`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'canonical' | 'evidence'"))]
   pub role: String,
   /// Frontmatter `status`.
   pub status: Option<String>,
@@ -71,6 +74,7 @@ pub struct GraphPage {
 }
 
 /// A labelled edge.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GraphEdge {
@@ -79,12 +83,14 @@ pub struct GraphEdge {
   /// Linked page.
   pub to: String,
   /// `markdown` or `wiki`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'markdown' | 'wiki'"))]
   pub kind: LinkKind,
   /// Anchors of the body links.
   pub anchors: Vec<String>,
   /// Line of the first body link in `from`.
   pub line: u32,
   /// Typed relations carried by the edge (`type`, `scope`).
+  #[cfg_attr(feature = "napi", napi(ts_type = "Array<EdgeRelation>"))]
   pub relations: Vec<super::relations::TypedRelation>,
 }
 
@@ -144,6 +150,7 @@ pub struct LinkPath {
 }
 
 /// One step of a path.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PathHop {

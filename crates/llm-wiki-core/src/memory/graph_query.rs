@@ -73,6 +73,7 @@ pub struct GraphQueryOptions {
 }
 
 /// A page of the answer.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "GraphQueryPage"))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryPage {
@@ -82,6 +83,7 @@ pub struct QueryPage {
   pub title: String,
   /// Frontmatter `type`.
   #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
   pub page_type: String,
   /// True for a canonical page.
   pub canonical: bool,
@@ -93,6 +95,7 @@ pub struct QueryPage {
   pub superseded_by: Vec<String>,
   /// `seed`, `relation` (a typed relation admitted it), `link` (a plain link) or `competing`
   /// (kept with its competing claim).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'seed' | 'relation' | 'link' | 'competing'"))]
   pub why: String,
   /// The page it was reached from (absent for a seed).
   pub via: Option<String>,
@@ -107,6 +110,7 @@ pub struct QueryPage {
 }
 
 /// An edge between two admitted pages.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "GraphQueryEdge"))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryEdge {

@@ -50,6 +50,7 @@ pub struct ReindexOptions {
 }
 
 /// Page counts of a reindex (the extension's mirror counts).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct DocumentCounts {
   /// New pages.
