@@ -62,6 +62,14 @@ export interface DocumentCounts {
   removed: number
 }
 
+/** A typed relation carried by a link edge. */
+export interface EdgeRelation {
+  /** Relation type as written (lowercase). */
+  type: string
+  /** Scope of an `applies_under` relation. */
+  scope?: string
+}
+
 /** A validated relation of one page. */
 export interface EdgeRelation {
   /** Relation type as written (lowercase). */
@@ -99,7 +107,7 @@ export interface GraphEdge {
   anchors: Array<string>
   /** Line of the first body link in `from`. */
   line: number
-  /** Typed relations carried by the edge (`type`, `scope`). */
+  /** Typed relations carried by the edge (their target is `to`). */
   relations: Array<EdgeRelation>
 }
 
@@ -471,6 +479,42 @@ export interface VaultMode {
   fallbackFrom?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
   /** Code of the first diagnostic of the fallback (`qmd_vectors_missing`, ...), if any. */
   reason?: string
+}
+
+/**
+ * The paths of one vault as a caller gives them (the Node addon's `VaultPaths`, absolute
+ * paths). Only `root` is required; missing fields are derived from it (the new `.llm-wiki/`
+ * layout, or the legacy `.wiki` or a plain folder when detected: [`VaultPaths::for_root`]).
+ */
+export interface VaultPaths {
+  /** Vault root (contains `.llm-wiki/`). */
+  root: string
+  /** `<root>/.llm-wiki` (or `<root>/.wiki` in the legacy layout); holds `config.json`. */
+  dotWiki?: string
+  /** Immutable source material. */
+  raw?: string
+  /** `<raw>/sources`. */
+  rawSources?: string
+  /** `<raw>/trajectories`. */
+  rawTrajectories?: string
+  /** Authoritative Markdown pages. */
+  wiki?: string
+  /** Generated state; the index store follows it (`<meta>/qmd`) unless `qmd` is given. */
+  meta?: string
+  /** Generated outputs. */
+  outputs?: string
+  /** `.discoveries`. */
+  discoveries?: string
+  /** The index store directory (`<meta>/qmd` by default), where the extension looks for it. */
+  qmd?: string
+  /** `<qmd>/current`. */
+  qmdCurrent?: string
+  /** `<qmd>/documents`. */
+  qmdDocuments?: string
+  /** `<qmd>/manifest.json`. */
+  qmdManifest?: string
+  /** `<qmd>/swap.json`. */
+  qmdSwap?: string
 }
 
 /** One event of a watcher, delivered in order from its thread. */
@@ -1421,32 +1465,6 @@ export interface ToolCallInput {
   code?: string
   /** The calling surface (`mcp`, `pi`). */
   surface?: string
-}
-
-/**
- * Absolute paths of one vault (the extension's `VaultPaths`). Only `root` is required; missing
- * fields are derived from it (new `.llm-wiki/` layout, or legacy `.wiki` when detected).
- */
-export interface VaultPaths {
-  /** Vault root (contains `.llm-wiki/`). */
-  root: string
-  /** `<root>/.llm-wiki` (or `<root>/.wiki` in the legacy layout); holds `config.json`. */
-  dotWiki?: string
-  raw?: string
-  rawSources?: string
-  rawTrajectories?: string
-  /** Authoritative Markdown pages. */
-  wiki?: string
-  /** Generated state. */
-  meta?: string
-  outputs?: string
-  discoveries?: string
-  /** The index store directory (`<meta>/qmd` by default), where the extension looks for it. */
-  qmd?: string
-  qmdCurrent?: string
-  qmdDocuments?: string
-  qmdManifest?: string
-  qmdSwap?: string
 }
 
 /** One vault's outcome in `WikiReindexResult.results`. */

@@ -43,7 +43,7 @@ pub fn record_tool_call<'env>(
   call: ToolCallInput,
 ) -> Result<PromiseRaw<'env, core_audit::AuditOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     if call.tool.trim().is_empty() {
       return Err(invalid("tool must be a non-empty string"));
     }

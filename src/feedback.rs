@@ -95,7 +95,7 @@ pub fn confirm_recall_shown<'env>(
   input: ConfirmShownInput,
 ) -> Result<PromiseRaw<'env, core_record::FeedbackOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let on = implicit(&input.config);
     core_record::confirm_shown(&paths, &input.session_id, on).map_err(core_err)
   })
@@ -112,7 +112,7 @@ pub fn record_recall_feedback<'env>(
   input: RecallFeedbackInput,
 ) -> Result<PromiseRaw<'env, core_record::FeedbackOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let action = core_feedback::FeedbackAction::parse(&input.action).map_err(core_err)?;
     let session = input.session_id.unwrap_or_default();
     if session.is_empty() {
@@ -177,7 +177,7 @@ pub fn rebuild_feedback<'env>(
 ) -> Result<PromiseRaw<'env, FeedbackRebuildResult>> {
   let mut progress = progress_sink(options.and_then(|o| o.on_progress));
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     Ok(core_record::rebuild_feedback_with(&paths, &mut progress).map_err(core_err)?.into())
   })
 }
@@ -258,7 +258,7 @@ pub fn compact_feedback<'env>(
   };
   let mut progress = progress_sink(cb);
   task::spawn(env, None, task::Priority::Background, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let mut opts = core_feedback::compact::CompactOptions::default();
     if let Some(d) = older {
       opts.older_than_days = d;
@@ -296,7 +296,7 @@ pub fn feedback_status<'env>(
   paths: VaultPaths,
 ) -> Result<PromiseRaw<'env, FeedbackStreamStatus>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let s = core_feedback::compact::stream_status(&paths.meta);
     Ok(FeedbackStreamStatus {
       stream_bytes: s.stream_bytes as f64,

@@ -146,7 +146,7 @@ pub fn wiki_index<'env>(
 ) -> Result<PromiseRaw<'env, WikiIndex>> {
   let max_tokens = opts.and_then(|o| o.max_tokens);
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let max_tokens = whole("maxTokens", max_tokens)?;
     Ok(WikiIndex::from(core_ix::wiki_index(&paths, max_tokens).map_err(core_err)?))
   })
@@ -223,7 +223,7 @@ pub fn graph_query<'env>(
   let cancel = cancel_flag(signal.as_ref(), aborted);
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let mode = match mode.as_deref() {
       None => RetrievalMode::default(),
       Some(m) => RetrievalMode::parse(m).map_err(core_err)?,

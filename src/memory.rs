@@ -66,7 +66,7 @@ pub fn recall_memory<'env>(
   let session = opts.session.as_ref().map(|s| s.to_core()).transpose();
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let recall = core_retrieve::RecallOptions {
       cancel,
       feedback,
@@ -136,7 +136,7 @@ pub fn neighbours<'env>(
     None => (None, None, None, None),
   };
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let direction = direction.as_deref().map(core_explore::Direction::parse).transpose().map_err(core_err)?;
     let req = core_explore::NeighbourRequest {
       depth,
@@ -192,7 +192,7 @@ pub fn link_path<'env>(
 ) -> Result<PromiseRaw<'env, LinkPath>> {
   let max_hops = opts.and_then(|o| o.max_hops).unwrap_or(4);
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let p = core_explore::link_path(&paths, &from, &to, max_hops).map_err(core_err)?;
     Ok(LinkPath { found: p.found, pages: p.pages, hops: p.hops, diagnostics: diagnostics(&p.diagnostics) })
   })

@@ -52,7 +52,7 @@ pub fn resolve_conflict<'env>(
   opts: ResolveConflictOptions,
 ) -> Result<PromiseRaw<'env, core_resolve::ResolveOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let req = core_resolve::ResolveRequest {
       vault: opts.vault,
       selected: opts.selected_page_id,

@@ -2,121 +2,17 @@
 //! the extension can swap implementations without touching its rendering; fields named after
 //! QMD keep their names. Every doc comment here becomes JSDoc in `index.d.ts`.
 
-use std::path::PathBuf;
-
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 
 use llm_wiki_core::store::reindex as core_reindex;
 use llm_wiki_core::store::status as core_status;
-use llm_wiki_core::vault as core_vault;
-
-use crate::error::{Failure, Outcome};
 
 pub use llm_wiki_core::retrieve::recall::{RecallDiagnostic, RecallResponse};
 pub use llm_wiki_core::store::IndexIssue;
 
-/// Absolute paths of one vault (the extension's `VaultPaths`). Only `root` is required; missing
-/// fields are derived from it (new `.llm-wiki/` layout, or legacy `.wiki` when detected).
-#[napi(object)]
-#[derive(Clone)]
-pub struct VaultPaths {
-  /// Vault root (contains `.llm-wiki/`).
-  pub root: String,
-  /// `<root>/.llm-wiki` (or `<root>/.wiki` in the legacy layout); holds `config.json`.
-  pub dot_wiki: Option<String>,
-  pub raw: Option<String>,
-  pub raw_sources: Option<String>,
-  pub raw_trajectories: Option<String>,
-  /// Authoritative Markdown pages.
-  pub wiki: Option<String>,
-  /// Generated state.
-  pub meta: Option<String>,
-  pub outputs: Option<String>,
-  pub discoveries: Option<String>,
-  /// The index store directory (`<meta>/qmd` by default), where the extension looks for it.
-  pub qmd: Option<String>,
-  pub qmd_current: Option<String>,
-  pub qmd_documents: Option<String>,
-  pub qmd_manifest: Option<String>,
-  pub qmd_swap: Option<String>,
-}
-
-fn abs(field: &str, value: &str) -> Outcome<PathBuf> {
-  let p = PathBuf::from(value);
-  if value.is_empty() || !p.is_absolute() {
-    return Err(Failure {
-      code: "invalid_argument".into(),
-      message: format!("paths.{field} must be an absolute path, got {value:?}"),
-    });
-  }
-  if p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-    return Err(Failure {
-      code: "invalid_argument".into(),
-      message: format!("paths.{field} must not contain '..': {value:?}"),
-    });
-  }
-  Ok(p)
-}
-
-impl VaultPaths {
-  /// Validate and convert to the engine's paths.
-  pub fn to_core(&self) -> Outcome<core_vault::VaultPaths> {
-    let mut p = core_vault::VaultPaths::for_root(abs("root", &self.root)?);
-    let set = |slot: &mut PathBuf, name: &str, v: &Option<String>| -> Outcome<()> {
-      if let Some(v) = v {
-        *slot = abs(name, v)?;
-      }
-      Ok(())
-    };
-    set(&mut p.dot_wiki, "dotWiki", &self.dot_wiki)?;
-    set(&mut p.raw, "raw", &self.raw)?;
-    set(&mut p.raw_sources, "rawSources", &self.raw_sources)?;
-    set(&mut p.raw_trajectories, "rawTrajectories", &self.raw_trajectories)?;
-    set(&mut p.wiki, "wiki", &self.wiki)?;
-    set(&mut p.meta, "meta", &self.meta)?;
-    set(&mut p.outputs, "outputs", &self.outputs)?;
-    set(&mut p.discoveries, "discoveries", &self.discoveries)?;
-    // The store follows `meta` when only `meta` is given (`<meta>/qmd`), and `qmd` when given.
-    if self.meta.is_some() || self.qmd.is_some() {
-      let qmd = match &self.qmd {
-        Some(v) => abs("qmd", v)?,
-        None => p.meta.join("qmd"),
-      };
-      p.qmd_current = qmd.join("current");
-      p.qmd_documents = qmd.join("documents");
-      p.qmd_manifest = qmd.join("manifest.json");
-      p.qmd_swap = qmd.join("swap.json");
-      p.qmd = qmd;
-    }
-    set(&mut p.qmd_current, "qmdCurrent", &self.qmd_current)?;
-    set(&mut p.qmd_documents, "qmdDocuments", &self.qmd_documents)?;
-    set(&mut p.qmd_manifest, "qmdManifest", &self.qmd_manifest)?;
-    set(&mut p.qmd_swap, "qmdSwap", &self.qmd_swap)?;
-    Ok(p)
-  }
-
-  pub fn from_core(p: &core_vault::VaultPaths) -> Self {
-    let s = |p: &std::path::Path| Some(p.to_string_lossy().into_owned());
-    VaultPaths {
-      root: p.root.to_string_lossy().into_owned(),
-      dot_wiki: s(&p.dot_wiki),
-      raw: s(&p.raw),
-      raw_sources: s(&p.raw_sources),
-      raw_trajectories: s(&p.raw_trajectories),
-      wiki: s(&p.wiki),
-      meta: s(&p.meta),
-      outputs: s(&p.outputs),
-      discoveries: s(&p.discoveries),
-      qmd: s(&p.qmd),
-      qmd_current: s(&p.qmd_current),
-      qmd_documents: s(&p.qmd_documents),
-      qmd_manifest: s(&p.qmd_manifest),
-      qmd_swap: s(&p.qmd_swap),
-    }
-  }
-}
+pub use llm_wiki_core::vault::paths::VaultPathsSpec as VaultPaths;
 
 /// A progress event of a long operation.
 #[napi(object)]

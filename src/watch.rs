@@ -201,7 +201,7 @@ pub fn watch_wiki<'env>(
       if slot.closed.load(Ordering::SeqCst) {
         return Err(Failure { code: "cancelled".into(), message: "operation cancelled".into() });
       }
-      let paths = paths.to_core()?;
+      let paths = paths.resolve()?;
       let components = match components {
         None => vec![Component::Lexical, Component::Vectors],
         Some(c) if c.is_empty() => {

@@ -89,9 +89,21 @@ pub struct GraphEdge {
   pub anchors: Vec<String>,
   /// Line of the first body link in `from`.
   pub line: u32,
-  /// Typed relations carried by the edge (`type`, `scope`).
-  #[cfg_attr(feature = "napi", napi(ts_type = "Array<EdgeRelation>"))]
-  pub relations: Vec<super::relations::TypedRelation>,
+  /// Typed relations carried by the edge (their target is `to`).
+  pub relations: Vec<EdgeRelation>,
+}
+
+/// A typed relation carried by a link edge.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EdgeRelation {
+  /// Relation type as written (lowercase).
+  #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
+  pub relation_type: String,
+  /// Scope of an `applies_under` relation.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub scope: Option<String>,
 }
 
 impl From<&Edge> for GraphEdge {
@@ -102,7 +114,11 @@ impl From<&Edge> for GraphEdge {
       kind: e.kind,
       anchors: e.anchors.clone(),
       line: e.line,
-      relations: e.relations.clone(),
+      relations: e
+        .relations
+        .iter()
+        .map(|r| EdgeRelation { relation_type: r.relation_type.clone(), scope: r.scope.clone() })
+        .collect(),
     }
   }
 }
