@@ -9,6 +9,16 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** Chunk documents written and deleted. */
+export interface ChunkCounts {
+  /** Chunks in the index after the run. */
+  total: number
+  /** Chunk documents written. */
+  added: number
+  /** Chunk documents deleted. */
+  removed: number
+}
+
 /** The spec's `ConflictResolution` (structured result and `bundle.resolution`). */
 export interface ConflictResolution {
   /** Resolution id. */
@@ -310,6 +320,16 @@ export interface PathHop {
   reversed: boolean
 }
 
+/** Pages that differ from the indexed manifest (by path, size and mtime). */
+export interface PendingPages {
+  /** Pages on disk not yet indexed. */
+  added: number
+  /** Indexed pages changed on disk. */
+  changed: number
+  /** Indexed pages gone from disk. */
+  removed: number
+}
+
 /** `{code, message}` diagnostic of a recall. */
 export interface RecallDiagnostic {
   /** Stable code. */
@@ -438,6 +458,25 @@ export interface ResolveConflictResult {
   warnings: Array<IndexIssue>
 }
 
+/** Model identities: resolved now (not the indexed ones). */
+export interface StatusModels {
+  /**
+   * Embedding model id the vault uses ("" when no dense engine is configured): chosen per
+   * vault from its pages' language, its `retrieval.embedModel` override, or the engine's
+   * `embedModel` ([`crate::models::choice`]).
+   */
+  embed: string
+  /**
+   * Why that model (e.g. "140 of 180 identified pages (78%) of a 200-page sample are not
+   * English"; a vault override, the engine setting, or a fallback).
+   */
+  embedReason: string
+  /** No generative model is used; always "" (kept for the extension's shape). */
+  generate: string
+  /** Cross-encoder recall would use ("" when none). */
+  rerank: string
+}
+
 /** What happened to a call's line. */
 export interface ToolAuditOutcome {
   /**
@@ -515,6 +554,16 @@ export interface VaultPaths {
   qmdManifest?: string
   /** `<qmd>/swap.json`. */
   qmdSwap?: string
+}
+
+/** Vector work of a reindex. */
+export interface VectorCounts {
+  /** Chunks embedded by this run. */
+  generated: number
+  /** Chunks that already had a vector. */
+  skipped: number
+  /** Chunks that could not be embedded. */
+  errors: number
 }
 
 /** One event of a watcher, delivered in order from its thread. */
@@ -601,14 +650,6 @@ export declare function addModelRoots(paths: Array<string>): void
  */
 export declare function addOnnxRuntimeCandidates(paths: Array<string>): void
 
-/** Chunk documents of a reindex. */
-export interface ChunkCounts {
-  /** Chunks in the index after the run. */
-  total: number
-  added: number
-  removed: number
-}
-
 /**
  * Explicit, user-invoked compaction of the active vault's `meta/events.jsonl`: under the events
  * lock, moves `recall_feedback` lines older than the cutoff into
@@ -678,17 +719,6 @@ export declare function confirmRecallShown(paths: VaultPaths, input: ConfirmShow
 export interface ConfirmShownInput {
   sessionId: string
   config?: FeedbackConfig
-}
-
-/** Page counts of a reindex. */
-export interface DocumentCounts {
-  /** Pages indexed for the first time. */
-  indexed: number
-  /** Pages whose content changed. */
-  updated: number
-  unchanged: number
-  /** Pages removed from the index (deleted, renamed away, or now malformed). */
-  removed: number
 }
 
 /** A model directory ready to use. */
@@ -1125,13 +1155,6 @@ export interface NeighboursOptions {
   budgetTokens?: number
 }
 
-/** Pages that differ from the index (by path, size and mtime). */
-export interface PendingPages {
-  added: number
-  changed: number
-  removed: number
-}
-
 /** Paths of the personal vault (`$WIKI_HOME` or the home directory, new layout). */
 export declare function personalVaultPaths(): VaultPaths
 
@@ -1416,21 +1439,6 @@ export declare function resolveVaultPaths(cwd: string): VaultPaths
  */
 export declare function runCli(args: Array<string>): Promise<number>
 
-/** Model identities resolved now (not the indexed ones). */
-export interface StatusModels {
-  /**
-   * Embedding model id the vault uses ("" when no dense engine is configured): chosen per vault
-   * from its pages' language, its `retrieval.embedModel` override, or the engine's `embedModel`.
-   */
-  embed: string
-  /** Why that model (e.g. "140 of 180 identified pages (78%) of a 200-page sample are not English"). */
-  embedReason: string
-  /** Always "" (no generative model is used). */
-  generate: string
-  /** Cross-encoder id ("" when none). */
-  rerank: string
-}
-
 /** Options of `readIndexStatus`. */
 export interface StatusOptions {
   /** Compare pages on disk with the index (stat only, no reads). Default true. */
@@ -1472,13 +1480,6 @@ export interface VaultReindexResult {
   root: string
   label: 'active' | 'personal' | 'project'
   result: ReindexResult
-}
-
-/** Vector work of a reindex. */
-export interface VectorCounts {
-  generated: number
-  skipped: number
-  errors: number
 }
 
 /**

@@ -6,8 +6,9 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 
+use llm_wiki_core::store::job::{ChunkCounts, DocumentCounts, VectorCounts};
 use llm_wiki_core::store::reindex as core_reindex;
-use llm_wiki_core::store::status as core_status;
+use llm_wiki_core::store::status::{self as core_status, PendingPages, StatusModels};
 
 pub use llm_wiki_core::retrieve::recall::{RecallDiagnostic, RecallResponse};
 pub use llm_wiki_core::store::IndexIssue;
@@ -63,30 +64,8 @@ pub struct WikiReindexInput {
   pub removals_only: Option<bool>,
 }
 
-/// Model identities resolved now (not the indexed ones).
-#[napi(object)]
-pub struct StatusModels {
-  /// Embedding model id the vault uses ("" when no dense engine is configured): chosen per vault
-  /// from its pages' language, its `retrieval.embedModel` override, or the engine's `embedModel`.
-  pub embed: String,
-  /// Why that model (e.g. "140 of 180 identified pages (78%) of a 200-page sample are not English").
-  pub embed_reason: String,
-  /// Always "" (no generative model is used).
-  pub generate: String,
-  /// Cross-encoder id ("" when none).
-  pub rerank: String,
-}
-
-/// Pages that differ from the index (by path, size and mtime).
-#[napi(object)]
-pub struct PendingPages {
-  pub added: u32,
-  pub changed: u32,
-  pub removed: u32,
-}
-
 /// Index status (the contract's `QmdGeneratedStatus`, plus neutral extras).
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct IndexStatus {
   #[napi(ts_type = "'missing' | 'ready' | 'stale' | 'recovering' | 'error'")]
   pub state: String,
@@ -124,12 +103,7 @@ impl From<&core_status::IndexStatus> for IndexStatus {
       qmd_version: s.qmd_version.clone(),
       engine_version: s.engine_version.clone(),
       format_version: s.format_version,
-      models: StatusModels {
-        embed: s.models.embed.clone(),
-        embed_reason: s.models.embed_reason.clone(),
-        generate: s.models.generate.clone(),
-        rerank: s.models.rerank.clone(),
-      },
+      models: s.models.clone(),
       total_documents: s.counts.total_documents,
       canonical_documents: s.counts.canonical_documents,
       evidence_documents: s.counts.evidence_documents,
@@ -141,48 +115,15 @@ impl From<&core_status::IndexStatus> for IndexStatus {
       indexed_manifest_hash: s.indexed_manifest_hash.clone(),
       last_indexed_at: s.last_indexed_at.clone(),
       swap_phase: s.swap_phase.clone(),
-      pending_pages: s.pending_pages.as_ref().map(|p| PendingPages {
-        added: p.added,
-        changed: p.changed,
-        removed: p.removed,
-      }),
+      pending_pages: s.pending_pages.clone(),
       repair_components: s.repair_components.iter().map(|c| c.as_str().to_string()).collect(),
       issues: s.issues.clone(),
     }
   }
 }
 
-/// Page counts of a reindex.
-#[napi(object)]
-pub struct DocumentCounts {
-  /// Pages indexed for the first time.
-  pub indexed: u32,
-  /// Pages whose content changed.
-  pub updated: u32,
-  pub unchanged: u32,
-  /// Pages removed from the index (deleted, renamed away, or now malformed).
-  pub removed: u32,
-}
-
-/// Chunk documents of a reindex.
-#[napi(object)]
-pub struct ChunkCounts {
-  /// Chunks in the index after the run.
-  pub total: u32,
-  pub added: u32,
-  pub removed: u32,
-}
-
-/// Vector work of a reindex.
-#[napi(object)]
-pub struct VectorCounts {
-  pub generated: u32,
-  pub skipped: u32,
-  pub errors: u32,
-}
-
 /// Outcome of one vault (the contract's `QmdReindexResult`).
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct ReindexResult {
   pub ok: bool,
   pub vault_id: Option<String>,
@@ -210,18 +151,9 @@ impl From<&core_reindex::ReindexResult> for ReindexResult {
       vault_id: r.vault_id.clone(),
       scope: r.scope.as_str().to_string(),
       components: r.components.iter().map(|c| c.as_str().to_string()).collect(),
-      documents: DocumentCounts {
-        indexed: r.documents.indexed,
-        updated: r.documents.updated,
-        unchanged: r.documents.unchanged,
-        removed: r.documents.removed,
-      },
-      chunks: ChunkCounts { total: r.chunks.total, added: r.chunks.added, removed: r.chunks.removed },
-      vectors: VectorCounts {
-        generated: r.vectors.generated,
-        skipped: r.vectors.skipped,
-        errors: r.vectors.errors,
-      },
+      documents: r.documents.clone(),
+      chunks: r.chunks.clone(),
+      vectors: r.vectors.clone(),
       elapsed_ms: r.elapsed_ms,
       full_rebuild: r.full_rebuild,
       generation: r.generation as f64,
@@ -233,7 +165,7 @@ impl From<&core_reindex::ReindexResult> for ReindexResult {
 }
 
 /// One vault's outcome in `WikiReindexResult.results`.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct VaultReindexResult {
   pub root: String,
   #[napi(ts_type = "'active' | 'personal' | 'project'")]
@@ -242,7 +174,7 @@ pub struct VaultReindexResult {
 }
 
 /// Result of `reindexWiki`.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct WikiReindexResult {
   #[napi(ts_type = "'active' | 'personal' | 'project' | 'all'")]
   pub vault: String,
