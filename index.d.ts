@@ -186,6 +186,28 @@ export interface GraphQueryPage {
   summary?: string
 }
 
+/** Result of `graphQuery` ([`graph_query`]). */
+export interface GraphQueryResult {
+  /** The query as given. */
+  query: string
+  /** Admitted pages: seeds first, then by hop and admission order. */
+  pages: Array<GraphQueryPage>
+  /** Edges between admitted pages. */
+  edges: Array<GraphQueryEdge>
+  /** True when the budget or a work bound left reachable pages out. */
+  truncated: boolean
+  /** Estimated tokens of `text` (never above `budgetTokens`). */
+  tokensUsed: number
+  /** The budget applied. */
+  budgetTokens: number
+  /** The hops applied. */
+  hops: number
+  /** Pages and edges rendered for an agent. */
+  text: string
+  /** `{code, message}` pairs. */
+  diagnostics: Array<RecallDiagnostic>
+}
+
 /** A structured warning or error of an index operation: `{code, message, path?}`. */
 export interface IndexIssue {
   /** Stable code. */
@@ -194,6 +216,18 @@ export interface IndexIssue {
   message: string
   /** Page path it concerns, if any. */
   path?: string
+}
+
+/** Result of `linkPath` ([`link_path`]). */
+export interface LinkPath {
+  /** True when a path within `max_hops` exists. */
+  found: boolean
+  /** Pages along the path, `from` first. */
+  pages: Array<GraphPage>
+  /** The edges, in path order; `reversed` when the path walks a link backwards. */
+  hops: Array<PathHop>
+  /** `{code, message}` pairs. */
+  diagnostics: Array<RecallDiagnostic>
 }
 
 /** A bundle: at most one card, its evidence and its competing claims. */
@@ -310,6 +344,32 @@ export interface MemoryResponse {
   trace: Array<string>
   /** Mode used after fallbacks. */
   mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+}
+
+/** Result of `neighbours` ([`neighbours`]). */
+export interface Neighbourhood {
+  /** The start page (absent when it is not in the index). */
+  page?: GraphPage
+  /** Its text (frontmatter and body), cut to fit the byte budget. */
+  content: string
+  /** Edges leaving reached pages. */
+  outbound: Array<GraphEdge>
+  /** Edges entering reached pages. */
+  inbound: Array<GraphEdge>
+  /** Every other page reached, nearest first. */
+  pages: Array<GraphPage>
+  /** Links of the start page to no existing page. */
+  dangling: Array<string>
+  /** True when the byte or token budget or the visit bound cut the answer. */
+  truncated: boolean
+  /** The page, its content and its edges rendered for an agent (within the token budget). */
+  text: string
+  /** Estimated tokens of `text`. */
+  tokensUsed: number
+  /** The token budget applied. */
+  budgetTokens: number
+  /** `{code, message}` pairs. */
+  diagnostics: Array<RecallDiagnostic>
 }
 
 /** One step of a path. */
@@ -965,22 +1025,6 @@ export interface GraphQueryOptions {
   aborted?: boolean
 }
 
-/** Result of `graphQuery`. */
-export interface GraphQueryResult {
-  query: string
-  pages: Array<GraphQueryPage>
-  edges: Array<GraphQueryEdge>
-  /** True when the budget or a work bound left reachable pages out. */
-  truncated: boolean
-  /** Estimated tokens of `text` (never above `budgetTokens`). */
-  tokensUsed: number
-  budgetTokens: number
-  hops: number
-  /** Pages and edges rendered for an agent. */
-  text: string
-  diagnostics: Array<RecallDiagnostic>
-}
-
 /** A label (type, folder, domain, tag) with its page count. */
 export interface IndexCount {
   name: string
@@ -1075,15 +1119,6 @@ export interface InitVaultResult {
  */
 export declare function linkPath(paths: VaultPaths, from: string, to: string, opts?: LinkPathOptions | undefined | null): Promise<LinkPath>
 
-/** Result of `linkPath`. */
-export interface LinkPath {
-  found: boolean
-  /** Pages along the path, `from` first. */
-  pages: Array<GraphPage>
-  hops: Array<PathHop>
-  diagnostics: Array<RecallDiagnostic>
-}
-
 /** Options of `linkPath`. */
 export interface LinkPathOptions {
   /** Longest path searched (default 4, at most 8). */
@@ -1106,28 +1141,6 @@ export interface ModelStatus {
   loadedModels: number
   threads: number
   denseEnabled: boolean
-}
-
-/** Result of `neighbours`. */
-export interface Neighbourhood {
-  /** The page (absent when not indexed: see `diagnostics`). */
-  page?: GraphPage
-  /** Its file text, cut at a sentence end to what the edges left of the budgets. */
-  content: string
-  outbound: Array<GraphEdge>
-  inbound: Array<GraphEdge>
-  /** Other pages reached, nearest first. */
-  pages: Array<GraphPage>
-  /** Targets of the page's links that are no page of the vault. */
-  dangling: Array<string>
-  truncated: boolean
-  /** The page, its content and its edges rendered for an agent (within `budgetTokens`). */
-  text: string
-  /** Estimated tokens of `text`. */
-  tokensUsed: number
-  /** The token budget applied. */
-  budgetTokens: number
-  diagnostics: Array<RecallDiagnostic>
 }
 
 /**

@@ -25,10 +25,6 @@ pub(crate) fn whole(name: &str, v: Option<f64>) -> Outcome<Option<u64>> {
   }
 }
 
-pub(crate) fn diagnostics(d: &[(String, String)]) -> Vec<RecallDiagnostic> {
-  d.iter().map(|(c, m)| RecallDiagnostic { code: c.clone(), message: m.clone() }).collect()
-}
-
 /// Options of `wikiIndex`.
 #[napi(object, object_to_js = false)]
 pub struct WikiIndexOptions {
@@ -130,7 +126,7 @@ impl From<core_ix::WikiIndex> for WikiIndex {
       tokens_used: i.tokens_used as u32,
       budget_tokens: i.budget_tokens as u32,
       truncated: i.truncated,
-      diagnostics: diagnostics(&i.diagnostics),
+      diagnostics: i.diagnostics,
     }
   }
 }
@@ -171,41 +167,6 @@ pub struct GraphQueryOptions {
   pub aborted: Option<bool>,
 }
 
-/// Result of `graphQuery`.
-#[napi(object, object_from_js = false)]
-pub struct GraphQueryResult {
-  pub query: String,
-  #[napi(ts_type = "Array<GraphQueryPage>")]
-  pub pages: Vec<core_gq::QueryPage>,
-  #[napi(ts_type = "Array<GraphQueryEdge>")]
-  pub edges: Vec<core_gq::QueryEdge>,
-  /// True when the budget or a work bound left reachable pages out.
-  pub truncated: bool,
-  /// Estimated tokens of `text` (never above `budgetTokens`).
-  pub tokens_used: u32,
-  pub budget_tokens: u32,
-  pub hops: u32,
-  /// Pages and edges rendered for an agent.
-  pub text: String,
-  pub diagnostics: Vec<RecallDiagnostic>,
-}
-
-impl From<core_gq::GraphQueryResult> for GraphQueryResult {
-  fn from(r: core_gq::GraphQueryResult) -> Self {
-    GraphQueryResult {
-      query: r.query,
-      pages: r.pages,
-      edges: r.edges,
-      truncated: r.truncated,
-      tokens_used: r.tokens_used as u32,
-      budget_tokens: r.budget_tokens as u32,
-      hops: r.hops,
-      text: r.text,
-      diagnostics: diagnostics(&r.diagnostics),
-    }
-  }
-}
-
 /// "What connects these?": the best recall hits of `query` in this vault as seeds, then up to
 /// `hops` hops over links — typed relations first, competing claims kept together, superseded
 /// pages marked historical — within a token budget.
@@ -215,7 +176,7 @@ pub fn graph_query<'env>(
   paths: VaultPaths,
   query: String,
   opts: Option<GraphQueryOptions>,
-) -> Result<PromiseRaw<'env, GraphQueryResult>> {
+) -> Result<PromiseRaw<'env, core_gq::GraphQueryResult>> {
   let (budget, hops, seeds, mode, signal, aborted) = match opts {
     Some(o) => (o.budget_tokens, o.hops, o.seeds, o.mode, o.signal, o.aborted.unwrap_or(false)),
     None => (None, None, None, None, None, false),
@@ -235,6 +196,6 @@ pub fn graph_query<'env>(
       mode,
       cancel,
     };
-    Ok(GraphQueryResult::from(core_gq::graph_query(&paths, &query, &opts).map_err(core_err)?))
+    core_gq::graph_query(&paths, &query, &opts).map_err(core_err)
   })
 }

@@ -5,7 +5,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use llm_wiki_core::memory::bundle as core_bundle;
-use llm_wiki_core::memory::explore::{self as core_explore, GraphEdge, GraphPage, PathHop};
+use llm_wiki_core::memory::explore as core_explore;
 use llm_wiki_core::memory::{self as core_memory};
 use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 
@@ -13,7 +13,7 @@ use crate::args::cancel_flag;
 use crate::error::core_err;
 use crate::error::Outcome;
 use crate::task;
-use crate::types::{RecallConfig, RecallDiagnostic, RecallPolicy, VaultPaths};
+use crate::types::{RecallConfig, RecallPolicy, VaultPaths};
 
 /// Options of `recallMemory`.
 #[napi(object, object_to_js = false)]
@@ -94,31 +94,6 @@ pub struct NeighboursOptions {
   pub budget_tokens: Option<f64>,
 }
 
-use crate::graph_tools::diagnostics;
-
-/// Result of `neighbours`.
-#[napi(object, object_from_js = false)]
-pub struct Neighbourhood {
-  /// The page (absent when not indexed: see `diagnostics`).
-  pub page: Option<GraphPage>,
-  /// Its file text, cut at a sentence end to what the edges left of the budgets.
-  pub content: String,
-  pub outbound: Vec<GraphEdge>,
-  pub inbound: Vec<GraphEdge>,
-  /// Other pages reached, nearest first.
-  pub pages: Vec<GraphPage>,
-  /// Targets of the page's links that are no page of the vault.
-  pub dangling: Vec<String>,
-  pub truncated: bool,
-  /// The page, its content and its edges rendered for an agent (within `budgetTokens`).
-  pub text: String,
-  /// Estimated tokens of `text`.
-  pub tokens_used: u32,
-  /// The token budget applied.
-  pub budget_tokens: u32,
-  pub diagnostics: Vec<RecallDiagnostic>,
-}
-
 /// Zoom-out: a page with its outbound and inbound link edges (typed relations labelled), up to
 /// `depth` hops, within `maxBytes` and `budgetTokens`; typed relations and current canonical
 /// pages first, the page text cut at a sentence end. A malformed page id (`..`, absolute) is
@@ -130,7 +105,7 @@ pub fn neighbours<'env>(
   paths: VaultPaths,
   page_id: String,
   opts: Option<NeighboursOptions>,
-) -> Result<PromiseRaw<'env, Neighbourhood>> {
+) -> Result<PromiseRaw<'env, core_explore::Neighbourhood>> {
   let (depth, direction, max_bytes, budget_tokens) = match opts {
     Some(o) => (o.depth, o.direction, o.max_bytes, o.budget_tokens),
     None => (None, None, None, None),
@@ -144,20 +119,7 @@ pub fn neighbours<'env>(
       max_bytes: max_bytes.map(|b| b as usize),
       budget_tokens: crate::graph_tools::whole("budgetTokens", budget_tokens)?,
     };
-    let n = core_explore::neighbours(&paths, &page_id, &req).map_err(core_err)?;
-    Ok(Neighbourhood {
-      page: n.page,
-      content: n.content,
-      outbound: n.outbound,
-      inbound: n.inbound,
-      pages: n.pages,
-      dangling: n.dangling,
-      truncated: n.truncated,
-      text: n.text,
-      tokens_used: n.tokens_used as u32,
-      budget_tokens: n.budget_tokens as u32,
-      diagnostics: diagnostics(&n.diagnostics),
-    })
+    core_explore::neighbours(&paths, &page_id, &req).map_err(core_err)
   })
 }
 
@@ -166,16 +128,6 @@ pub fn neighbours<'env>(
 pub struct LinkPathOptions {
   /// Longest path searched (default 4, at most 8).
   pub max_hops: Option<u32>,
-}
-
-/// Result of `linkPath`.
-#[napi(object, object_from_js = false)]
-pub struct LinkPath {
-  pub found: bool,
-  /// Pages along the path, `from` first.
-  pub pages: Vec<GraphPage>,
-  pub hops: Vec<PathHop>,
-  pub diagnostics: Vec<RecallDiagnostic>,
 }
 
 /// A shortest path of links (followed in either direction) between two pages of one vault; of
@@ -189,11 +141,10 @@ pub fn link_path<'env>(
   from: String,
   to: String,
   opts: Option<LinkPathOptions>,
-) -> Result<PromiseRaw<'env, LinkPath>> {
+) -> Result<PromiseRaw<'env, core_explore::LinkPath>> {
   let max_hops = opts.and_then(|o| o.max_hops).unwrap_or(4);
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.resolve()?;
-    let p = core_explore::link_path(&paths, &from, &to, max_hops).map_err(core_err)?;
-    Ok(LinkPath { found: p.found, pages: p.pages, hops: p.hops, diagnostics: diagnostics(&p.diagnostics) })
+    core_explore::link_path(&paths, &from, &to, max_hops).map_err(core_err)
   })
 }
