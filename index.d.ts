@@ -548,6 +548,30 @@ export interface ToolAuditOutcome {
   diagnostics: Array<RecallDiagnostic>
 }
 
+/** One tool call of an agent (MCP or Pi), as the host reports it (`recordToolCall`). */
+export interface ToolCallInput {
+  /** Tool name (`wiki_recall`, …; at most 64 characters are kept); must not be blank. */
+  tool: string
+  /**
+   * The call's arguments: hashed (sha256 of their canonical JSON, 16 hex characters), never
+   * stored. Absent: hashed as `null`.
+   */
+  args?: any
+  /**
+   * The call's query, when it has one: stored as the feedback stream's query hash and its
+   * length, never as text.
+   */
+  query?: string
+  /** Wall time of the call in milliseconds. */
+  durationMs: number
+  /** `ok` or `error` (anything else is recorded as `error`). */
+  outcome: 'ok' | 'error'
+  /** The error's stable code, when the call failed. */
+  code?: string
+  /** The calling surface (`mcp`, `pi`). */
+  surface?: string
+}
+
 /**
  * A competing pair recall found without a user resolution: the agent should ask the user which
  * applies and record the answer with `resolveConflict` (exact page ids here).
@@ -1462,30 +1486,6 @@ export interface StatusOptions {
 export interface SubQuery {
   type: 'lex' | 'vec'
   query: string
-}
-
-/** One tool call of an agent (MCP or Pi). */
-export interface ToolCallInput {
-  /** Tool name (`wiki_recall`, …; at most 64 characters are kept). */
-  tool: string
-  /**
-   * The call's arguments: hashed (sha256 of their canonical JSON, 16 hex characters), never
-   * stored.
-   */
-  args?: any
-  /**
-   * The call's query, when it has one: stored as the feedback stream's query hash and its
-   * length, never as text.
-   */
-  query?: string
-  /** Wall time of the call in milliseconds. */
-  durationMs: number
-  /** `ok` or `error` (anything else is recorded as `error`). */
-  outcome: 'ok' | 'error'
-  /** The error's stable code, when the call failed. */
-  code?: string
-  /** The calling surface (`mcp`, `pi`). */
-  surface?: string
 }
 
 /** One vault's outcome in `WikiReindexResult.results`. */
