@@ -80,14 +80,6 @@ export interface EdgeRelation {
   scope?: string
 }
 
-/** A validated relation of one page. */
-export interface EdgeRelation {
-  /** Relation type as written (lowercase). */
-  type: string
-  /** Scope of an `applies_under` relation. */
-  scope?: string
-}
-
 /** What happened to a feedback request. */
 export interface FeedbackOutcome {
   /**
@@ -493,7 +485,10 @@ export interface RecoverDiagnostic {
   message: string
 }
 
-/** Outcome of [`recover_index`]: `ok` is false only when the store is busy (nothing was done). */
+/**
+ * Outcome of `recoverIndex` ([`recover_index`]): `ok` is false only when the store is busy
+ * (nothing was done).
+ */
 export interface RecoverResult {
   /** False when another writer holds the store. */
   ok: boolean

@@ -1,7 +1,8 @@
 //! Feedback exports: `confirmRecallShown`, `recordRecallFeedback`, `rebuildFeedback`,
 //! `compactFeedback`, `feedbackStatus`, and the
-//! session ledger's small synchronous helpers. Shapes are the engine's
-//! (`llm_wiki_core::feedback`), converted with `From` only; errors map through `error.rs`.
+//! session ledger's small synchronous helpers. `FeedbackOutcome` is the
+//! engine's shape; the rebuild, compaction and stream results are converted here (their `u64`
+//! counts would reach JS as BigInt); errors map through `error.rs`.
 
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};

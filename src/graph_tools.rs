@@ -1,7 +1,7 @@
 //! The agent's orientation and graph exports (issue 42): `wikiIndex` (orientation from the index
-//! alone) and `graphQuery` (multi-hop, token-budgeted traversal seeded by recall). Shapes are the
-//! engine's (`llm_wiki_core::memory::{orientation, graph_query}`), converted with `From` only;
-//! `neighbours` and `linkPath` live in `memory.rs`.
+//! alone) and `graphQuery` (multi-hop, token-budgeted traversal seeded by recall). `graphQuery`'s
+//! result is the engine's (`llm_wiki_core::memory::graph_query`); `wikiIndex`'s is converted
+//! here (`u64` generation, `usize` counts, conflict pairs as arrays); `neighbours` and `linkPath` live in `memory.rs`.
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

@@ -1,5 +1,5 @@
-//! Memory exports: `recallMemory` (bundles), `neighbours` (zoom-out) and `linkPath`. Shapes are
-//! the engine's (`llm_wiki_core::memory`), converted with `From` only.
+//! Memory exports: `recallMemory` (bundles), `neighbours` (zoom-out) and `linkPath`. Their
+//! results are the engine's shapes (`llm_wiki_core::memory`), declared there only.
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

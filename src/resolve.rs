@@ -1,6 +1,6 @@
 //! `resolveConflict` (the spec's `wiki_resolve_conflict`): records a user's choice between two
-//! competing claims as one immutable resolution page. Shapes are the engine's
-//! (`llm_wiki_core::memory::resolve`), converted with `From` only.
+//! competing claims as one immutable resolution page. The result is the
+//! engine's shape (`llm_wiki_core::memory::resolve`), declared there only.
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

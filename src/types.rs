@@ -1,6 +1,8 @@
-//! JavaScript-facing option and result objects. Field names follow the pi-llm-wiki contract so
-//! the extension can swap implementations without touching its rendering; fields named after
-//! QMD keep their names. Every doc comment here becomes JSDoc in `index.d.ts`.
+//! JavaScript-facing objects the engine does not declare itself: inputs with JS-only fields
+//! (callbacks, abort signals) and the results napi cannot take as the engine holds them (`u64`
+//! generations, the flat index status). The engine's own shapes (`VaultPaths`, recall results,
+//! index issues, …) come from the core's `napi` feature. Field names follow the pi-llm-wiki
+//! contract; every doc comment here becomes JSDoc in `index.d.ts`.
 
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;

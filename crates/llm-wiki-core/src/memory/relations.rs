@@ -21,15 +21,12 @@ pub const KNOWN_TYPES: &[&str] =
 pub const MAX_RELATIONS_PER_PAGE: usize = 256;
 
 /// A validated relation of one page.
-#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "EdgeRelation"))]
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TypedRelation {
   /// Normalized folder-qualified target page id.
-  #[cfg_attr(feature = "napi", napi(skip))]
   pub target: String,
   /// Relation type as written (lowercase).
   #[serde(rename = "type")]
-  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
   pub relation_type: String,
   /// Scope of an `applies_under` relation.
   #[serde(skip_serializing_if = "Option::is_none", default)]

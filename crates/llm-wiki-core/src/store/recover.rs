@@ -38,7 +38,8 @@ impl RecoverDiagnostic {
   }
 }
 
-/// Outcome of [`recover_index`]: `ok` is false only when the store is busy (nothing was done).
+/// Outcome of `recoverIndex` ([`recover_index`]): `ok` is false only when the store is busy
+/// (nothing was done).
 #[cfg_attr(feature = "napi", napi_derive::napi(object))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecoverResult {

@@ -359,6 +359,38 @@ mod tests {
   }
 
   #[test]
+  fn spec_derives_missing_paths_and_moves_the_store_with_meta_or_qmd() {
+    let spec = |meta: Option<&str>, qmd: Option<&str>| VaultPathsSpec {
+      root: "/v".into(),
+      meta: meta.map(Into::into),
+      qmd: qmd.map(Into::into),
+      ..Default::default()
+    };
+    assert_eq!(spec(None, None).resolve().unwrap(), VaultPaths::for_root("/v"));
+    let m = spec(Some("/elsewhere/meta"), None).resolve().unwrap();
+    assert_eq!(m.meta, Path::new("/elsewhere/meta"));
+    assert_eq!(m.qmd_manifest, Path::new("/elsewhere/meta/qmd/manifest.json"));
+    let q = spec(Some("/elsewhere/meta"), Some("/store")).resolve().unwrap();
+    assert_eq!(
+      (q.qmd.as_path(), q.qmd_current.as_path()),
+      (Path::new("/store"), Path::new("/store/current"))
+    );
+    let back = VaultPathsSpec::from(&q);
+    assert_eq!(back.resolve().unwrap(), q);
+  }
+
+  #[test]
+  fn spec_paths_must_be_absolute_without_parent_steps() {
+    for (root, raw) in [("v", None), ("", None), ("/v/../w", None), ("/v", Some("raw"))] {
+      let spec = VaultPathsSpec { root: root.into(), raw: raw.map(Into::into), ..Default::default() };
+      let e = spec.resolve().unwrap_err();
+      assert_eq!(e.code(), "invalid_argument", "{root:?} {raw:?}");
+      let field = if raw.is_some() { "paths.raw" } else { "paths.root" };
+      assert!(e.to_string().starts_with(field), "{e}");
+    }
+  }
+
+  #[test]
   fn legacy_layout_fields() {
     let p = VaultPaths::legacy("/v");
     assert_eq!(p.dot_wiki, Path::new("/v/.wiki"));
