@@ -65,7 +65,7 @@ impl From<core_record::RebuildOutcome> for FeedbackRebuildResult {
       events: o.events as f64,
       pages: o.pages,
       replayed: o.replayed,
-      diagnostics: o.diagnostics.into_iter().map(Into::into).collect(),
+      diagnostics: o.diagnostics,
     }
   }
 }
