@@ -473,6 +473,20 @@ export interface RecallResult {
   staleAfter?: string
 }
 
+/**
+ * Session-aware recall. Results are offered to the session ledger (explicit judgments need
+ * them; [`crate::feedback::record::confirm_shown`] marks them delivered). For automatic recall
+ * (no personal vault) also: prompts that are not recall-shaped skip recall
+ * ([`crate::feedback::shape`]), a page already injected in the session is not injected again
+ * unless its content changed, and `budget_chars` is shared by the session's injections.
+ */
+export interface RecallSession {
+  /** Host session id (any non-empty string, stable for the session). */
+  id: string
+  /** Characters all automatic injections of the session may take together (default: no cap). */
+  budgetChars?: number
+}
+
 /** One recovery finding: `{severity, code, path, message}` (the extension's diagnostic shape). */
 export interface RecoverDiagnostic {
   /** `error`, `warning` or `info`. */
@@ -1273,14 +1287,6 @@ export interface RecallPolicy {
   maxPerVault: number
   /** Results returned (explicit: `max_results` ≤ 10, default 5; automatic: 3). */
   maxResults: number
-}
-
-/** The host session a recall belongs to (`recallWiki` / `recallMemory` option `session`). */
-export interface RecallSession {
-  /** Host session id (any non-empty string, stable for the session). */
-  id: string
-  /** Characters all automatic injections of the session may take together (default: no cap). */
-  budgetChars?: number
 }
 
 /** A session's totals in the ledger (zeros for an unknown session). */

@@ -173,7 +173,7 @@ pub fn recall_wiki<'env>(
     max_results: opts.policy.max_results as usize,
   };
   let feedback = opts.feedback.unwrap_or(true);
-  let session = opts.session.as_ref().map(|s| s.to_core()).transpose();
+  let session = opts.session.clone().map(|s| s.check().map(|()| s)).transpose().map_err(core_err);
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Interactive, move || {
     #[cfg(feature = "test-hooks")]

@@ -63,7 +63,7 @@ pub fn recall_memory<'env>(
   let budget = opts.budget_chars.map_or(core_bundle::DEFAULT_BUDGET_CHARS, |b| b as usize);
   let typed_expansion = opts.typed_expansion.unwrap_or(true);
   let feedback = opts.feedback.unwrap_or(true);
-  let session = opts.session.as_ref().map(|s| s.to_core()).transpose();
+  let session = opts.session.clone().map(|s| s.check().map(|()| s)).transpose().map_err(core_err);
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Interactive, move || {
     let paths = paths.resolve()?;

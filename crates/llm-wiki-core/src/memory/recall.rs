@@ -145,7 +145,7 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
   let mut budget_chars = opts.budget_chars;
   if let (Some(s), Some(cs)) = (session_automatic, candidate_opts.session.as_mut()) {
     if let Some(b) = s.budget_chars {
-      let left = ledger::remaining_budget(&s.id, b);
+      let left = ledger::remaining_budget(&s.id, b as usize);
       budget_chars = budget_chars.min(left);
       if left > 0 {
         cs.budget_chars = None;

@@ -124,12 +124,23 @@ pub struct RecallOptions {
 /// (no personal vault) also: prompts that are not recall-shaped skip recall
 /// ([`crate::feedback::shape`]), a page already injected in the session is not injected again
 /// unless its content changed, and `budget_chars` is shared by the session's injections.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_to_js = false, js_name = "RecallSession"))]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRecall {
-  /// Host session id.
+  /// Host session id (any non-empty string, stable for the session).
   pub id: String,
-  /// Characters all automatic injections of the session may take together (none: no cap).
-  pub budget_chars: Option<usize>,
+  /// Characters all automatic injections of the session may take together (default: no cap).
+  pub budget_chars: Option<u32>,
+}
+
+impl SessionRecall {
+  /// `invalid_argument` for a blank session id.
+  pub fn check(&self) -> Result<()> {
+    if self.id.trim().is_empty() {
+      return Err(Error::invalid("session.id must be a non-empty string"));
+    }
+    Ok(())
+  }
 }
 
 /// Default cross-encoder time budget.
@@ -363,7 +374,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       .map(|r| (r.code(), "the prompt is not recall-shaped".to_string()))
       .or_else(|| {
         s.budget_chars
-          .filter(|b| ledger::remaining_budget(&s.id, *b) == 0)
+          .filter(|b| ledger::remaining_budget(&s.id, *b as usize) == 0)
           .map(|b| ("recall_session_budget_spent", format!("the session's {b}-character budget is spent")))
       });
     if let Some((code, message)) = skip {
@@ -536,7 +547,8 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   let mut decisions: Vec<Option<Option<std::sync::Arc<crate::memory::resolve::Decisions>>>> =
     vec![None; outcomes.len()];
   let mut offered = Vec::new();
-  let mut budget_left = session_auto.and_then(|s| s.budget_chars.map(|b| ledger::remaining_budget(&s.id, b)));
+  let mut budget_left =
+    session_auto.and_then(|s| s.budget_chars.map(|b| ledger::remaining_budget(&s.id, b as usize)));
   for f in fused.into_iter().take(opts.policy.max_results) {
     let (vi, hi) = f.item.payload;
     let o = &outcomes[vi];
