@@ -9,6 +9,713 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** Chunk documents written and deleted. */
+export interface ChunkCounts {
+  /** Chunks in the index after the run. */
+  total: number
+  /** Chunk documents written. */
+  added: number
+  /** Chunk documents deleted. */
+  removed: number
+}
+
+/** The spec's `ConflictResolution` (structured result and `bundle.resolution`). */
+export interface ConflictResolution {
+  /** Resolution id. */
+  id: string
+  /** Vault id. */
+  vaultId: string
+  /** The user-endorsed page. */
+  selectedPageId: string
+  /** The other page. */
+  otherPageId: string
+  /** `supersedes`, `qualifies` or `applies_under`. */
+  relation: 'supersedes' | 'qualifies' | 'applies_under'
+  /** Scope of `applies_under`. */
+  scope?: string
+  /** `active`, or `replaced` for a record that a later one replaces. */
+  status: 'active' | 'replaced'
+  /** Always `user`. */
+  decidedBy: 'user'
+  /** RFC 3339 time of the decision. */
+  decidedAt: string
+  /** The resolution this one replaces. */
+  replaces?: string
+  /** Page id of the resolution page. */
+  pageId: string
+}
+
+/** Outcome of the index update after a resolution. */
+export interface DerivedUpdate {
+  /** True when the index now contains the resolution page. */
+  updated: boolean
+  /**
+   * True when derived state (index, relation graph) does not yet reflect the resolution (the
+   * page is committed).
+   */
+  stale: boolean
+  /** Generation committed by the update (0 when none); a JavaScript number. */
+  generation: number
+  /** Why the update failed or was skipped (`qmd_index_busy`, `resolution_index_stale`, ...). */
+  issues: Array<IndexIssue>
+}
+
+/** Page counts of a reindex (the extension's mirror counts). */
+export interface DocumentCounts {
+  /** New pages. */
+  indexed: number
+  /** Changed pages. */
+  updated: number
+  /** Pages left as they were. */
+  unchanged: number
+  /** Pages gone from the vault. */
+  removed: number
+}
+
+/** A typed relation carried by a link edge. */
+export interface EdgeRelation {
+  /** Relation type as written (lowercase). */
+  type: string
+  /** Scope of an `applies_under` relation. */
+  scope?: string
+}
+
+/** What happened to a feedback request. */
+export interface FeedbackOutcome {
+  /**
+   * `recorded`; `disabled` (implicit capture is off: nothing written); `dropped` (an implicit
+   * event found the events lock busy for 250 ms: nothing written, diagnostic says so);
+   * `correction_saved_feedback_pending` (the observation is written, the event append failed:
+   * a rebuild replays it).
+   */
+  status: string
+  /** Events appended. */
+  events: number
+  /** Id of the correction observation page (`corrected`). */
+  observation?: string
+  /** Why something was not written. */
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** A labelled edge. */
+export interface GraphEdge {
+  /** Linking page. */
+  from: string
+  /** Linked page. */
+  to: string
+  /** `markdown` or `wiki`. */
+  kind: 'markdown' | 'wiki'
+  /** Anchors of the body links. */
+  anchors: Array<string>
+  /** Line of the first body link in `from`. */
+  line: number
+  /** Typed relations carried by the edge (their target is `to`). */
+  relations: Array<EdgeRelation>
+}
+
+/** A page reached by a traversal. */
+export interface GraphPage {
+  /** Page id. */
+  id: string
+  /** Title. */
+  title: string
+  /** Frontmatter `type`. */
+  type: string
+  /** `canonical` or `evidence`. */
+  role: 'canonical' | 'evidence'
+  /** Frontmatter `status`. */
+  status?: string
+  /** Absolute path of the page file. */
+  path: string
+  /** Hops from the start page. */
+  depth: number
+  /** True when a `supersedes` relation or a user resolution made the page historical. */
+  historical: boolean
+}
+
+/** An edge between two admitted pages. */
+export interface GraphQueryEdge {
+  /** Linking page. */
+  from: string
+  /** Linked page. */
+  to: string
+  /** Typed relation types the edge carries (empty: a plain link). */
+  relations: Array<string>
+  /** Set when a user resolution relates the pair (its relation, selected → other). */
+  resolution?: string
+}
+
+/** A page of the answer. */
+export interface GraphQueryPage {
+  /** Page id. */
+  id: string
+  /** Title. */
+  title: string
+  /** Frontmatter `type`. */
+  type: string
+  /** True for a canonical page. */
+  canonical: boolean
+  /** Frontmatter `status`. */
+  status?: string
+  /** True when a `supersedes` relation or a user resolution made the page historical. */
+  historical: boolean
+  /** The pages superseding it. */
+  supersededBy: Array<string>
+  /**
+   * `seed`, `relation` (a typed relation admitted it), `link` (a plain link) or `competing`
+   * (kept with its competing claim).
+   */
+  why: 'seed' | 'relation' | 'link' | 'competing'
+  /** The page it was reached from (absent for a seed). */
+  via?: string
+  /** The relation type that admitted it (`contradicts`, `supports`, …), `link` for a plain link. */
+  relation?: string
+  /** Hops from the nearest seed. */
+  depth: number
+  /** 0-based rank among the seeds. */
+  seedRank?: number
+  /** Recall preview (seeds) or frontmatter `summary` / `description`, cut at a sentence end. */
+  summary?: string
+}
+
+/** Result of `graphQuery` ([`graph_query`]). */
+export interface GraphQueryResult {
+  /** The query as given. */
+  query: string
+  /** Admitted pages: seeds first, then by hop and admission order. */
+  pages: Array<GraphQueryPage>
+  /** Edges between admitted pages. */
+  edges: Array<GraphQueryEdge>
+  /** True when the budget or a work bound left reachable pages out. */
+  truncated: boolean
+  /** Estimated tokens of `text` (never above `budgetTokens`). */
+  tokensUsed: number
+  /** The budget applied. */
+  budgetTokens: number
+  /** The hops applied. */
+  hops: number
+  /** Pages and edges rendered for an agent. */
+  text: string
+  /** `{code, message}` pairs. */
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** A structured warning or error of an index operation: `{code, message, path?}`. */
+export interface IndexIssue {
+  /** Stable code. */
+  code: string
+  /** Human-readable explanation. */
+  message: string
+  /** Page path it concerns, if any. */
+  path?: string
+}
+
+/** Result of `linkPath` ([`link_path`]). */
+export interface LinkPath {
+  /** True when a path within `max_hops` exists. */
+  found: boolean
+  /** Pages along the path, `from` first. */
+  pages: Array<GraphPage>
+  /** The edges, in path order; `reversed` when the path walks a link backwards. */
+  hops: Array<PathHop>
+  /** `{code, message}` pairs. */
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** A bundle: at most one card, its evidence and its competing claims. */
+export interface MemoryBundle {
+  /** The canonical card (absent for an unpromoted-evidence bundle). */
+  card?: MemoryCandidate
+  /** Supporting evidence (≤ [`MAX_EVIDENCE`]). */
+  evidence: Array<MemoryCandidate>
+  /** Qualifiers, superseding and contradicting claims, kept with the card. */
+  conflicts: Array<MemoryCandidate>
+  /** The active user resolution between the card and one of its competing claims. */
+  resolution?: ConflictResolution
+  /** Competing pairs without a user resolution: ask the user (exact page ids). */
+  unresolved: Array<UnresolvedConflict>
+}
+
+/** One packed item (the spec's `MemoryCandidate` plus rendering fields). */
+export interface MemoryCandidate {
+  /** `project` or `personal`. */
+  vault: 'project' | 'personal'
+  /** Id of the vault. */
+  vaultId: string
+  /** Label shown for personal-vault items. */
+  vaultLabel?: string
+  /** Folder-qualified page id. */
+  pageId: string
+  /** Absolute path of the page file. */
+  path: string
+  /** Page title. */
+  title: string
+  /** Frontmatter `type`. */
+  type: string
+  /** `canonical` or `evidence`. */
+  role: 'canonical' | 'evidence'
+  /** Frontmatter `status`. */
+  status?: string
+  /** Frontmatter `domain`. */
+  domain?: string
+  /**
+   * Scope: of the `applies_under` relation that admitted the item, else the page's
+   * frontmatter `scope`.
+   */
+  scope?: string
+  /** The page's date (frontmatter `updated`, else `created`), as written. */
+  date?: string
+  /**
+   * Freshness and verification state, when the page declares any of `stale_after`,
+   * `verified` (human) or `generated.at`.
+   */
+  freshness?: MemoryFreshness
+  /** Heading of the excerpt. */
+  heading?: string
+  /** Exact excerpt of the page (≤ [`MAX_EXCERPT_CHARS`]). */
+  excerpt: string
+  /** First line of the excerpt in the page file (1-based). */
+  lineStart: number
+  /** Last line of the excerpt (inclusive). */
+  lineEnd: number
+  /** 0-based rank in its vault's retrieval list; `None` for a page admitted by a relation. */
+  qmdRank?: number
+  /** Retrieval confidence before the multiplier, when retrieved. */
+  qmdScore?: number
+  /** Final bounded score (0 for an admitted page). */
+  score: number
+  /** Why the item is here (retrieval reasons, or `relation:<type>`). */
+  matchReasons: Array<string>
+  /** Relation to the bundle's card: `card`, `unpromoted`, `linked`, or a relation type. */
+  relation: string
+  /**
+   * `outgoing` (card → item) or `incoming` (item → card) for relation-linked items; the
+   * partner is [`MemoryItem::related_to`] instead of the card when that is set.
+   */
+  relationDirection?: 'outgoing' | 'incoming'
+  /**
+   * The page the relation links the item to when that page is not the bundle's card (a
+   * competing claim kept with a partner that is evidence, or with another competing claim).
+   */
+  relatedTo?: string
+  /** Warnings shown with the item (draft, deprecated, superseded, unpromoted, cites_superseded). */
+  warnings: Array<string>
+  /**
+   * True when the page is superseded (by a user resolution or a declared `supersedes`
+   * relation): shown as a historical claim; its own `status` is untouched.
+   */
+  historical: boolean
+}
+
+/**
+ * Freshness of a packed item (OKF `stale_after`, `verified`, `generated`; see
+ * [`crate::retrieve::trust`]), evaluated when the recall ran.
+ */
+export interface MemoryFreshness {
+  /** Frontmatter `stale_after`, as written. */
+  staleAfter?: string
+  /** Latest human verification (`verified[].at`), as written. */
+  verifiedAt?: string
+  /** `generated.at`, as written. */
+  generatedAt?: string
+  /** Past `stale_after`. */
+  stale: boolean
+  /** A current human verification (not older than `generated.at`). */
+  verified: boolean
+}
+
+/** Result of `recallMemory`. */
+export interface MemoryResponse {
+  /** Bundles, best first. */
+  bundles: Array<MemoryBundle>
+  /** The bundles rendered for injection, or links-first lines when none fits the budget. */
+  context: string
+  /** Fallbacks and failures. */
+  diagnostics: Array<RecallDiagnostic>
+  /** What ran. */
+  trace: Array<string>
+  /** Mode used after fallbacks. */
+  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+}
+
+/** Result of `neighbours` ([`neighbours`]). */
+export interface Neighbourhood {
+  /** The start page (absent when it is not in the index). */
+  page?: GraphPage
+  /** Its text (frontmatter and body), cut to fit the byte budget. */
+  content: string
+  /** Edges leaving reached pages. */
+  outbound: Array<GraphEdge>
+  /** Edges entering reached pages. */
+  inbound: Array<GraphEdge>
+  /** Every other page reached, nearest first. */
+  pages: Array<GraphPage>
+  /** Links of the start page to no existing page. */
+  dangling: Array<string>
+  /** True when the byte or token budget or the visit bound cut the answer. */
+  truncated: boolean
+  /** The page, its content and its edges rendered for an agent (within the token budget). */
+  text: string
+  /** Estimated tokens of `text`. */
+  tokensUsed: number
+  /** The token budget applied. */
+  budgetTokens: number
+  /** `{code, message}` pairs. */
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** One step of a path. */
+export interface PathHop {
+  /** The edge (as written in the vault: `from` links to `to`). */
+  edge: GraphEdge
+  /** True when the path goes from `edge.to` to `edge.from`. */
+  reversed: boolean
+}
+
+/** Pages that differ from the indexed manifest (by path, size and mtime). */
+export interface PendingPages {
+  /** Pages on disk not yet indexed. */
+  added: number
+  /** Indexed pages changed on disk. */
+  changed: number
+  /** Indexed pages gone from disk. */
+  removed: number
+}
+
+/** `{code, message}` diagnostic of a recall. */
+export interface RecallDiagnostic {
+  /** Stable code. */
+  code: string
+  /** Human-readable explanation. */
+  message: string
+}
+
+/** Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome. */
+export interface RecallResponse {
+  /** Results, best first. */
+  results: Array<RecallResult>
+  /** Fallbacks and failures, per vault. */
+  diagnostics: Array<RecallDiagnostic>
+  /** Every stage and fallback that ran (the CLI's `--explain`). */
+  trace: Array<string>
+  /**
+   * Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
+   * adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
+   */
+  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /** Mode of each vault that answered (opened its index and ran), in search order. */
+  vaultModes: Array<VaultMode>
+}
+
+/** One recalled page (the extension's `RecallResult` plus provenance). */
+export interface RecallResult {
+  /** Page id (path under `wiki/` without `.md`). */
+  id: string
+  /** Page title. */
+  title: string
+  /** Frontmatter `type`. */
+  type: string
+  /** Best chunk `#<heading> — <≤180 chars>` (or its text when it has no heading). */
+  preview: string
+  /** Absolute path of the page file. */
+  path: string
+  /** `"📓 personal"` (`PERSONAL_LABEL`) for personal-vault hits. */
+  vaultLabel?: string
+  /** Final bounded score: confidence × multiplier, in [0, 1]; the floors act on it. */
+  score: number
+  /** Id of the vault the page is in. */
+  vaultId: string
+  /** `project` or `personal`. */
+  vault: 'project' | 'personal'
+  /** Canonical or evidence page. */
+  role: 'canonical' | 'evidence'
+  /** Frontmatter `status`, if any. */
+  status?: string
+  /** Absolute confidence in [0, 1] before the multiplier. */
+  confidence: number
+  /**
+   * Bounded multiplier applied in fusion (role, status, vault, verification), within
+   * `retrieve::confidence`'s clamp.
+   */
+  multiplier: number
+  /** Reciprocal-rank fusion key used for ordering. */
+  fusionScore: number
+  /** 0-based rank in its vault's list. */
+  vaultRank: number
+  /** The mode's raw score (BM25, fused RRF or cross-encoder probability). */
+  engineScore: number
+  /** Heading of the passage shown. */
+  heading?: string
+  /** Id of the chunk shown. */
+  chunkId: string
+  /** First line of the passage in the page file (1-based). */
+  lineStart: number
+  /** Last line of the passage (1-based, inclusive). */
+  lineEnd: number
+  /**
+   * Why the page matched (exact title, terms, vector, ...); `verified` when a current human
+   * verification raised the multiplier.
+   */
+  matchReasons: Array<string>
+  /**
+   * Current human verification (an OKF `verified` event by a person, not older than
+   * `generated.at`): +0.02 inside the multiplier's clamp.
+   */
+  verified: boolean
+  /**
+   * Trust warnings: `stale` (past `stale_after`), `verification_outdated`, `deprecated`; then
+   * `superseded` (a user resolution or a `supersedes` relation made the page historical) and
+   * `cites_superseded` (the page links to such a page).
+   * A warned page is never dropped for it.
+   */
+  warnings: Array<string>
+  /** Frontmatter `stale_after`, as written. */
+  staleAfter?: string
+}
+
+/**
+ * Session-aware recall. Results are offered to the session ledger (explicit judgments need
+ * them; [`crate::feedback::record::confirm_shown`] marks them delivered). For automatic recall
+ * (no personal vault) also: prompts that are not recall-shaped skip recall
+ * ([`crate::feedback::shape`]), a page already injected in the session is not injected again
+ * unless its content changed, and `budget_chars` is shared by the session's injections.
+ */
+export interface RecallSession {
+  /** Host session id (any non-empty string, stable for the session). */
+  id: string
+  /** Characters all automatic injections of the session may take together (default: no cap). */
+  budgetChars?: number
+}
+
+/** One recovery finding: `{severity, code, path, message}` (the extension's diagnostic shape). */
+export interface RecoverDiagnostic {
+  /** `error`, `warning` or `info`. */
+  severity: 'error' | 'warning' | 'info'
+  /** Stable code. */
+  code: string
+  /** File or directory it concerns. */
+  path: string
+  /** Human-readable explanation. */
+  message: string
+}
+
+/**
+ * Outcome of `recoverIndex` ([`recover_index`]): `ok` is false only when the store is busy
+ * (nothing was done).
+ */
+export interface RecoverResult {
+  /** False when another writer holds the store. */
+  ok: boolean
+  /** What was found (empty when the store is clean). */
+  diagnostics: Array<RecoverDiagnostic>
+}
+
+/** Result of `resolveConflict`. */
+export interface ResolveConflictResult {
+  /** The resolution (new or existing). */
+  resolution: ConflictResolution
+  /** False for an idempotent repeat (nothing written). */
+  created: boolean
+  /** Absolute path of the resolution page. */
+  path: string
+  /** The index update. */
+  index: DerivedUpdate
+  /**
+   * Non-fatal problems of the write: `resolution_feedback_not_recorded` when the page is
+   * committed but its `conflict_selected` event could not be appended.
+   */
+  warnings: Array<IndexIssue>
+}
+
+/** Model identities: resolved now (not the indexed ones). */
+export interface StatusModels {
+  /**
+   * Embedding model id the vault uses ("" when no dense engine is configured): chosen per
+   * vault from its pages' language, its `retrieval.embedModel` override, or the engine's
+   * `embedModel` ([`crate::models::choice`]).
+   */
+  embed: string
+  /**
+   * Why that model (e.g. "140 of 180 identified pages (78%) of a 200-page sample are not
+   * English"; a vault override, the engine setting, or a fallback).
+   */
+  embedReason: string
+  /** No generative model is used; always "" (kept for the extension's shape). */
+  generate: string
+  /** Cross-encoder recall would use ("" when none). */
+  rerank: string
+}
+
+/** What happened to a call's line. */
+export interface ToolAuditOutcome {
+  /**
+   * `recorded`, `disabled` (the vault's `toolAudit: false` or `LLM_WIKI_TOOL_AUDIT=off`) or
+   * `dropped` (the ledger's lock stayed busy 100 ms, or it could not be written).
+   */
+  status: 'recorded' | 'disabled' | 'dropped'
+  /** Why a line was not written. */
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** One tool call of an agent (MCP or Pi), as the host reports it (`recordToolCall`). */
+export interface ToolCallInput {
+  /** Tool name (`wiki_recall`, …; at most 64 characters are kept); must not be blank. */
+  tool: string
+  /**
+   * The call's arguments: hashed (sha256 of their canonical JSON, 16 hex characters), never
+   * stored. Absent: hashed as `null`.
+   */
+  args?: any
+  /**
+   * The call's query, when it has one: stored as the feedback stream's query hash and its
+   * length, never as text.
+   */
+  query?: string
+  /** Wall time of the call in milliseconds. */
+  durationMs: number
+  /** `ok` or `error` (anything else is recorded as `error`). */
+  outcome: 'ok' | 'error'
+  /** The error's stable code, when the call failed. */
+  code?: string
+  /** The calling surface (`mcp`, `pi`). */
+  surface?: string
+}
+
+/**
+ * A competing pair recall found without a user resolution: the agent should ask the user which
+ * applies and record the answer with `resolveConflict` (exact page ids here).
+ */
+export interface UnresolvedConflict {
+  /** `project` or `personal`. */
+  vault: 'project' | 'personal'
+  /** Vault id. */
+  vaultId: string
+  /** The two page ids (the bundle's seed first). */
+  pageIds: Array<string>
+  /** The declared relation that makes them compete (`contradicts`). */
+  relation: string
+}
+
+/** The mode one vault answered with. */
+export interface VaultMode {
+  /** Id of the vault. */
+  vaultId: string
+  /** `project` or `personal`. */
+  vault: 'project' | 'personal'
+  /** Mode the vault actually ran (after fallbacks). */
+  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /**
+   * The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
+   * fallback).
+   */
+  fallbackFrom?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
+  /** Code of the first diagnostic of the fallback (`qmd_vectors_missing`, ...), if any. */
+  reason?: string
+}
+
+/**
+ * The paths of one vault as a caller gives them (the Node addon's `VaultPaths`, absolute
+ * paths). Only `root` is required; missing fields are derived from it (the new `.llm-wiki/`
+ * layout, or the legacy `.wiki` or a plain folder when detected: [`VaultPaths::for_root`]).
+ */
+export interface VaultPaths {
+  /** Vault root (contains `.llm-wiki/`). */
+  root: string
+  /** `<root>/.llm-wiki` (or `<root>/.wiki` in the legacy layout); holds `config.json`. */
+  dotWiki?: string
+  /** Immutable source material. */
+  raw?: string
+  /** `<raw>/sources`. */
+  rawSources?: string
+  /** `<raw>/trajectories`. */
+  rawTrajectories?: string
+  /** Authoritative Markdown pages. */
+  wiki?: string
+  /** Generated state; the index store follows it (`<meta>/qmd`) unless `qmd` is given. */
+  meta?: string
+  /** Generated outputs. */
+  outputs?: string
+  /** `.discoveries`. */
+  discoveries?: string
+  /** The index store directory (`<meta>/qmd` by default), where the extension looks for it. */
+  qmd?: string
+  /** `<qmd>/current`. */
+  qmdCurrent?: string
+  /** `<qmd>/documents`. */
+  qmdDocuments?: string
+  /** `<qmd>/manifest.json`. */
+  qmdManifest?: string
+  /** `<qmd>/swap.json`. */
+  qmdSwap?: string
+}
+
+/** Vector work of a reindex. */
+export interface VectorCounts {
+  /** Chunks embedded by this run. */
+  generated: number
+  /** Chunks that already had a vector. */
+  skipped: number
+  /** Chunks that could not be embedded. */
+  errors: number
+}
+
+/** One event of a watcher, delivered in order from its thread. */
+export interface WatchEvent {
+  /**
+   * `started` (watch armed; again with `rearmed` after the vault came back), `indexed` (a batch
+   * is searchable: `phase: 'lexical'`; its vectors written: `phase: 'vectors'`), `overflow`
+   * (events were lost: a full scan follows), `error` (a reindex failed: kept and retried),
+   * `vault_gone` (the wiki directory was deleted, moved or replaced), `closed` (last event).
+   */
+  kind: 'started' | 'indexed' | 'overflow' | 'error' | 'vault_gone' | 'closed'
+  /** `lexical` or `vectors` for `indexed`. */
+  phase?: 'lexical' | 'vectors'
+  /** Changed paths relative to `wiki/` (at most [`MAX_EVENT_PATHS`]; folders included). */
+  paths: Array<string>
+  /** Number of changed paths in the batch. */
+  pathCount: number
+  /** The batch was a full scan (start-up, overflow, re-arm, too many paths). */
+  fullScan: boolean
+  /** Time of the reindex, in ms. */
+  ms?: number
+  /** From the batch's first event to searchable, in ms (`indexed`, lexical). */
+  latencyMs?: number
+  /** Page counts of the reindex. */
+  documents?: DocumentCounts
+  /** Store generation after the reindex. */
+  generation?: number
+  /** Backend in use (`started`). */
+  backend?: 'native' | 'poll'
+  /** Stable code of an `error` / `overflow` / `vault_gone` event. */
+  code?: string
+  /** Human-readable detail. */
+  message?: string
+  /** `started` after the vault came back. */
+  rearmed: boolean
+}
+
+/** What a watcher is doing, for status displays. */
+export interface WatchStatus {
+  /** `watching`, `indexing`, `retrying` (busy lock or failure), `gone` or `closed`. */
+  state: 'watching' | 'indexing' | 'retrying' | 'gone' | 'closed'
+  /** Backend in use. */
+  backend: 'native' | 'poll'
+  /** Changed paths waiting for their reindex. */
+  pendingPaths: number
+  /** The next reindex is a full scan. */
+  pendingFullScan: boolean
+  /** Lexical changes whose vectors are not written yet. */
+  vectorsPending: boolean
+  /** Reindexes run (lexical batches). */
+  reindexes: number
+  /** Overflows seen. */
+  overflows: number
+  /** When the last batch became searchable (RFC 3339). */
+  lastIndexedAt?: string
+  /** The last reindex failure, until a reindex succeeds. */
+  lastError?: IndexIssue
+}
+
 /** A running watcher (`watchWiki`). `close()` stops it; dropping the last reference does too. */
 export declare class WikiWatcher {
   /**
@@ -35,14 +742,6 @@ export declare function addModelRoots(paths: Array<string>): void
  * package entry point passes the `onnxruntime-node` package's library here when it is installed.
  */
 export declare function addOnnxRuntimeCandidates(paths: Array<string>): void
-
-/** Chunk documents of a reindex. */
-export interface ChunkCounts {
-  /** Chunks in the index after the run. */
-  total: number
-  added: number
-  removed: number
-}
 
 /**
  * Explicit, user-invoked compaction of the active vault's `meta/events.jsonl`: under the events
@@ -113,47 +812,6 @@ export declare function confirmRecallShown(paths: VaultPaths, input: ConfirmShow
 export interface ConfirmShownInput {
   sessionId: string
   config?: FeedbackConfig
-}
-
-/** The spec's `ConflictResolution`. */
-export interface ConflictResolution {
-  id: string
-  vaultId: string
-  selectedPageId: string
-  otherPageId: string
-  relation: 'supersedes' | 'qualifies' | 'applies_under'
-  scope?: string
-  /** `active`, or `replaced` once a later decision replaces it. */
-  status: 'active' | 'replaced'
-  decidedBy: 'user'
-  /** RFC 3339 time of the decision. */
-  decidedAt: string
-  replaces?: string
-  /** Page id of the resolution page (`analyses/<id>`). */
-  pageId: string
-}
-
-/** The index update after a resolution. */
-export interface DerivedUpdate {
-  /** True when the index now contains the resolution page. */
-  updated: boolean
-  /** True when the index does not reflect the resolution yet (the page is committed). */
-  stale: boolean
-  /** Generation committed by the update (0 when none). */
-  generation: number
-  /** Why the update failed or was skipped (`qmd_index_busy`, `resolution_index_stale`, ...). */
-  issues: Array<IndexIssue>
-}
-
-/** Page counts of a reindex. */
-export interface DocumentCounts {
-  /** Pages indexed for the first time. */
-  indexed: number
-  /** Pages whose content changed. */
-  updated: number
-  unchanged: number
-  /** Pages removed from the index (deleted, renamed away, or now malformed). */
-  removed: number
 }
 
 /** A model directory ready to use. */
@@ -248,12 +906,6 @@ export interface DownloadProgressEvent {
   total?: number
 }
 
-/** A typed relation carried by a link edge. */
-export interface EdgeRelation {
-  type: string
-  scope?: string
-}
-
 /** Forget a session (call when the host session ends); true when it existed. */
 export declare function endRecallSession(sessionId: string): boolean
 
@@ -329,20 +981,6 @@ export interface FeedbackConfig {
   recallFeedback?: boolean
 }
 
-/** What happened to a feedback request. */
-export interface FeedbackOutcome {
-  /**
-   * `recorded` | `disabled` (implicit capture off) | `dropped` (implicit event, lock busy
-   * 250 ms) | `correction_saved_feedback_pending` (observation saved, event append failed).
-   */
-  status: string
-  /** Events appended. */
-  events: number
-  /** Id of the correction observation page. */
-  observation?: string
-  diagnostics: Array<RecallDiagnostic>
-}
-
 /** Result of `rebuildFeedback`. */
 export interface FeedbackRebuildResult {
   /** False when the stream is malformed (feedback disabled; last projection kept). */
@@ -392,48 +1030,12 @@ export interface FeedbackStreamStatus {
   issues: Array<string>
 }
 
-/** A page edge: every body link from `from` to `to`, with the validated relations on it. */
-export interface GraphEdge {
-  from: string
-  to: string
-  kind: 'markdown' | 'wiki'
-  /** Heading / block anchors of the body links. */
-  anchors: Array<string>
-  /** Line of the first body link in `from`. */
-  line: number
-  relations: Array<EdgeRelation>
-}
-
-/** A page reached over links. */
-export interface GraphPage {
-  id: string
-  title: string
-  type: string
-  role: 'canonical' | 'evidence'
-  status?: string
-  path: string
-  /** Hops from the start page. */
-  depth: number
-  /** True when a `supersedes` relation or a user resolution made the page historical. */
-  historical: boolean
-}
-
 /**
  * "What connects these?": the best recall hits of `query` in this vault as seeds, then up to
  * `hops` hops over links — typed relations first, competing claims kept together, superseded
  * pages marked historical — within a token budget.
  */
 export declare function graphQuery(paths: VaultPaths, query: string, opts?: GraphQueryOptions | undefined | null): Promise<GraphQueryResult>
-
-/** An edge between two pages of a graph answer. */
-export interface GraphQueryEdge {
-  from: string
-  to: string
-  /** Typed relation types on the edge (empty: a plain link). */
-  relations: Array<string>
-  /** The relation of an active user resolution between the two pages (selected → other). */
-  resolution?: string
-}
 
 /** Options of `graphQuery`. */
 export interface GraphQueryOptions {
@@ -456,57 +1058,10 @@ export interface GraphQueryOptions {
   aborted?: boolean
 }
 
-/** A page of a graph answer, with why it is there. */
-export interface GraphQueryPage {
-  id: string
-  title: string
-  type: string
-  canonical: boolean
-  status?: string
-  /** True when a `supersedes` relation or a user resolution made the page historical. */
-  historical: boolean
-  supersededBy: Array<string>
-  /** `seed`, `relation`, `link` or `competing` (kept with its competing claim). */
-  why: 'seed' | 'relation' | 'link' | 'competing'
-  /** The page it was reached from (absent for a seed). */
-  via?: string
-  /** Relation type that admitted it (`contradicts`, `supports`, …), `link` for a plain link. */
-  relation?: string
-  /** Hops from the nearest seed. */
-  depth: number
-  /** 0-based rank among the seeds. */
-  seedRank?: number
-  /** Recall preview (seeds) or frontmatter summary/description, cut at a sentence end. */
-  summary?: string
-}
-
-/** Result of `graphQuery`. */
-export interface GraphQueryResult {
-  query: string
-  pages: Array<GraphQueryPage>
-  edges: Array<GraphQueryEdge>
-  /** True when the budget or a work bound left reachable pages out. */
-  truncated: boolean
-  /** Estimated tokens of `text` (never above `budgetTokens`). */
-  tokensUsed: number
-  budgetTokens: number
-  hops: number
-  /** Pages and edges rendered for an agent. */
-  text: string
-  diagnostics: Array<RecallDiagnostic>
-}
-
 /** A label (type, folder, domain, tag) with its page count. */
 export interface IndexCount {
   name: string
   pages: number
-}
-
-/** `{code, message, path?}` of an index warning or error. */
-export interface IndexIssue {
-  code: string
-  message: string
-  path?: string
 }
 
 /** A page named by the index. */
@@ -597,116 +1152,10 @@ export interface InitVaultResult {
  */
 export declare function linkPath(paths: VaultPaths, from: string, to: string, opts?: LinkPathOptions | undefined | null): Promise<LinkPath>
 
-/** Result of `linkPath`. */
-export interface LinkPath {
-  found: boolean
-  /** Pages along the path, `from` first. */
-  pages: Array<GraphPage>
-  hops: Array<PathHop>
-  diagnostics: Array<RecallDiagnostic>
-}
-
 /** Options of `linkPath`. */
 export interface LinkPathOptions {
   /** Longest path searched (default 4, at most 8). */
   maxHops?: number
-}
-
-/** A card with its evidence and competing claims (`card` absent: unpromoted evidence). */
-export interface MemoryBundle {
-  card?: MemoryCandidate
-  evidence: Array<MemoryCandidate>
-  conflicts: Array<MemoryCandidate>
-  /** The active user resolution between the card and one of its competing claims. */
-  resolution?: ConflictResolution
-  /** Competing pairs without a user resolution (ask the user; exact page ids). */
-  unresolved: Array<UnresolvedConflict>
-}
-
-/** One packed item: the spec's `MemoryCandidate` plus what rendering needs. */
-export interface MemoryCandidate {
-  vault: 'project' | 'personal'
-  vaultId: string
-  vaultLabel?: string
-  pageId: string
-  /** Absolute path of the page file. */
-  path: string
-  title: string
-  type: string
-  role: 'canonical' | 'evidence'
-  status?: string
-  domain?: string
-  /**
-   * Scope of the `applies_under` relation that admitted the item, else the page's frontmatter
-   * `scope`.
-   */
-  scope?: string
-  /** The page's date: frontmatter `updated`, else `created`, as written. */
-  date?: string
-  /** Present when the page declares `stale_after`, a human `verified` event or `generated.at`. */
-  freshness?: MemoryFreshness
-  heading?: string
-  /** Exact text of the page lines `lineStart..=lineEnd` (≤ 800 characters). */
-  excerpt: string
-  lineStart: number
-  lineEnd: number
-  /** 0-based rank in its vault's retrieval list; absent for a page admitted by a relation. */
-  qmdRank?: number
-  /** Retrieval confidence before the multiplier, when retrieved. */
-  qmdScore?: number
-  /** Final bounded score (0 for a page admitted by a relation). */
-  score: number
-  matchReasons: Array<string>
-  /**
-   * `card`, `unpromoted`, `linked` (retrieved and linked with the card) or the relation type
-   * that admitted it (`supports`, `derived_from`, `contradicts`, `qualifies`, `supersedes`,
-   * `applies_under`).
-   */
-  relation: string
-  /**
-   * `outgoing` (the card — or the `relatedTo` page — declares the relation) or `incoming` (the
-   * item declares it).
-   */
-  relationDirection?: 'outgoing' | 'incoming'
-  /**
-   * The page `relation` links the item to when that page is not the bundle's card (claims kept
-   * together with a partner that is evidence or another competing claim).
-   */
-  relatedTo?: string
-  /** `superseded by …` (historical), `cites_superseded: …`, draft / deprecated / unpromoted notes. */
-  warnings: Array<string>
-  /**
-   * True when a user resolution or a `supersedes` relation made the page historical (its own
-   * `status` is unchanged).
-   */
-  historical: boolean
-}
-
-/** Freshness and verification of a packed item, evaluated when the recall ran. */
-export interface MemoryFreshness {
-  /** Frontmatter `stale_after`, as written. */
-  staleAfter?: string
-  /** Latest human verification date, as written. */
-  verifiedAt?: string
-  /** `generated.at`, as written. */
-  generatedAt?: string
-  /** Past `stale_after`. */
-  stale: boolean
-  /** A current human verification (not older than `generated.at`). */
-  verified: boolean
-}
-
-/** Result of `recallMemory`. Empty `bundles` ("no reliable memory") is a valid outcome. */
-export interface MemoryResponse {
-  bundles: Array<MemoryBundle>
-  /**
-   * The bundles rendered for injection (within `budgetChars`), or links-first lines when no
-   * bundle fits.
-   */
-  context: string
-  diagnostics: Array<RecallDiagnostic>
-  trace: Array<string>
-  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
 }
 
 /** Which models and ONNX Runtime library the engine would use; reads manifests only. */
@@ -725,28 +1174,6 @@ export interface ModelStatus {
   loadedModels: number
   threads: number
   denseEnabled: boolean
-}
-
-/** Result of `neighbours`. */
-export interface Neighbourhood {
-  /** The page (absent when not indexed: see `diagnostics`). */
-  page?: GraphPage
-  /** Its file text, cut at a sentence end to what the edges left of the budgets. */
-  content: string
-  outbound: Array<GraphEdge>
-  inbound: Array<GraphEdge>
-  /** Other pages reached, nearest first. */
-  pages: Array<GraphPage>
-  /** Targets of the page's links that are no page of the vault. */
-  dangling: Array<string>
-  truncated: boolean
-  /** The page, its content and its edges rendered for an agent (within `budgetTokens`). */
-  text: string
-  /** Estimated tokens of `text`. */
-  tokensUsed: number
-  /** The token budget applied. */
-  budgetTokens: number
-  diagnostics: Array<RecallDiagnostic>
 }
 
 /**
@@ -772,20 +1199,6 @@ export interface NeighboursOptions {
    * the smaller one binds.
    */
   budgetTokens?: number
-}
-
-/** One step of a link path. */
-export interface PathHop {
-  edge: GraphEdge
-  /** True when the path walks the link backwards (from `edge.to` to `edge.from`). */
-  reversed: boolean
-}
-
-/** Pages that differ from the index (by path, size and mtime). */
-export interface PendingPages {
-  added: number
-  changed: number
-  removed: number
 }
 
 /** Paths of the personal vault (`$WIKI_HOME` or the home directory, new layout). */
@@ -818,12 +1231,6 @@ export interface RecallConfig {
    * default with a `config_invalid_retrieval_mode` diagnostic (it never disables recall).
    */
   retrievalMode?: string
-}
-
-/** `{code, message}`. */
-export interface RecallDiagnostic {
-  code: string
-  message: string
 }
 
 /** Input of `recordRecallFeedback`. */
@@ -880,83 +1287,6 @@ export interface RecallPolicy {
   maxPerVault: number
   /** Results returned (explicit: `max_results` ≤ 10, default 5; automatic: 3). */
   maxResults: number
-}
-
-/** Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome. */
-export interface RecallResponse {
-  results: Array<RecallResult>
-  diagnostics: Array<RecallDiagnostic>
-  /** Every stage and fallback that ran. */
-  trace: Array<string>
-  /**
-   * Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
-   * adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
-   */
-  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
-  /** Mode of each vault that answered (opened its index and ran), in search order. */
-  vaultModes: Array<VaultMode>
-}
-
-/** One recalled page: the extension's `RecallResult` plus provenance. */
-export interface RecallResult {
-  /** Folder-qualified page id, e.g. `concepts/rag`. */
-  id: string
-  title: string
-  type: string
-  /** Best chunk as `#<heading> — <≤180 chars>` (or its text when it has no heading). */
-  preview: string
-  /** Absolute path of the page file. */
-  path: string
-  /** `"📓 personal"` for personal-vault hits. */
-  vaultLabel?: string
-  /** Final bounded score in [0, 1] (confidence × multiplier); the policy floor acts on it. */
-  score: number
-  vaultId: string
-  vault: 'project' | 'personal'
-  role: 'canonical' | 'evidence'
-  status?: string
-  /** Absolute confidence in [0, 1] before the bounded multiplier. */
-  confidence: number
-  /** Bounded multiplier in [0.90, 1.10]. */
-  multiplier: number
-  /** Reciprocal-rank fusion key that orders results. */
-  fusionScore: number
-  /** 0-based rank within its vault's list. */
-  vaultRank: number
-  /** Raw engine score (BM25 for lexical). */
-  engineScore: number
-  heading?: string
-  chunkId: string
-  /** 1-based first line of the passage in the page file. */
-  lineStart: number
-  lineEnd: number
-  /**
-   * Why the page matched; includes `verified` when a current human verification raised the
-   * multiplier.
-   */
-  matchReasons: Array<string>
-  /**
-   * Current human verification (OKF `verified` event by a person, not older than
-   * `generated.at`): +0.02 inside the multiplier's clamp.
-   */
-  verified: boolean
-  /**
-   * Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`; then
-   * `superseded` (historical: a user resolution or a `supersedes` relation) and
-   * `cites_superseded` (the page links to a superseded page).
-   * A warned page is still returned.
-   */
-  warnings: Array<string>
-  /** Frontmatter `stale_after`, as written. */
-  staleAfter?: string
-}
-
-/** The host session a recall belongs to (`recallWiki` / `recallMemory` option `session`). */
-export interface RecallSession {
-  /** Host session id (any non-empty string, stable for the session). */
-  id: string
-  /** Characters all automatic injections of the session may take together (default: no cap). */
-  budgetChars?: number
 }
 
 /** A session's totals in the ledger (zeros for an unknown session). */
@@ -1040,14 +1370,6 @@ export declare function recordRecallFeedback(paths: VaultPaths, input: RecallFee
  */
 export declare function recordToolCall(paths: VaultPaths, call: ToolCallInput): Promise<ToolAuditOutcome>
 
-/** One recovery finding (the extension's `KnowledgeDiagnostic` shape). */
-export interface RecoverDiagnostic {
-  severity: 'error' | 'warning' | 'info'
-  code: string
-  path: string
-  message: string
-}
-
 /**
  * Start-up recovery of the active vault's store (the extension's `recoverQmdIndex`): under the
  * writer lock, removes what an interrupted writer left and checks the published store. Resolves
@@ -1055,12 +1377,6 @@ export interface RecoverDiagnostic {
  * release's writer holds a QMD store) when the store is busy; never rebuilds anything.
  */
 export declare function recoverIndex(paths: VaultPaths): Promise<RecoverResult>
-
-/** Result of `recoverIndex`: `ok` is false only when another writer holds the store. */
-export interface RecoverResult {
-  ok: boolean
-  diagnostics: Array<RecoverDiagnostic>
-}
 
 /** `onProgress` payload of `reindexWiki`: the vault root and its progress. */
 export interface ReindexProgressEvent {
@@ -1149,21 +1465,6 @@ export interface ResolveConflictOptions {
   updateIndex?: boolean
 }
 
-/** Result of `resolveConflict`. */
-export interface ResolveConflictResult {
-  resolution: ConflictResolution
-  /** False for an idempotent repeat: the existing record is returned, nothing is written. */
-  created: boolean
-  /** Absolute path of the resolution page. */
-  path: string
-  index: DerivedUpdate
-  /**
-   * Non-fatal problems: `resolution_feedback_not_recorded` when the page is committed but its
-   * `conflict_selected` feedback event could not be appended to `meta/events.jsonl`.
-   */
-  warnings: Array<IndexIssue>
-}
-
 /**
  * The vault that applies to a working directory: the project vault found from `cwd`
  * (itself, `$WIKI_HOME`, or the nearest ancestor), else the personal vault.
@@ -1175,21 +1476,6 @@ export declare function resolveVaultPaths(cwd: string): VaultPaths
  * Resolves with the process exit code; output goes to the process's stdout/stderr.
  */
 export declare function runCli(args: Array<string>): Promise<number>
-
-/** Model identities resolved now (not the indexed ones). */
-export interface StatusModels {
-  /**
-   * Embedding model id the vault uses ("" when no dense engine is configured): chosen per vault
-   * from its pages' language, its `retrieval.embedModel` override, or the engine's `embedModel`.
-   */
-  embed: string
-  /** Why that model (e.g. "140 of 180 identified pages (78%) of a 200-page sample are not English"). */
-  embedReason: string
-  /** Always "" (no generative model is used). */
-  generate: string
-  /** Cross-encoder id ("" when none). */
-  rerank: string
-}
 
 /** Options of `readIndexStatus`. */
 export interface StatusOptions {
@@ -1203,155 +1489,11 @@ export interface SubQuery {
   query: string
 }
 
-/** What happened to the call's audit line. */
-export interface ToolAuditOutcome {
-  /**
-   * `recorded`, `disabled` (the vault's `toolAudit: false` or `LLM_WIKI_TOOL_AUDIT=off`) or
-   * `dropped` (the ledger's lock stayed busy 100 ms, or it could not be written).
-   */
-  status: 'recorded' | 'disabled' | 'dropped'
-  diagnostics: Array<RecallDiagnostic>
-}
-
-/** One tool call of an agent (MCP or Pi). */
-export interface ToolCallInput {
-  /** Tool name (`wiki_recall`, …; at most 64 characters are kept). */
-  tool: string
-  /**
-   * The call's arguments: hashed (sha256 of their canonical JSON, 16 hex characters), never
-   * stored.
-   */
-  args?: any
-  /**
-   * The call's query, when it has one: stored as the feedback stream's query hash and its
-   * length, never as text.
-   */
-  query?: string
-  /** Wall time of the call in milliseconds. */
-  durationMs: number
-  /** `ok` or `error` (anything else is recorded as `error`). */
-  outcome: 'ok' | 'error'
-  /** The error's stable code, when the call failed. */
-  code?: string
-  /** The calling surface (`mcp`, `pi`). */
-  surface?: string
-}
-
-/** A competing pair without a user resolution: ask the user, then call `resolveConflict`. */
-export interface UnresolvedConflict {
-  vault: 'project' | 'personal'
-  vaultId: string
-  /** The two page ids (the bundle's card first). */
-  pageIds: Array<string>
-  /** The declared relation that makes them compete (`contradicts`). */
-  relation: string
-}
-
-/** The mode one vault of a recall ran. */
-export interface VaultMode {
-  vaultId: string
-  vault: 'project' | 'personal'
-  /** Mode the vault actually ran, after fallbacks (adaptive runs as hybrid or quality). */
-  mode: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
-  /**
-   * The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
-   * fallback).
-   */
-  fallbackFrom?: 'lexical' | 'hybrid' | 'adaptive' | 'quality'
-  /** Code of the first diagnostic of the fallback (e.g. `qmd_vectors_missing`), when known. */
-  reason?: string
-}
-
-/**
- * Absolute paths of one vault (the extension's `VaultPaths`). Only `root` is required; missing
- * fields are derived from it (new `.llm-wiki/` layout, or legacy `.wiki` when detected).
- */
-export interface VaultPaths {
-  /** Vault root (contains `.llm-wiki/`). */
-  root: string
-  /** `<root>/.llm-wiki` (or `<root>/.wiki` in the legacy layout); holds `config.json`. */
-  dotWiki?: string
-  raw?: string
-  rawSources?: string
-  rawTrajectories?: string
-  /** Authoritative Markdown pages. */
-  wiki?: string
-  /** Generated state. */
-  meta?: string
-  outputs?: string
-  discoveries?: string
-  /** The index store directory (`<meta>/qmd` by default), where the extension looks for it. */
-  qmd?: string
-  qmdCurrent?: string
-  qmdDocuments?: string
-  qmdManifest?: string
-  qmdSwap?: string
-}
-
 /** One vault's outcome in `WikiReindexResult.results`. */
 export interface VaultReindexResult {
   root: string
   label: 'active' | 'personal' | 'project'
   result: ReindexResult
-}
-
-/** Vector work of a reindex. */
-export interface VectorCounts {
-  generated: number
-  skipped: number
-  errors: number
-}
-
-/** One watcher event. */
-export interface WatchEvent {
-  /**
-   * `started` (watch armed; again with `rearmed` after the vault came back), `indexed` (a batch
-   * is searchable: `phase: 'lexical'`; its vectors written: `phase: 'vectors'`), `overflow`
-   * (events were lost: a full scan follows), `error` (a reindex failed: kept and retried),
-   * `vault_gone` (the wiki directory was deleted, moved or replaced), `closed` (last event).
-   */
-  kind: 'started' | 'indexed' | 'overflow' | 'error' | 'vault_gone' | 'closed'
-  phase?: 'lexical' | 'vectors'
-  /** Changed paths relative to the wiki directory (at most 100; folders included). */
-  paths: Array<string>
-  /** Number of changed paths in the batch. */
-  pathCount: number
-  /** The batch was a whole-vault scan (start-up, overflow, re-arm, very large batch). */
-  fullScan: boolean
-  /** Reindex time (ms). */
-  ms?: number
-  /** From the batch's first file event to searchable (ms). */
-  latencyMs?: number
-  documents?: DocumentCounts
-  /** Store generation after the reindex. */
-  generation?: number
-  backend?: 'native' | 'poll'
-  /**
-   * Stable code: `watch_overflow`, `watch_error`, `watch_queue_full`, `watch_vault_gone`,
-   * `watch_polling_fallback`, or the failed reindex's code.
-   */
-  code?: string
-  message?: string
-  rearmed: boolean
-}
-
-/** What a watcher is doing. */
-export interface WatchStatus {
-  state: 'watching' | 'indexing' | 'retrying' | 'gone' | 'closed'
-  backend: 'native' | 'poll'
-  /** Changed paths waiting for their reindex. */
-  pendingPaths: number
-  /** The next reindex scans the whole vault. */
-  pendingFullScan: boolean
-  /** Indexed changes whose vectors are not written yet. */
-  vectorsPending: boolean
-  /** Lexical batches indexed. */
-  reindexes: number
-  /** Overflows seen (each followed by a full scan). */
-  overflows: number
-  lastIndexedAt?: string
-  /** The last reindex failure (`qmd_index_busy` while an explicit reindex holds the lock). */
-  lastError?: IndexIssue
 }
 
 /**

@@ -5,42 +5,10 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use llm_wiki_core::audit as core_audit;
+use llm_wiki_core::audit::{self as core_audit, ToolCall as ToolCallInput};
 
-use crate::types::{RecallDiagnostic, VaultPaths};
-use crate::{invalid, task};
-
-/// One tool call of an agent (MCP or Pi).
-#[napi(object, object_to_js = false)]
-pub struct ToolCallInput {
-  /// Tool name (`wiki_recall`, …; at most 64 characters are kept).
-  pub tool: String,
-  /// The call's arguments: hashed (sha256 of their canonical JSON, 16 hex characters), never
-  /// stored.
-  pub args: Option<serde_json::Value>,
-  /// The call's query, when it has one: stored as the feedback stream's query hash and its
-  /// length, never as text.
-  pub query: Option<String>,
-  /// Wall time of the call in milliseconds.
-  pub duration_ms: f64,
-  /// `ok` or `error` (anything else is recorded as `error`).
-  #[napi(ts_type = "'ok' | 'error'")]
-  pub outcome: String,
-  /// The error's stable code, when the call failed.
-  pub code: Option<String>,
-  /// The calling surface (`mcp`, `pi`).
-  pub surface: Option<String>,
-}
-
-/// What happened to the call's audit line.
-#[napi(object)]
-pub struct ToolAuditOutcome {
-  /// `recorded`, `disabled` (the vault's `toolAudit: false` or `LLM_WIKI_TOOL_AUDIT=off`) or
-  /// `dropped` (the ledger's lock stayed busy 100 ms, or it could not be written).
-  #[napi(ts_type = "'recorded' | 'disabled' | 'dropped'")]
-  pub status: String,
-  pub diagnostics: Vec<RecallDiagnostic>,
-}
+use crate::task;
+use crate::types::VaultPaths;
 
 /// Record one agent tool call in the vault's audit ledger `meta/audit/tool-calls.jsonl`
 /// (rotated at 1 MiB, two rotated files kept). Resolves `disabled` when the ledger is off and
@@ -51,27 +19,10 @@ pub fn record_tool_call<'env>(
   env: &'env Env,
   paths: VaultPaths,
   call: ToolCallInput,
-) -> Result<PromiseRaw<'env, ToolAuditOutcome>> {
+) -> Result<PromiseRaw<'env, core_audit::AuditOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
-    if call.tool.trim().is_empty() {
-      return Err(invalid("tool must be a non-empty string"));
-    }
-    let out = core_audit::record_tool_call(
-      &paths,
-      &core_audit::ToolCall {
-        tool: call.tool,
-        args: call.args.unwrap_or(serde_json::Value::Null),
-        query: call.query,
-        duration_ms: call.duration_ms,
-        outcome: call.outcome,
-        code: call.code,
-        surface: call.surface,
-      },
-    );
-    Ok(ToolAuditOutcome {
-      status: out.status,
-      diagnostics: out.diagnostics.into_iter().map(RecallDiagnostic::from).collect(),
-    })
+    let paths = paths.resolve()?;
+    call.check()?;
+    Ok(core_audit::record_tool_call(&paths, &call))
   })
 }

@@ -1,7 +1,8 @@
 //! Feedback exports: `confirmRecallShown`, `recordRecallFeedback`, `rebuildFeedback`,
 //! `compactFeedback`, `feedbackStatus`, and the
-//! session ledger's small synchronous helpers. Shapes are the engine's
-//! (`llm_wiki_core::feedback`), converted with `From` only; errors map through `error.rs`.
+//! session ledger's small synchronous helpers. `FeedbackOutcome` is the
+//! engine's shape; the rebuild, compaction and stream results are converted here (their `u64`
+//! counts would reach JS as BigInt); errors map through `error.rs`.
 
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -45,30 +46,6 @@ pub struct RecallFeedbackInput {
   pub config: Option<FeedbackConfig>,
 }
 
-/// What happened to a feedback request.
-#[napi(object)]
-pub struct FeedbackOutcome {
-  /// `recorded` | `disabled` (implicit capture off) | `dropped` (implicit event, lock busy
-  /// 250 ms) | `correction_saved_feedback_pending` (observation saved, event append failed).
-  pub status: String,
-  /// Events appended.
-  pub events: u32,
-  /// Id of the correction observation page.
-  pub observation: Option<String>,
-  pub diagnostics: Vec<RecallDiagnostic>,
-}
-
-impl From<core_record::FeedbackOutcome> for FeedbackOutcome {
-  fn from(o: core_record::FeedbackOutcome) -> Self {
-    FeedbackOutcome {
-      status: o.status,
-      events: o.events,
-      observation: o.observation,
-      diagnostics: o.diagnostics.into_iter().map(Into::into).collect(),
-    }
-  }
-}
-
 /// Result of `rebuildFeedback`.
 #[napi(object)]
 pub struct FeedbackRebuildResult {
@@ -88,7 +65,7 @@ impl From<core_record::RebuildOutcome> for FeedbackRebuildResult {
       events: o.events as f64,
       pages: o.pages,
       replayed: o.replayed,
-      diagnostics: o.diagnostics.into_iter().map(Into::into).collect(),
+      diagnostics: o.diagnostics,
     }
   }
 }
@@ -117,11 +94,11 @@ pub fn confirm_recall_shown<'env>(
   env: &'env Env,
   paths: VaultPaths,
   input: ConfirmShownInput,
-) -> Result<PromiseRaw<'env, FeedbackOutcome>> {
+) -> Result<PromiseRaw<'env, core_record::FeedbackOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let on = implicit(&input.config);
-    Ok(core_record::confirm_shown(&paths, &input.session_id, on).map_err(core_err)?.into())
+    core_record::confirm_shown(&paths, &input.session_id, on).map_err(core_err)
   })
 }
 
@@ -134,9 +111,9 @@ pub fn record_recall_feedback<'env>(
   env: &'env Env,
   paths: VaultPaths,
   input: RecallFeedbackInput,
-) -> Result<PromiseRaw<'env, FeedbackOutcome>> {
+) -> Result<PromiseRaw<'env, core_record::FeedbackOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let action = core_feedback::FeedbackAction::parse(&input.action).map_err(core_err)?;
     let session = input.session_id.unwrap_or_default();
     if session.is_empty() {
@@ -153,7 +130,7 @@ pub fn record_recall_feedback<'env>(
       on,
     )
     .map_err(core_err)?;
-    Ok(out.into())
+    Ok(out)
   })
 }
 
@@ -201,7 +178,7 @@ pub fn rebuild_feedback<'env>(
 ) -> Result<PromiseRaw<'env, FeedbackRebuildResult>> {
   let mut progress = progress_sink(options.and_then(|o| o.on_progress));
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     Ok(core_record::rebuild_feedback_with(&paths, &mut progress).map_err(core_err)?.into())
   })
 }
@@ -282,7 +259,7 @@ pub fn compact_feedback<'env>(
   };
   let mut progress = progress_sink(cb);
   task::spawn(env, None, task::Priority::Background, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let mut opts = core_feedback::compact::CompactOptions::default();
     if let Some(d) = older {
       opts.older_than_days = d;
@@ -320,7 +297,7 @@ pub fn feedback_status<'env>(
   paths: VaultPaths,
 ) -> Result<PromiseRaw<'env, FeedbackStreamStatus>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let s = core_feedback::compact::stream_status(&paths.meta);
     Ok(FeedbackStreamStatus {
       stream_bytes: s.stream_bytes as f64,

@@ -1,7 +1,7 @@
 //! The agent's orientation and graph exports (issue 42): `wikiIndex` (orientation from the index
-//! alone) and `graphQuery` (multi-hop, token-budgeted traversal seeded by recall). Shapes are the
-//! engine's (`llm_wiki_core::memory::{orientation, graph_query}`), converted with `From` only;
-//! `neighbours` and `linkPath` live in `memory.rs`.
+//! alone) and `graphQuery` (multi-hop, token-budgeted traversal seeded by recall). `graphQuery`'s
+//! result is the engine's (`llm_wiki_core::memory::graph_query`); `wikiIndex`'s is converted
+//! here (`u64` generation, `usize` counts, conflict pairs as arrays); `neighbours` and `linkPath` live in `memory.rs`.
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -23,10 +23,6 @@ pub(crate) fn whole(name: &str, v: Option<f64>) -> Outcome<Option<u64>> {
     Some(x) if x == f64::INFINITY => Ok(Some(u64::MAX)),
     Some(x) => Err(invalid(format!("{name} must be a whole number of at least 0, got {x}"))),
   }
-}
-
-pub(crate) fn diagnostics(d: &[(String, String)]) -> Vec<RecallDiagnostic> {
-  d.iter().map(|(c, m)| RecallDiagnostic { code: c.clone(), message: m.clone() }).collect()
 }
 
 /// Options of `wikiIndex`.
@@ -130,7 +126,7 @@ impl From<core_ix::WikiIndex> for WikiIndex {
       tokens_used: i.tokens_used as u32,
       budget_tokens: i.budget_tokens as u32,
       truncated: i.truncated,
-      diagnostics: diagnostics(&i.diagnostics),
+      diagnostics: i.diagnostics,
     }
   }
 }
@@ -146,7 +142,7 @@ pub fn wiki_index<'env>(
 ) -> Result<PromiseRaw<'env, WikiIndex>> {
   let max_tokens = opts.and_then(|o| o.max_tokens);
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let max_tokens = whole("maxTokens", max_tokens)?;
     Ok(WikiIndex::from(core_ix::wiki_index(&paths, max_tokens).map_err(core_err)?))
   })
@@ -171,99 +167,6 @@ pub struct GraphQueryOptions {
   pub aborted: Option<bool>,
 }
 
-/// A page of a graph answer, with why it is there.
-#[napi(object)]
-pub struct GraphQueryPage {
-  pub id: String,
-  pub title: String,
-  #[napi(js_name = "type")]
-  pub page_type: String,
-  pub canonical: bool,
-  pub status: Option<String>,
-  /// True when a `supersedes` relation or a user resolution made the page historical.
-  pub historical: bool,
-  pub superseded_by: Vec<String>,
-  /// `seed`, `relation`, `link` or `competing` (kept with its competing claim).
-  #[napi(ts_type = "'seed' | 'relation' | 'link' | 'competing'")]
-  pub why: String,
-  /// The page it was reached from (absent for a seed).
-  pub via: Option<String>,
-  /// Relation type that admitted it (`contradicts`, `supports`, …), `link` for a plain link.
-  pub relation: Option<String>,
-  /// Hops from the nearest seed.
-  pub depth: u32,
-  /// 0-based rank among the seeds.
-  pub seed_rank: Option<u32>,
-  /// Recall preview (seeds) or frontmatter summary/description, cut at a sentence end.
-  pub summary: Option<String>,
-}
-
-/// An edge between two pages of a graph answer.
-#[napi(object)]
-pub struct GraphQueryEdge {
-  pub from: String,
-  pub to: String,
-  /// Typed relation types on the edge (empty: a plain link).
-  pub relations: Vec<String>,
-  /// The relation of an active user resolution between the two pages (selected → other).
-  pub resolution: Option<String>,
-}
-
-/// Result of `graphQuery`.
-#[napi(object)]
-pub struct GraphQueryResult {
-  pub query: String,
-  pub pages: Vec<GraphQueryPage>,
-  pub edges: Vec<GraphQueryEdge>,
-  /// True when the budget or a work bound left reachable pages out.
-  pub truncated: bool,
-  /// Estimated tokens of `text` (never above `budgetTokens`).
-  pub tokens_used: u32,
-  pub budget_tokens: u32,
-  pub hops: u32,
-  /// Pages and edges rendered for an agent.
-  pub text: String,
-  pub diagnostics: Vec<RecallDiagnostic>,
-}
-
-impl From<core_gq::GraphQueryResult> for GraphQueryResult {
-  fn from(r: core_gq::GraphQueryResult) -> Self {
-    GraphQueryResult {
-      query: r.query,
-      pages: r
-        .pages
-        .into_iter()
-        .map(|p| GraphQueryPage {
-          id: p.id,
-          title: p.title,
-          page_type: p.page_type,
-          canonical: p.canonical,
-          status: p.status,
-          historical: p.historical,
-          superseded_by: p.superseded_by,
-          why: p.why,
-          via: p.via,
-          relation: p.relation,
-          depth: p.depth,
-          seed_rank: p.seed_rank,
-          summary: p.summary,
-        })
-        .collect(),
-      edges: r
-        .edges
-        .into_iter()
-        .map(|e| GraphQueryEdge { from: e.from, to: e.to, relations: e.relations, resolution: e.resolution })
-        .collect(),
-      truncated: r.truncated,
-      tokens_used: r.tokens_used as u32,
-      budget_tokens: r.budget_tokens as u32,
-      hops: r.hops,
-      text: r.text,
-      diagnostics: diagnostics(&r.diagnostics),
-    }
-  }
-}
-
 /// "What connects these?": the best recall hits of `query` in this vault as seeds, then up to
 /// `hops` hops over links — typed relations first, competing claims kept together, superseded
 /// pages marked historical — within a token budget.
@@ -273,7 +176,7 @@ pub fn graph_query<'env>(
   paths: VaultPaths,
   query: String,
   opts: Option<GraphQueryOptions>,
-) -> Result<PromiseRaw<'env, GraphQueryResult>> {
+) -> Result<PromiseRaw<'env, core_gq::GraphQueryResult>> {
   let (budget, hops, seeds, mode, signal, aborted) = match opts {
     Some(o) => (o.budget_tokens, o.hops, o.seeds, o.mode, o.signal, o.aborted.unwrap_or(false)),
     None => (None, None, None, None, None, false),
@@ -281,7 +184,7 @@ pub fn graph_query<'env>(
   let cancel = cancel_flag(signal.as_ref(), aborted);
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let mode = match mode.as_deref() {
       None => RetrievalMode::default(),
       Some(m) => RetrievalMode::parse(m).map_err(core_err)?,
@@ -293,6 +196,6 @@ pub fn graph_query<'env>(
       mode,
       cancel,
     };
-    Ok(GraphQueryResult::from(core_gq::graph_query(&paths, &query, &opts).map_err(core_err)?))
+    core_gq::graph_query(&paths, &query, &opts).map_err(core_err)
   })
 }

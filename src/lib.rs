@@ -77,7 +77,7 @@ pub fn reindex_wiki<'env>(
   let removals_only = input.removals_only.unwrap_or(false);
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Background, move || {
-    let paths = active_paths.to_core()?;
+    let paths = active_paths.resolve()?;
     let scope = Scope::parse(scope.as_deref().unwrap_or("changed")).map_err(core_err)?;
     let components = match components {
       None => vec![Component::Lexical, Component::Vectors],
@@ -113,7 +113,7 @@ pub fn read_index_status<'env>(
 ) -> Result<PromiseRaw<'env, IndexStatus>> {
   let check_pages = options.and_then(|o| o.check_pages).unwrap_or(true);
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let opts = CoreStatusOptions { check_pages, ..Default::default() };
     Ok(IndexStatus::from(&read_index_status_with(&paths, &opts)))
   })
@@ -173,12 +173,12 @@ pub fn recall_wiki<'env>(
     max_results: opts.policy.max_results as usize,
   };
   let feedback = opts.feedback.unwrap_or(true);
-  let session = opts.session.as_ref().map(|s| s.to_core()).transpose();
+  let session = opts.session.clone().map(|s| s.check().map(|()| s)).transpose().map_err(core_err);
   let job_cancel = cancel.clone();
   task::spawn(env, Some(&job_cancel), task::Priority::Interactive, move || {
     #[cfg(feature = "test-hooks")]
     test_hooks::panic_on_marked_query(&raw_query);
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     let mode = mode?;
     let mut recall_opts =
       core_retrieve::RecallOptions { cancel, ..core_retrieve::RecallOptions::new(policy, mode) };
@@ -191,7 +191,7 @@ pub fn recall_wiki<'env>(
     recall_opts.session = session?;
     let mut response = core_retrieve::recall_wiki(&paths, &raw_query, &recall_opts).map_err(core_err)?;
     response.diagnostics.splice(0..0, config_diagnostics);
-    Ok(RecallResponse::from(response))
+    Ok(response)
   })
 }
 
@@ -199,17 +199,14 @@ pub fn recall_wiki<'env>(
 /// (itself, `$WIKI_HOME`, or the nearest ancestor), else the personal vault.
 #[napi(catch_unwind)]
 pub fn resolve_vault_paths(cwd: String) -> Result<VaultPaths, crate::error::Code> {
-  let p = std::path::PathBuf::from(&cwd);
-  if !p.is_absolute() {
-    return Err(invalid(format!("cwd must be an absolute path, got {cwd:?}")).into_sync());
-  }
-  Ok(VaultPaths::from_core(&core_paths::resolve_vault_paths(&p)))
+  let p = absolute_path("cwd", &cwd)?;
+  Ok(VaultPaths::from(&core_paths::resolve_vault_paths(&p)))
 }
 
 /// Paths of the personal vault (`$WIKI_HOME` or the home directory, new layout).
 #[napi(catch_unwind)]
 pub fn personal_vault_paths() -> VaultPaths {
-  VaultPaths::from_core(&core_paths::personal_vault_paths())
+  VaultPaths::from(&core_paths::personal_vault_paths())
 }
 
 /// Engine name, versions and limits.
@@ -236,12 +233,9 @@ pub fn run_cli<'env>(env: &'env Env, args: Vec<String>) -> Result<PromiseRaw<'en
   task::spawn(env, None, task::Priority::Interactive, move || Ok(llm_wiki_cli::run(args)))
 }
 
-fn abs_path(name: &str, v: &str) -> Result<std::path::PathBuf, crate::error::Code> {
-  let p = std::path::PathBuf::from(v);
-  if !p.is_absolute() {
-    return Err(invalid(format!("{name} must be an absolute path, got {v:?}")).into_sync());
-  }
-  Ok(p)
+/// [`llm_wiki_core::fsutil::absolute_path`] for a synchronous export.
+fn absolute_path(name: &str, v: &str) -> Result<std::path::PathBuf, crate::error::Code> {
+  llm_wiki_core::fsutil::absolute_path(name, v).map_err(|e| core_err(e).into_sync())
 }
 
 /// Change engine-wide model and runtime options. Only the options present in `options` change:
@@ -270,9 +264,9 @@ pub fn configure(env: &Env, options: Object) -> Result<(), crate::error::Code> {
     })
   }
   let paths = |key: &str| {
-    option::<Vec<String>>(env, &options, key)?.try_map(|v| v.iter().map(|p| abs_path(key, p)).collect())
+    option::<Vec<String>>(env, &options, key)?.try_map(|v| v.iter().map(|p| absolute_path(key, p)).collect())
   };
-  let path = |key: &str| option::<String>(env, &options, key)?.try_map(|p| abs_path(key, &p));
+  let path = |key: &str| option::<String>(env, &options, key)?.try_map(|p| absolute_path(key, &p));
   let change = ConfigChange {
     model_roots: paths("modelRoots")?,
     embed_model: path("embedModel")?,
@@ -296,7 +290,7 @@ pub fn configure(env: &Env, options: Object) -> Result<(), crate::error::Code> {
 /// package entry point passes the `onnxruntime-node` package's library here when it is installed.
 #[napi(catch_unwind)]
 pub fn add_onnx_runtime_candidates(paths: Vec<String>) -> Result<(), crate::error::Code> {
-  let paths = paths.iter().map(|p| abs_path("paths", p)).collect::<Result<Vec<_>, _>>()?;
+  let paths = paths.iter().map(|p| absolute_path("paths", p)).collect::<Result<Vec<_>, _>>()?;
   llm_wiki_core::models::add_runtime_candidates(paths);
   Ok(())
 }
@@ -307,7 +301,7 @@ pub fn add_onnx_runtime_candidates(paths: Vec<String>) -> Result<(), crate::erro
 /// so the demo, tests, CLI and examples run from a checkout find them without a variable.
 #[napi(catch_unwind)]
 pub fn add_model_roots(paths: Vec<String>) -> Result<(), crate::error::Code> {
-  let paths = paths.iter().map(|p| abs_path("paths", p)).collect::<Result<Vec<_>, _>>()?;
+  let paths = paths.iter().map(|p| absolute_path("paths", p)).collect::<Result<Vec<_>, _>>()?;
   llm_wiki_core::models::add_model_roots(paths);
   Ok(())
 }
@@ -395,13 +389,7 @@ pub fn download_model<'env>(
   task::spawn(env, Some(&job_cancel), task::Priority::Background, move || {
     let spec = fetch::DownloadSpec::from_request(request).map_err(core_err)?;
     let dir = match dir {
-      Some(d) => {
-        let p = std::path::PathBuf::from(&d);
-        if !p.is_absolute() {
-          return Err(invalid(format!("dir must be an absolute path, got {d:?}")));
-        }
-        p
-      }
+      Some(d) => llm_wiki_core::fsutil::absolute_path("dir", &d).map_err(core_err)?,
       None => fetch::default_download_dir(),
     };
     let md = fetch::download_model(&spec, &dir, &cancel, &mut |p| {
@@ -431,10 +419,13 @@ pub fn download_model<'env>(
 /// `{ok: false}` with `qmd_index_busy` (and `qmd_migration_deferred` when the TypeScript
 /// release's writer holds a QMD store) when the store is busy; never rebuilds anything.
 #[napi(catch_unwind, ts_return_type = "Promise<RecoverResult>")]
-pub fn recover_index<'env>(env: &'env Env, paths: VaultPaths) -> Result<PromiseRaw<'env, RecoverResult>> {
+pub fn recover_index<'env>(
+  env: &'env Env,
+  paths: VaultPaths,
+) -> Result<PromiseRaw<'env, llm_wiki_core::store::recover::RecoverResult>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
-    Ok(RecoverResult::from(llm_wiki_core::store::recover::recover_index(&paths)))
+    let paths = paths.resolve()?;
+    Ok(llm_wiki_core::store::recover::recover_index(&paths))
   })
 }
 
@@ -444,7 +435,7 @@ pub fn recover_index<'env>(env: &'env Env, paths: VaultPaths) -> Result<PromiseR
 #[napi(catch_unwind, ts_return_type = "Promise<string>")]
 pub fn ensure_vault_id<'env>(env: &'env Env, paths: VaultPaths) -> Result<PromiseRaw<'env, String>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let paths = paths.to_core()?;
+    let paths = paths.resolve()?;
     llm_wiki_core::vault::config::ensure_vault_id(&paths).map_err(core_err)
   })
 }
@@ -477,13 +468,7 @@ pub struct InitVaultResult {
 #[napi(catch_unwind, ts_return_type = "Promise<InitVaultResult>")]
 pub fn init_vault<'env>(env: &'env Env, root: String) -> Result<PromiseRaw<'env, InitVaultResult>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
-    let root = std::path::PathBuf::from(&root);
-    if !root.is_absolute() {
-      return Err(core_err(llm_wiki_core::Error::invalid(format!(
-        "root must be an absolute path, got {:?}",
-        root.display().to_string()
-      ))));
-    }
+    let root = llm_wiki_core::fsutil::absolute_path("root", &root).map_err(core_err)?;
     let out = llm_wiki_core::vault::init::init_vault(&root).map_err(core_err)?;
     let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
     Ok(InitVaultResult {

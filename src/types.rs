@@ -1,119 +1,21 @@
-//! JavaScript-facing option and result objects. Field names follow the pi-llm-wiki contract so
-//! the extension can swap implementations without touching its rendering; fields named after
-//! QMD keep their names. Every doc comment here becomes JSDoc in `index.d.ts`.
-
-use std::path::PathBuf;
+//! JavaScript-facing objects the engine does not declare itself: inputs with JS-only fields
+//! (callbacks, abort signals) and the results napi cannot take as the engine holds them (`u64`
+//! generations, the flat index status). The engine's own shapes (`VaultPaths`, recall results,
+//! index issues, …) come from the core's `napi` feature. Field names follow the pi-llm-wiki
+//! contract; every doc comment here becomes JSDoc in `index.d.ts`.
 
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 
+use llm_wiki_core::store::job::{ChunkCounts, DocumentCounts, VectorCounts};
 use llm_wiki_core::store::reindex as core_reindex;
-use llm_wiki_core::store::status as core_status;
-use llm_wiki_core::{retrieve as core_retrieve, store as core_store, vault as core_vault};
+use llm_wiki_core::store::status::{self as core_status, PendingPages, StatusModels};
 
-use crate::error::{Failure, Outcome};
+pub use llm_wiki_core::retrieve::recall::{RecallDiagnostic, RecallResponse};
+pub use llm_wiki_core::store::IndexIssue;
 
-/// Absolute paths of one vault (the extension's `VaultPaths`). Only `root` is required; missing
-/// fields are derived from it (new `.llm-wiki/` layout, or legacy `.wiki` when detected).
-#[napi(object)]
-#[derive(Clone)]
-pub struct VaultPaths {
-  /// Vault root (contains `.llm-wiki/`).
-  pub root: String,
-  /// `<root>/.llm-wiki` (or `<root>/.wiki` in the legacy layout); holds `config.json`.
-  pub dot_wiki: Option<String>,
-  pub raw: Option<String>,
-  pub raw_sources: Option<String>,
-  pub raw_trajectories: Option<String>,
-  /// Authoritative Markdown pages.
-  pub wiki: Option<String>,
-  /// Generated state.
-  pub meta: Option<String>,
-  pub outputs: Option<String>,
-  pub discoveries: Option<String>,
-  /// The index store directory (`<meta>/qmd` by default), where the extension looks for it.
-  pub qmd: Option<String>,
-  pub qmd_current: Option<String>,
-  pub qmd_documents: Option<String>,
-  pub qmd_manifest: Option<String>,
-  pub qmd_swap: Option<String>,
-}
-
-fn abs(field: &str, value: &str) -> Outcome<PathBuf> {
-  let p = PathBuf::from(value);
-  if value.is_empty() || !p.is_absolute() {
-    return Err(Failure {
-      code: "invalid_argument".into(),
-      message: format!("paths.{field} must be an absolute path, got {value:?}"),
-    });
-  }
-  if p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-    return Err(Failure {
-      code: "invalid_argument".into(),
-      message: format!("paths.{field} must not contain '..': {value:?}"),
-    });
-  }
-  Ok(p)
-}
-
-impl VaultPaths {
-  /// Validate and convert to the engine's paths.
-  pub fn to_core(&self) -> Outcome<core_vault::VaultPaths> {
-    let mut p = core_vault::VaultPaths::for_root(abs("root", &self.root)?);
-    let set = |slot: &mut PathBuf, name: &str, v: &Option<String>| -> Outcome<()> {
-      if let Some(v) = v {
-        *slot = abs(name, v)?;
-      }
-      Ok(())
-    };
-    set(&mut p.dot_wiki, "dotWiki", &self.dot_wiki)?;
-    set(&mut p.raw, "raw", &self.raw)?;
-    set(&mut p.raw_sources, "rawSources", &self.raw_sources)?;
-    set(&mut p.raw_trajectories, "rawTrajectories", &self.raw_trajectories)?;
-    set(&mut p.wiki, "wiki", &self.wiki)?;
-    set(&mut p.meta, "meta", &self.meta)?;
-    set(&mut p.outputs, "outputs", &self.outputs)?;
-    set(&mut p.discoveries, "discoveries", &self.discoveries)?;
-    // The store follows `meta` when only `meta` is given (`<meta>/qmd`), and `qmd` when given.
-    if self.meta.is_some() || self.qmd.is_some() {
-      let qmd = match &self.qmd {
-        Some(v) => abs("qmd", v)?,
-        None => p.meta.join("qmd"),
-      };
-      p.qmd_current = qmd.join("current");
-      p.qmd_documents = qmd.join("documents");
-      p.qmd_manifest = qmd.join("manifest.json");
-      p.qmd_swap = qmd.join("swap.json");
-      p.qmd = qmd;
-    }
-    set(&mut p.qmd_current, "qmdCurrent", &self.qmd_current)?;
-    set(&mut p.qmd_documents, "qmdDocuments", &self.qmd_documents)?;
-    set(&mut p.qmd_manifest, "qmdManifest", &self.qmd_manifest)?;
-    set(&mut p.qmd_swap, "qmdSwap", &self.qmd_swap)?;
-    Ok(p)
-  }
-
-  pub fn from_core(p: &core_vault::VaultPaths) -> Self {
-    let s = |p: &std::path::Path| Some(p.to_string_lossy().into_owned());
-    VaultPaths {
-      root: p.root.to_string_lossy().into_owned(),
-      dot_wiki: s(&p.dot_wiki),
-      raw: s(&p.raw),
-      raw_sources: s(&p.raw_sources),
-      raw_trajectories: s(&p.raw_trajectories),
-      wiki: s(&p.wiki),
-      meta: s(&p.meta),
-      outputs: s(&p.outputs),
-      discoveries: s(&p.discoveries),
-      qmd: s(&p.qmd),
-      qmd_current: s(&p.qmd_current),
-      qmd_documents: s(&p.qmd_documents),
-      qmd_manifest: s(&p.qmd_manifest),
-      qmd_swap: s(&p.qmd_swap),
-    }
-  }
-}
+pub use llm_wiki_core::vault::paths::VaultPathsSpec as VaultPaths;
 
 /// A progress event of a long operation.
 #[napi(object)]
@@ -164,44 +66,8 @@ pub struct WikiReindexInput {
   pub removals_only: Option<bool>,
 }
 
-/// `{code, message, path?}` of an index warning or error.
-#[napi(object)]
-pub struct IndexIssue {
-  pub code: String,
-  pub message: String,
-  pub path: Option<String>,
-}
-
-impl From<&core_store::IndexIssue> for IndexIssue {
-  fn from(i: &core_store::IndexIssue) -> Self {
-    IndexIssue { code: i.code.clone(), message: i.message.clone(), path: i.path.clone() }
-  }
-}
-
-/// Model identities resolved now (not the indexed ones).
-#[napi(object)]
-pub struct StatusModels {
-  /// Embedding model id the vault uses ("" when no dense engine is configured): chosen per vault
-  /// from its pages' language, its `retrieval.embedModel` override, or the engine's `embedModel`.
-  pub embed: String,
-  /// Why that model (e.g. "140 of 180 identified pages (78%) of a 200-page sample are not English").
-  pub embed_reason: String,
-  /// Always "" (no generative model is used).
-  pub generate: String,
-  /// Cross-encoder id ("" when none).
-  pub rerank: String,
-}
-
-/// Pages that differ from the index (by path, size and mtime).
-#[napi(object)]
-pub struct PendingPages {
-  pub added: u32,
-  pub changed: u32,
-  pub removed: u32,
-}
-
 /// Index status (the contract's `QmdGeneratedStatus`, plus neutral extras).
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct IndexStatus {
   #[napi(ts_type = "'missing' | 'ready' | 'stale' | 'recovering' | 'error'")]
   pub state: String,
@@ -239,12 +105,7 @@ impl From<&core_status::IndexStatus> for IndexStatus {
       qmd_version: s.qmd_version.clone(),
       engine_version: s.engine_version.clone(),
       format_version: s.format_version,
-      models: StatusModels {
-        embed: s.models.embed.clone(),
-        embed_reason: s.models.embed_reason.clone(),
-        generate: s.models.generate.clone(),
-        rerank: s.models.rerank.clone(),
-      },
+      models: s.models.clone(),
       total_documents: s.counts.total_documents,
       canonical_documents: s.counts.canonical_documents,
       evidence_documents: s.counts.evidence_documents,
@@ -256,48 +117,15 @@ impl From<&core_status::IndexStatus> for IndexStatus {
       indexed_manifest_hash: s.indexed_manifest_hash.clone(),
       last_indexed_at: s.last_indexed_at.clone(),
       swap_phase: s.swap_phase.clone(),
-      pending_pages: s.pending_pages.as_ref().map(|p| PendingPages {
-        added: p.added,
-        changed: p.changed,
-        removed: p.removed,
-      }),
+      pending_pages: s.pending_pages.clone(),
       repair_components: s.repair_components.iter().map(|c| c.as_str().to_string()).collect(),
-      issues: s.issues.iter().map(IndexIssue::from).collect(),
+      issues: s.issues.clone(),
     }
   }
 }
 
-/// Page counts of a reindex.
-#[napi(object)]
-pub struct DocumentCounts {
-  /// Pages indexed for the first time.
-  pub indexed: u32,
-  /// Pages whose content changed.
-  pub updated: u32,
-  pub unchanged: u32,
-  /// Pages removed from the index (deleted, renamed away, or now malformed).
-  pub removed: u32,
-}
-
-/// Chunk documents of a reindex.
-#[napi(object)]
-pub struct ChunkCounts {
-  /// Chunks in the index after the run.
-  pub total: u32,
-  pub added: u32,
-  pub removed: u32,
-}
-
-/// Vector work of a reindex.
-#[napi(object)]
-pub struct VectorCounts {
-  pub generated: u32,
-  pub skipped: u32,
-  pub errors: u32,
-}
-
 /// Outcome of one vault (the contract's `QmdReindexResult`).
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct ReindexResult {
   pub ok: bool,
   pub vault_id: Option<String>,
@@ -325,30 +153,21 @@ impl From<&core_reindex::ReindexResult> for ReindexResult {
       vault_id: r.vault_id.clone(),
       scope: r.scope.as_str().to_string(),
       components: r.components.iter().map(|c| c.as_str().to_string()).collect(),
-      documents: DocumentCounts {
-        indexed: r.documents.indexed,
-        updated: r.documents.updated,
-        unchanged: r.documents.unchanged,
-        removed: r.documents.removed,
-      },
-      chunks: ChunkCounts { total: r.chunks.total, added: r.chunks.added, removed: r.chunks.removed },
-      vectors: VectorCounts {
-        generated: r.vectors.generated,
-        skipped: r.vectors.skipped,
-        errors: r.vectors.errors,
-      },
+      documents: r.documents.clone(),
+      chunks: r.chunks.clone(),
+      vectors: r.vectors.clone(),
       elapsed_ms: r.elapsed_ms,
       full_rebuild: r.full_rebuild,
       generation: r.generation as f64,
       status: IndexStatus::from(&r.status),
-      warnings: r.warnings.iter().map(IndexIssue::from).collect(),
-      errors: r.errors.iter().map(IndexIssue::from).collect(),
+      warnings: r.warnings.clone(),
+      errors: r.errors.clone(),
     }
   }
 }
 
 /// One vault's outcome in `WikiReindexResult.results`.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct VaultReindexResult {
   pub root: String,
   #[napi(ts_type = "'active' | 'personal' | 'project'")]
@@ -357,7 +176,7 @@ pub struct VaultReindexResult {
 }
 
 /// Result of `reindexWiki`.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct WikiReindexResult {
   #[napi(ts_type = "'active' | 'personal' | 'project' | 'all'")]
   pub vault: String,
@@ -447,156 +266,6 @@ pub struct SubQuery {
   #[napi(ts_type = "'lex' | 'vec'")]
   pub r#type: String,
   pub query: String,
-}
-
-/// One recalled page: the extension's `RecallResult` plus provenance.
-#[napi(object)]
-pub struct RecallResult {
-  /// Folder-qualified page id, e.g. `concepts/rag`.
-  pub id: String,
-  pub title: String,
-  #[napi(js_name = "type")]
-  pub page_type: String,
-  /// Best chunk as `#<heading> — <≤180 chars>` (or its text when it has no heading).
-  pub preview: String,
-  /// Absolute path of the page file.
-  pub path: String,
-  /// `"📓 personal"` for personal-vault hits.
-  pub vault_label: Option<String>,
-  /// Final bounded score in [0, 1] (confidence × multiplier); the policy floor acts on it.
-  pub score: f64,
-  pub vault_id: String,
-  #[napi(ts_type = "'project' | 'personal'")]
-  pub vault: String,
-  #[napi(ts_type = "'canonical' | 'evidence'")]
-  pub role: String,
-  pub status: Option<String>,
-  /// Absolute confidence in [0, 1] before the bounded multiplier.
-  pub confidence: f64,
-  /// Bounded multiplier in [0.90, 1.10].
-  pub multiplier: f64,
-  /// Reciprocal-rank fusion key that orders results.
-  pub fusion_score: f64,
-  /// 0-based rank within its vault's list.
-  pub vault_rank: u32,
-  /// Raw engine score (BM25 for lexical).
-  pub engine_score: f64,
-  pub heading: Option<String>,
-  pub chunk_id: String,
-  /// 1-based first line of the passage in the page file.
-  pub line_start: u32,
-  pub line_end: u32,
-  /// Why the page matched; includes `verified` when a current human verification raised the
-  /// multiplier.
-  pub match_reasons: Vec<String>,
-  /// Current human verification (OKF `verified` event by a person, not older than
-  /// `generated.at`): +0.02 inside the multiplier's clamp.
-  pub verified: bool,
-  /// Trust warnings: `stale` (now ≥ `stale_after`), `verification_outdated`, `deprecated`; then
-  /// `superseded` (historical: a user resolution or a `supersedes` relation) and
-  /// `cites_superseded` (the page links to a superseded page).
-  /// A warned page is still returned.
-  pub warnings: Vec<String>,
-  /// Frontmatter `stale_after`, as written.
-  pub stale_after: Option<String>,
-}
-
-impl From<&core_retrieve::RecallResult> for RecallResult {
-  fn from(r: &core_retrieve::RecallResult) -> Self {
-    RecallResult {
-      id: r.id.clone(),
-      title: r.title.clone(),
-      page_type: r.page_type.clone(),
-      preview: r.preview.clone(),
-      path: r.path.clone(),
-      vault_label: r.vault_label.clone(),
-      score: r.score,
-      vault_id: r.vault_id.clone(),
-      vault: r.vault.to_string(),
-      role: r.role.as_str().to_string(),
-      status: r.status.clone(),
-      confidence: r.confidence,
-      multiplier: r.multiplier,
-      fusion_score: r.fusion_score,
-      vault_rank: r.vault_rank,
-      engine_score: r.engine_score,
-      heading: r.heading.clone(),
-      chunk_id: r.chunk_id.clone(),
-      line_start: r.line_start,
-      line_end: r.line_end,
-      match_reasons: r.match_reasons.clone(),
-      verified: r.verified,
-      warnings: r.warnings.clone(),
-      stale_after: r.stale_after.clone(),
-    }
-  }
-}
-
-/// `{code, message}`.
-#[napi(object)]
-pub struct RecallDiagnostic {
-  pub code: String,
-  pub message: String,
-}
-
-impl From<core_retrieve::recall::RecallDiagnostic> for RecallDiagnostic {
-  fn from(d: core_retrieve::recall::RecallDiagnostic) -> Self {
-    RecallDiagnostic { code: d.code, message: d.message }
-  }
-}
-
-/// Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome.
-#[napi(object)]
-pub struct RecallResponse {
-  pub results: Vec<RecallResult>,
-  pub diagnostics: Vec<RecallDiagnostic>,
-  /// Every stage and fallback that ran.
-  pub trace: Vec<String>,
-  /// Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
-  /// adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
-  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
-  pub mode: String,
-  /// Mode of each vault that answered (opened its index and ran), in search order.
-  pub vault_modes: Vec<VaultMode>,
-}
-
-/// The mode one vault of a recall ran.
-#[napi(object)]
-pub struct VaultMode {
-  pub vault_id: String,
-  #[napi(ts_type = "'project' | 'personal'")]
-  pub vault: String,
-  /// Mode the vault actually ran, after fallbacks (adaptive runs as hybrid or quality).
-  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
-  pub mode: String,
-  /// The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
-  /// fallback).
-  #[napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'")]
-  pub fallback_from: Option<String>,
-  /// Code of the first diagnostic of the fallback (e.g. `qmd_vectors_missing`), when known.
-  pub reason: Option<String>,
-}
-
-impl From<core_retrieve::RecallResponse> for RecallResponse {
-  fn from(r: core_retrieve::RecallResponse) -> Self {
-    RecallResponse {
-      results: r.results.iter().map(RecallResult::from).collect(),
-      diagnostics: r.diagnostics.into_iter().map(RecallDiagnostic::from).collect(),
-      trace: r.trace,
-      mode: r.mode.as_str().to_string(),
-      vault_modes: r
-        .vault_modes
-        .into_iter()
-        .map(|v| VaultMode {
-          vault_id: v.vault_id,
-          vault: v.vault.to_string(),
-          mode: v.mode.as_str().to_string(),
-          fallback_from: v.fallback_from.map(|m| m.as_str().to_string()),
-          reason: v.reason,
-        })
-        .collect(),
-    }
-  }
 }
 
 /// Versions and limits of the engine.
@@ -751,36 +420,4 @@ pub struct DownloadedModel {
   #[napi(ts_type = "'embed' | 'rerank'")]
   pub kind: String,
   pub dims: u32,
-}
-
-// ── Client compatibility (issue 12): start-up recovery of a store ─────────────────────────
-
-/// One recovery finding (the extension's `KnowledgeDiagnostic` shape).
-#[napi(object)]
-pub struct RecoverDiagnostic {
-  #[napi(ts_type = "'error' | 'warning' | 'info'")]
-  pub severity: String,
-  pub code: String,
-  pub path: String,
-  pub message: String,
-}
-
-/// Result of `recoverIndex`: `ok` is false only when another writer holds the store.
-#[napi(object)]
-pub struct RecoverResult {
-  pub ok: bool,
-  pub diagnostics: Vec<RecoverDiagnostic>,
-}
-
-impl From<llm_wiki_core::store::recover::RecoverResult> for RecoverResult {
-  fn from(r: llm_wiki_core::store::recover::RecoverResult) -> Self {
-    RecoverResult {
-      ok: r.ok,
-      diagnostics: r
-        .diagnostics
-        .into_iter()
-        .map(|d| RecoverDiagnostic { severity: d.severity, code: d.code, path: d.path, message: d.message })
-        .collect(),
-    }
-  }
 }

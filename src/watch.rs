@@ -16,13 +16,12 @@ use napi_derive::napi;
 
 use llm_wiki_core::store::Component;
 use llm_wiki_core::watch::{
-  self as core_watch, WatchCloser, WatchEvent as CoreWatchEvent, WatchHandle, WatchOptions, WatchSink,
-  WatchStatus as CoreWatchStatus,
+  self as core_watch, Backend, WatchCloser, WatchEvent, WatchHandle, WatchOptions, WatchSink, WatchStatus,
 };
 
 use crate::error::Failure;
 use crate::task;
-use crate::types::{DocumentCounts, IndexIssue, VaultPaths};
+use crate::types::VaultPaths;
 
 /// Options of `watchWiki`.
 #[napi(object, object_to_js = false)]
@@ -47,102 +46,6 @@ pub struct WatchWikiOptions {
   pub signal: Option<AbortSignal>,
   /// Set by the JS wrapper when `signal` was already aborted (the watcher never starts).
   pub aborted: Option<bool>,
-}
-
-/// One watcher event.
-#[napi(object)]
-pub struct WatchEvent {
-  /// `started` (watch armed; again with `rearmed` after the vault came back), `indexed` (a batch
-  /// is searchable: `phase: 'lexical'`; its vectors written: `phase: 'vectors'`), `overflow`
-  /// (events were lost: a full scan follows), `error` (a reindex failed: kept and retried),
-  /// `vault_gone` (the wiki directory was deleted, moved or replaced), `closed` (last event).
-  #[napi(ts_type = "'started' | 'indexed' | 'overflow' | 'error' | 'vault_gone' | 'closed'")]
-  pub kind: String,
-  #[napi(ts_type = "'lexical' | 'vectors'")]
-  pub phase: Option<String>,
-  /// Changed paths relative to the wiki directory (at most 100; folders included).
-  pub paths: Vec<String>,
-  /// Number of changed paths in the batch.
-  pub path_count: u32,
-  /// The batch was a whole-vault scan (start-up, overflow, re-arm, very large batch).
-  pub full_scan: bool,
-  /// Reindex time (ms).
-  pub ms: Option<f64>,
-  /// From the batch's first file event to searchable (ms).
-  pub latency_ms: Option<f64>,
-  pub documents: Option<DocumentCounts>,
-  /// Store generation after the reindex.
-  pub generation: Option<f64>,
-  #[napi(ts_type = "'native' | 'poll'")]
-  pub backend: Option<String>,
-  /// Stable code: `watch_overflow`, `watch_error`, `watch_queue_full`, `watch_vault_gone`,
-  /// `watch_polling_fallback`, or the failed reindex's code.
-  pub code: Option<String>,
-  pub message: Option<String>,
-  pub rearmed: bool,
-}
-
-impl From<CoreWatchEvent> for WatchEvent {
-  fn from(e: CoreWatchEvent) -> Self {
-    WatchEvent {
-      kind: e.kind.as_str().to_string(),
-      phase: e.phase.map(str::to_string),
-      paths: e.paths,
-      path_count: e.path_count,
-      full_scan: e.full_scan,
-      ms: e.ms,
-      latency_ms: e.latency_ms,
-      documents: e.documents.map(|d| DocumentCounts {
-        indexed: d.indexed,
-        updated: d.updated,
-        unchanged: d.unchanged,
-        removed: d.removed,
-      }),
-      generation: e.generation.map(|g| g as f64),
-      backend: e.backend.map(|b| b.as_str().to_string()),
-      code: e.code,
-      message: e.message,
-      rearmed: e.rearmed,
-    }
-  }
-}
-
-/// What a watcher is doing.
-#[napi(object)]
-pub struct WatchStatus {
-  #[napi(ts_type = "'watching' | 'indexing' | 'retrying' | 'gone' | 'closed'")]
-  pub state: String,
-  #[napi(ts_type = "'native' | 'poll'")]
-  pub backend: String,
-  /// Changed paths waiting for their reindex.
-  pub pending_paths: u32,
-  /// The next reindex scans the whole vault.
-  pub pending_full_scan: bool,
-  /// Indexed changes whose vectors are not written yet.
-  pub vectors_pending: bool,
-  /// Lexical batches indexed.
-  pub reindexes: f64,
-  /// Overflows seen (each followed by a full scan).
-  pub overflows: f64,
-  pub last_indexed_at: Option<String>,
-  /// The last reindex failure (`qmd_index_busy` while an explicit reindex holds the lock).
-  pub last_error: Option<IndexIssue>,
-}
-
-impl From<CoreWatchStatus> for WatchStatus {
-  fn from(s: CoreWatchStatus) -> Self {
-    WatchStatus {
-      state: s.state.to_string(),
-      backend: s.backend.as_str().to_string(),
-      pending_paths: s.pending_paths,
-      pending_full_scan: s.pending_full_scan,
-      vectors_pending: s.vectors_pending,
-      reindexes: s.reindexes as f64,
-      overflows: s.overflows as f64,
-      last_indexed_at: s.last_indexed_at,
-      last_error: s.last_error.as_ref().map(IndexIssue::from),
-    }
-  }
 }
 
 /// Closes a watcher from an abort signal or an environment teardown, whichever comes, also
@@ -226,15 +129,15 @@ impl WikiWatcher {
   pub fn status(&self) -> WatchStatus {
     let guard = self.handle.lock().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
-      Some(h) => h.status().into(),
+      Some(h) => h.status(),
       None => WatchStatus {
-        state: "closed".into(),
-        backend: "native".into(),
+        state: "closed",
+        backend: Backend::Native,
         pending_paths: 0,
         pending_full_scan: false,
         vectors_pending: false,
-        reindexes: 0.0,
-        overflows: 0.0,
+        reindexes: 0,
+        overflows: 0,
         last_indexed_at: None,
         last_error: None,
       },
@@ -298,7 +201,7 @@ pub fn watch_wiki<'env>(
       if slot.closed.load(Ordering::SeqCst) {
         return Err(Failure { code: "cancelled".into(), message: "operation cancelled".into() });
       }
-      let paths = paths.to_core()?;
+      let paths = paths.resolve()?;
       let components = match components {
         None => vec![Component::Lexical, Component::Vectors],
         Some(c) if c.is_empty() => {
@@ -319,9 +222,9 @@ pub fn watch_wiki<'env>(
         simulate_overflow: test_overflow(),
         ..Default::default()
       };
-      let sink: WatchSink = Arc::new(move |e: CoreWatchEvent| {
+      let sink: WatchSink = Arc::new(move |e: WatchEvent| {
         if let Some(cb) = &on_event {
-          cb.call(WatchEvent::from(e), ThreadsafeFunctionCallMode::NonBlocking);
+          cb.call(e, ThreadsafeFunctionCallMode::NonBlocking);
         }
       });
       let handle = core_watch::watch_wiki(&paths, opts, sink).map_err(Failure::from)?;

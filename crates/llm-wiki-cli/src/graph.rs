@@ -6,12 +6,13 @@ use std::io::Write;
 use llm_wiki_core::error::Result;
 use llm_wiki_core::memory::graph_query::{graph_query, GraphQueryOptions};
 use llm_wiki_core::memory::orientation::wiki_index;
+use llm_wiki_core::retrieve::recall::RecallDiagnostic;
 use llm_wiki_core::vault::VaultPaths;
 
 fn print(
   value: serde_json::Result<String>,
   text: &str,
-  diagnostics: &[(String, String)],
+  diagnostics: &[RecallDiagnostic],
   json: bool,
   out: &mut impl Write,
 ) {
@@ -19,8 +20,8 @@ fn print(
     writeln!(out, "{}", value.unwrap_or_default()).ok();
   } else {
     writeln!(out, "{text}").ok();
-    for (code, message) in diagnostics {
-      eprintln!("{code}: {message}");
+    for d in diagnostics {
+      eprintln!("{}: {}", d.code, d.message);
     }
   }
 }

@@ -48,23 +48,37 @@ pub const ENV_SWITCH: &str = "LLM_WIKI_TOOL_AUDIT";
 /// Vault config key that turns the ledger off for the vault (`false`).
 pub const CONFIG_KEY: &str = "toolAudit";
 
-/// One tool call, as the host reports it.
+/// One tool call of an agent (MCP or Pi), as the host reports it (`recordToolCall`).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_to_js = false, js_name = "ToolCallInput"))]
 #[derive(Debug, Clone, Default)]
 pub struct ToolCall {
-  /// Tool name (`wiki_recall`, …).
+  /// Tool name (`wiki_recall`, …; at most 64 characters are kept); must not be blank.
   pub tool: String,
-  /// The call's arguments (hashed, never stored).
-  pub args: Value,
-  /// The call's query, when it has one (hashed, never stored).
+  /// The call's arguments: hashed (sha256 of their canonical JSON, 16 hex characters), never
+  /// stored. Absent: hashed as `null`.
+  pub args: Option<Value>,
+  /// The call's query, when it has one: stored as the feedback stream's query hash and its
+  /// length, never as text.
   pub query: Option<String>,
   /// Wall time of the call in milliseconds.
   pub duration_ms: f64,
-  /// `ok` or `error`.
+  /// `ok` or `error` (anything else is recorded as `error`).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'ok' | 'error'"))]
   pub outcome: String,
-  /// The error's stable code, when `outcome` is `error`.
+  /// The error's stable code, when the call failed.
   pub code: Option<String>,
-  /// The surface that called (`mcp`, `pi`), when given.
+  /// The calling surface (`mcp`, `pi`).
   pub surface: Option<String>,
+}
+
+impl ToolCall {
+  /// `invalid_argument` for a call without a tool name (the one thing a line cannot do without).
+  pub fn check(&self) -> crate::Result<()> {
+    if self.tool.trim().is_empty() {
+      return Err(crate::Error::invalid("tool must be a non-empty string"));
+    }
+    Ok(())
+  }
 }
 
 /// One line of the ledger.
@@ -96,10 +110,13 @@ pub struct AuditLine {
 }
 
 /// What happened to a call's line.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "ToolAuditOutcome"))]
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditOutcome {
-  /// `recorded`, `disabled` (the off switch), `dropped` (lock busy or I/O error).
+  /// `recorded`, `disabled` (the vault's `toolAudit: false` or `LLM_WIKI_TOOL_AUDIT=off`) or
+  /// `dropped` (the ledger's lock stayed busy 100 ms, or it could not be written).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'recorded' | 'disabled' | 'dropped'"))]
   pub status: String,
   /// Why a line was not written.
   pub diagnostics: Vec<RecallDiagnostic>,
@@ -162,7 +179,7 @@ pub fn line_of(call: &ToolCall, ts: String) -> AuditLine {
     ts,
     tool: short(&call.tool),
     surface: call.surface.as_deref().map(short),
-    args_hash: args_hash(&call.args),
+    args_hash: args_hash(call.args.as_ref().unwrap_or(&Value::Null)),
     query_hash: call.query.as_deref().map(crate::feedback::query_hash),
     query_chars: call.query.as_deref().map(|q| q.chars().count()),
     duration_ms: if call.duration_ms.is_finite() && call.duration_ms > 0.0 {
@@ -254,7 +271,7 @@ mod tests {
   fn call(query: &str) -> ToolCall {
     ToolCall {
       tool: "wiki_recall".into(),
-      args: json!({"query": query, "max_results": 5}),
+      args: Some(json!({"query": query, "max_results": 5})),
       query: Some(query.into()),
       duration_ms: 12.4,
       outcome: "ok".into(),
@@ -271,7 +288,7 @@ mod tests {
     let mut failed = call("x");
     failed.outcome = "failed".into();
     failed.code = Some("feedback_not_shown".into());
-    failed.args = json!({"page_id": "private/salary-2026", "vault_id": "v"});
+    failed.args = Some(json!({"page_id": "private/salary-2026", "vault_id": "v"}));
     record_tool_call(&p, &failed);
     let text = std::fs::read_to_string(audit_path(&p.meta)).unwrap();
     for raw in ["hunter2", "prod-db-7", "rotate", "salary", "private/"] {

@@ -9,6 +9,20 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
+/// A path a caller hands over (an argument of the Node addon, a model directory): it must be
+/// absolute and free of `..`, else `invalid_argument` naming `name`. The engine's one rule for
+/// caller paths.
+pub fn absolute_path(name: &str, value: &str) -> Result<std::path::PathBuf> {
+  let p = std::path::PathBuf::from(value);
+  if value.is_empty() || !p.is_absolute() {
+    return Err(Error::invalid(format!("{name} must be an absolute path, got {value:?}")));
+  }
+  if p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+    return Err(Error::invalid(format!("{name} must not contain '..': {value:?}")));
+  }
+  Ok(p)
+}
+
 /// Write `bytes` to `path` atomically: temp file in the same directory, fsync, rename, fsync dir.
 /// A reader sees either the old or the new content, never a torn file.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {

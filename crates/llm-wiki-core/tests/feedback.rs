@@ -242,7 +242,7 @@ fn deleted_pages_are_ignored() {
 #[test]
 fn session_aware_automatic_recall() {
   let (_t, p) = vault();
-  let auto = |s: &str, budget: Option<usize>| RecallOptions {
+  let auto = |s: &str, budget: Option<u32>| RecallOptions {
     session: Some(SessionRecall { id: s.into(), budget_chars: budget }),
     ..RecallOptions::new(RecallPolicy::automatic(), RetrievalMode::Lexical)
   };
@@ -288,7 +288,7 @@ fn session_aware_automatic_recall() {
   confirm_shown(&p, b, false).unwrap();
   let (_, charged, _) = ledger::stats(b);
   assert!(charged > 0 && charged <= 400);
-  let r2 = recall_wiki(&p, "sourdough starter rye flour", &auto(b, Some(charged))).unwrap();
+  let r2 = recall_wiki(&p, "sourdough starter rye flour", &auto(b, Some(charged as u32))).unwrap();
   assert!(r2.results.is_empty());
   assert_eq!(r2.diagnostics[0].code, "recall_session_budget_spent");
   for x in [s, "fb-session-2", b] {
@@ -389,7 +389,7 @@ fn shown_state_survives_the_process_and_a_damaged_ledger_file_is_a_diagnostic() 
 #[test]
 fn a_restarted_host_keeps_the_sessions_injections_and_budget() {
   let (_t, p) = vault();
-  let auto = |s: &str, budget: Option<usize>| RecallOptions {
+  let auto = |s: &str, budget: Option<u32>| RecallOptions {
     session: Some(SessionRecall { id: s.into(), budget_chars: budget }),
     ..RecallOptions::new(RecallPolicy::automatic(), RetrievalMode::Lexical)
   };
@@ -408,7 +408,7 @@ fn a_restarted_host_keeps_the_sessions_injections_and_budget() {
   assert_eq!(ledger::stats(s).1, charged);
   // A budget the first process spent is spent after the restart.
   ledger::end(s);
-  let r = recall_wiki(&p, "sourdough starter rye flour", &auto(s, Some(charged))).unwrap();
+  let r = recall_wiki(&p, "sourdough starter rye flour", &auto(s, Some(charged as u32))).unwrap();
   assert_eq!(r.diagnostics[0].code, "recall_session_budget_spent");
   ledger::end(s);
 }

@@ -83,7 +83,7 @@ fn the_index_comes_from_the_store_alone() {
   assert!(small.tokens_used <= 40 && small.truncated);
   let huge = wiki_index(&p, Some(1_000_000_000)).unwrap();
   assert_eq!(huge.budget_tokens, 4000);
-  assert_eq!(huge.diagnostics[0].0, "budget_clamped");
+  assert_eq!(huge.diagnostics[0].code, "budget_clamped");
   assert_eq!(wiki_index(&p, Some(0)).unwrap_err().code(), "invalid_argument");
 }
 
@@ -119,7 +119,7 @@ fn neighbours_within_a_token_budget() {
   )
   .unwrap();
   assert_eq!(huge.budget_tokens, 10_000);
-  assert_eq!(huge.diagnostics[0].0, "budget_clamped");
+  assert_eq!(huge.diagnostics[0].code, "budget_clamped");
   let zero = explore::neighbours(
     &p,
     "concepts/cache-ttl",
@@ -147,7 +147,7 @@ fn neighbours_within_a_token_budget() {
     );
   }
   let unknown = explore::neighbours(&p, "concepts/nope", &NeighbourRequest::default()).unwrap();
-  assert_eq!(unknown.diagnostics[0].0, "page_not_found");
+  assert_eq!(unknown.diagnostics[0].code, "page_not_found");
 }
 
 #[test]
@@ -176,17 +176,17 @@ fn graph_query_follows_typed_relations_and_keeps_claims_together() {
     let b = graph_query(&p, "zephyrcache expire", &lexical(Some(budget), None)).unwrap();
     let has = |id: &str| b.pages.iter().any(|x| x.id == id);
     assert_eq!(has("concepts/cache-ttl"), has("concepts/cache-forever"), "budget {budget}: {}", b.text);
-    assert!(b.tokens_used <= budget as usize, "budget {budget}: {} > budget", b.tokens_used);
+    assert!(b.tokens_used as usize <= budget as usize, "budget {budget}: {} > budget", b.tokens_used);
   }
   // Budgets and hops out of range.
   let huge = graph_query(&p, "zephyrcache", &lexical(Some(1_000_000_000), Some(99))).unwrap();
   assert_eq!((huge.budget_tokens, huge.hops), (10_000, 4));
-  let codes: Vec<&str> = huge.diagnostics.iter().map(|d| d.0.as_str()).collect();
+  let codes: Vec<&str> = huge.diagnostics.iter().map(|d| d.code.as_str()).collect();
   assert!(codes.contains(&"budget_clamped") && codes.contains(&"hops_clamped"), "{codes:?}");
   assert_eq!(graph_query(&p, "zephyrcache", &lexical(Some(0), None)).unwrap_err().code(), "invalid_argument");
   let none = graph_query(&p, "nothing matches xylophone", &lexical(None, None)).unwrap();
   assert!(none.pages.is_empty());
-  assert_eq!(none.diagnostics[0].0, "graph_no_seeds");
+  assert_eq!(none.diagnostics[0].code, "graph_no_seeds");
   assert!(graph_query(&p, "   ", &lexical(None, None)).is_err());
 }
 
@@ -198,10 +198,10 @@ fn paths_prefer_typed_relations_and_reject_bad_ids() {
   assert_eq!(ids, ["concepts/a", "concepts/q", "concepts/z"]);
   let same = explore::link_path(&p, "concepts/a", "concepts/a", 4).unwrap();
   assert!(same.found && same.hops.is_empty());
-  assert_eq!(same.diagnostics[0].0, "path_same_page");
+  assert_eq!(same.diagnostics[0].code, "path_same_page");
   let unknown = explore::link_path(&p, "concepts/a", "concepts/nope", 4).unwrap();
   assert!(!unknown.found);
-  assert_eq!(unknown.diagnostics[0].0, "page_not_found");
+  assert_eq!(unknown.diagnostics[0].code, "page_not_found");
   assert_eq!(explore::link_path(&p, "../x", "concepts/a", 4).unwrap_err().code(), "invalid_argument");
   assert_eq!(explore::link_path(&p, "concepts/a", "/tmp/x.md", 4).unwrap_err().code(), "invalid_argument");
   let other = "11111111-2222-4333-8444-555555555555:concepts/a";

@@ -22,6 +22,7 @@ use crate::vault::config::{read_config, vault_id_of};
 use crate::vault::VaultPaths;
 
 /// What happened to a feedback request.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct FeedbackOutcome {

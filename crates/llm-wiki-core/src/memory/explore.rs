@@ -13,6 +13,7 @@ use super::links::LinkKind;
 use crate::error::{Error, Result};
 use crate::retrieve::engine::{open_snapshot, Unavailable};
 use crate::store::manifest::Manifest;
+use crate::util::diagnostic::RecallDiagnostic;
 use crate::vault::VaultPaths;
 
 /// Deepest zoom-out allowed.
@@ -48,6 +49,7 @@ impl Direction {
 }
 
 /// A page reached by a traversal.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GraphPage {
@@ -57,8 +59,10 @@ pub struct GraphPage {
   pub title: String,
   /// Frontmatter `type`.
   #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
   pub page_type: String,
   /// `canonical` or `evidence`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'canonical' | 'evidence'"))]
   pub role: String,
   /// Frontmatter `status`.
   pub status: Option<String>,
@@ -71,6 +75,7 @@ pub struct GraphPage {
 }
 
 /// A labelled edge.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GraphEdge {
@@ -79,13 +84,27 @@ pub struct GraphEdge {
   /// Linked page.
   pub to: String,
   /// `markdown` or `wiki`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'markdown' | 'wiki'"))]
   pub kind: LinkKind,
   /// Anchors of the body links.
   pub anchors: Vec<String>,
   /// Line of the first body link in `from`.
   pub line: u32,
-  /// Typed relations carried by the edge (`type`, `scope`).
-  pub relations: Vec<super::relations::TypedRelation>,
+  /// Typed relations carried by the edge (their target is `to`).
+  pub relations: Vec<EdgeRelation>,
+}
+
+/// A typed relation carried by a link edge.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EdgeRelation {
+  /// Relation type as written (lowercase).
+  #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
+  pub relation_type: String,
+  /// Scope of an `applies_under` relation.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub scope: Option<String>,
 }
 
 impl From<&Edge> for GraphEdge {
@@ -96,12 +115,17 @@ impl From<&Edge> for GraphEdge {
       kind: e.kind,
       anchors: e.anchors.clone(),
       line: e.line,
-      relations: e.relations.clone(),
+      relations: e
+        .relations
+        .iter()
+        .map(|r| EdgeRelation { relation_type: r.relation_type.clone(), scope: r.scope.clone() })
+        .collect(),
     }
   }
 }
 
-/// Result of [`neighbours`].
+/// Result of `neighbours` ([`neighbours`]).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Neighbourhood {
@@ -122,14 +146,15 @@ pub struct Neighbourhood {
   /// The page, its content and its edges rendered for an agent (within the token budget).
   pub text: String,
   /// Estimated tokens of `text`.
-  pub tokens_used: usize,
+  pub tokens_used: u32,
   /// The token budget applied.
-  pub budget_tokens: usize,
+  pub budget_tokens: u32,
   /// `{code, message}` pairs.
-  pub diagnostics: Vec<(String, String)>,
+  pub diagnostics: Vec<RecallDiagnostic>,
 }
 
-/// Result of [`link_path`].
+/// Result of `linkPath` ([`link_path`]).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LinkPath {
@@ -140,10 +165,11 @@ pub struct LinkPath {
   /// The edges, in path order; `reversed` when the path walks a link backwards.
   pub hops: Vec<PathHop>,
   /// `{code, message}` pairs.
-  pub diagnostics: Vec<(String, String)>,
+  pub diagnostics: Vec<RecallDiagnostic>,
 }
 
 /// One step of a path.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PathHop {
@@ -253,9 +279,12 @@ pub fn neighbours_in(
   limits: NeighbourLimits,
 ) -> Neighbourhood {
   let NeighbourLimits { depth, direction, max_bytes, budget_tokens } = limits;
-  let mut out = Neighbourhood { budget_tokens, ..Default::default() };
+  let mut out =
+    Neighbourhood { budget_tokens: super::graph_input::reported(budget_tokens), ..Default::default() };
   let Some(start) = find_id(manifest, page_id) else {
-    out.diagnostics.push(("page_not_found".into(), format!("no indexed page '{page_id}' in this vault")));
+    out
+      .diagnostics
+      .push(RecallDiagnostic::new("page_not_found", format!("no indexed page '{page_id}' in this vault")));
     return out;
   };
   let depth = depth.clamp(1, MAX_DEPTH);
@@ -353,7 +382,7 @@ pub fn neighbours_in(
     // A budget smaller than the heading line: the heading cut.
     out.text = super::graph_input::cut_at_sentence(&out.text, budget_tokens).0.to_string();
   }
-  out.tokens_used = super::graph_input::tokens(&out.text);
+  out.tokens_used = super::graph_input::reported(super::graph_input::tokens(&out.text));
   out
 }
 
@@ -399,9 +428,10 @@ pub fn link_path_in(
   let (Some(a), Some(b)) = (find_id(manifest, from), find_id(manifest, to)) else {
     for (x, name) in [(from, "from"), (to, "to")] {
       if find_id(manifest, x).is_none() {
-        out
-          .diagnostics
-          .push(("page_not_found".into(), format!("{name}: no indexed page '{x}' in this vault")));
+        out.diagnostics.push(RecallDiagnostic::new(
+          "page_not_found",
+          format!("{name}: no indexed page '{x}' in this vault"),
+        ));
       }
     }
     return out;
@@ -409,7 +439,9 @@ pub fn link_path_in(
   if a == b {
     out.found = true;
     out.pages.push(page_of(manifest, graph, paths, a, 0));
-    out.diagnostics.push(("path_same_page".into(), format!("'{a}' is both ends: a path of no hops")));
+    out
+      .diagnostics
+      .push(RecallDiagnostic::new("path_same_page", format!("'{a}' is both ends: a path of no hops")));
     return out;
   }
   let max_hops = max_hops.clamp(1, MAX_HOPS);
@@ -431,9 +463,10 @@ pub fn link_path_in(
           continue;
         }
         if prev.len() + layer.len() >= MAX_VISITED {
-          out
-            .diagnostics
-            .push(("path_search_bounded".into(), format!("stopped after visiting {MAX_VISITED} pages")));
+          out.diagnostics.push(RecallDiagnostic::new(
+            "path_search_bounded",
+            format!("stopped after visiting {MAX_VISITED} pages"),
+          ));
           return out;
         }
         let score = base + u32::from(is_typed);
@@ -457,7 +490,9 @@ pub fn link_path_in(
     frontier = next;
   }
   if !prev.contains_key(b) {
-    out.diagnostics.push(("path_not_found".into(), format!("no link path of at most {max_hops} hops")));
+    out
+      .diagnostics
+      .push(RecallDiagnostic::new("path_not_found", format!("no link path of at most {max_hops} hops")));
     return out;
   }
   let mut at = b;
@@ -479,10 +514,10 @@ pub fn link_path_in(
 
 pub(crate) fn snapshot_or(
   paths: &VaultPaths,
-) -> std::result::Result<crate::retrieve::engine::Snapshot, (String, String)> {
+) -> std::result::Result<crate::retrieve::engine::Snapshot, RecallDiagnostic> {
   open_snapshot(paths).map_err(|u| match u {
-    Unavailable::NotReady(nr) => (nr.code.to_string(), nr.message),
-    Unavailable::Failed(e) => ("qmd_index_error".to_string(), format!("index cannot open: {e}")),
+    Unavailable::NotReady(nr) => RecallDiagnostic::new(nr.code, nr.message),
+    Unavailable::Failed(e) => RecallDiagnostic::new("qmd_index_error", format!("index cannot open: {e}")),
   })
 }
 
@@ -536,15 +571,21 @@ pub fn neighbours(paths: &VaultPaths, page_id: &str, req: &NeighbourRequest) -> 
     }
     Err(d) => {
       checked_id(paths, None, page_id)?;
-      Neighbourhood { diagnostics: vec![d], budget_tokens: b.tokens, ..Default::default() }
+      Neighbourhood {
+        diagnostics: vec![d],
+        budget_tokens: super::graph_input::reported(b.tokens),
+        ..Default::default()
+      }
     }
   };
   if let Some(d) = b.diagnostic("budgetTokens", MAX_NEIGHBOUR_TOKENS) {
     n.diagnostics.insert(0, d);
   }
   if req.depth.is_some_and(|d| d > MAX_DEPTH) {
-    n.diagnostics
-      .insert(0, ("depth_clamped".into(), format!("depth is capped at {MAX_DEPTH}; {MAX_DEPTH} used")));
+    n.diagnostics.insert(
+      0,
+      RecallDiagnostic::new("depth_clamped", format!("depth is capped at {MAX_DEPTH}; {MAX_DEPTH} used")),
+    );
   }
   Ok(n)
 }
@@ -603,7 +644,7 @@ mod tests {
     assert_eq!(n.inbound.len(), 1);
     assert_eq!(n.inbound[0].relations[0].relation_type, "supports");
     assert!(n.text.contains("- a —supports→ b"), "{}", n.text);
-    assert!(n.tokens_used <= DEFAULT_NEIGHBOUR_TOKENS);
+    assert!(n.tokens_used as usize <= DEFAULT_NEIGHBOUR_TOKENS);
     let n2 = neighbours_in(&m, &g, &paths, "b", lim(2, Direction::Outbound, DEFAULT_MAX_BYTES));
     let ids: Vec<_> = n2.pages.iter().map(|p| p.id.as_str()).collect();
     assert_eq!(ids, vec!["c", "a", "d"]);
@@ -620,7 +661,7 @@ mod tests {
     );
     assert!(few.truncated && few.tokens_used <= 30, "{} {}", few.tokens_used, few.text);
     let missing = neighbours_in(&m, &g, &paths, "nope", lim(1, Direction::Both, 100));
-    assert_eq!(missing.diagnostics[0].0, "page_not_found");
+    assert_eq!(missing.diagnostics[0].code, "page_not_found");
   }
 
   /// Typed relations and current canonical pages come first, whatever the link order.
@@ -657,10 +698,10 @@ mod tests {
     assert!(back.hops.iter().all(|h| h.reversed || h.edge.from == "x" || h.edge.to == "x"));
     assert!(!link_path_in(&m, &g, &paths, "a", "d", 2).found);
     let none = link_path_in(&m, &g, &paths, "a", "island", 8);
-    assert_eq!(none.diagnostics[0].0, "path_not_found");
+    assert_eq!(none.diagnostics[0].code, "path_not_found");
     let same = link_path_in(&m, &g, &paths, "a", "a", 3);
     assert!(same.found && same.hops.is_empty());
-    assert_eq!(same.diagnostics[0].0, "path_same_page");
+    assert_eq!(same.diagnostics[0].code, "path_same_page");
   }
 
   /// Of two paths of equal length the one over typed relations wins, whichever link comes first.

@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::store::manifest::Manifest;
+use crate::util::diagnostic::RecallDiagnostic;
 
 /// A budget request resolved to the value used, with the diagnostic a clamp produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,11 +31,16 @@ pub fn budget(name: &str, requested: Option<u64>, default: usize, max: usize) ->
 
 impl Budget {
   /// The `budget_clamped` diagnostic, when the request was lowered.
-  pub fn diagnostic(&self, name: &str, max: usize) -> Option<(String, String)> {
-    self
-      .clamped
-      .then(|| ("budget_clamped".to_string(), format!("{name} is capped at {max} tokens; {max} used")))
+  pub fn diagnostic(&self, name: &str, max: usize) -> Option<RecallDiagnostic> {
+    self.clamped.then(|| {
+      RecallDiagnostic::new("budget_clamped", format!("{name} is capped at {max} tokens; {max} used"))
+    })
   }
+}
+
+/// A token count as the graph tools report it (their budgets are at most 10,000 tokens).
+pub(crate) fn reported(n: usize) -> u32 {
+  u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Estimated tokens of `text` (the engine's WordPiece estimate, [`crate::chunk::estimate_tokens`]).

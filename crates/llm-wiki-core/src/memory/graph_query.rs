@@ -21,6 +21,7 @@ use crate::retrieve::recall::{recall_wiki, RecallOptions, RecallPolicy};
 use crate::retrieve::RetrievalMode;
 use crate::store::manifest::Manifest;
 use crate::store::CancelFlag;
+use crate::util::diagnostic::RecallDiagnostic;
 use crate::vault::{Role, VaultPaths};
 
 /// Default token budget (seed 004: "token-budgeted traversal, default 2,000").
@@ -73,6 +74,7 @@ pub struct GraphQueryOptions {
 }
 
 /// A page of the answer.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "GraphQueryPage"))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryPage {
@@ -82,6 +84,7 @@ pub struct QueryPage {
   pub title: String,
   /// Frontmatter `type`.
   #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
   pub page_type: String,
   /// True for a canonical page.
   pub canonical: bool,
@@ -93,6 +96,7 @@ pub struct QueryPage {
   pub superseded_by: Vec<String>,
   /// `seed`, `relation` (a typed relation admitted it), `link` (a plain link) or `competing`
   /// (kept with its competing claim).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'seed' | 'relation' | 'link' | 'competing'"))]
   pub why: String,
   /// The page it was reached from (absent for a seed).
   pub via: Option<String>,
@@ -107,6 +111,7 @@ pub struct QueryPage {
 }
 
 /// An edge between two admitted pages.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "GraphQueryEdge"))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryEdge {
@@ -120,7 +125,8 @@ pub struct QueryEdge {
   pub resolution: Option<String>,
 }
 
-/// Result of [`graph_query`].
+/// Result of `graphQuery` ([`graph_query`]).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GraphQueryResult {
@@ -133,15 +139,15 @@ pub struct GraphQueryResult {
   /// True when the budget or a work bound left reachable pages out.
   pub truncated: bool,
   /// Estimated tokens of `text` (never above `budgetTokens`).
-  pub tokens_used: usize,
+  pub tokens_used: u32,
   /// The budget applied.
-  pub budget_tokens: usize,
+  pub budget_tokens: u32,
   /// The hops applied.
   pub hops: u32,
   /// Pages and edges rendered for an agent.
   pub text: String,
   /// `{code, message}` pairs.
-  pub diagnostics: Vec<(String, String)>,
+  pub diagnostics: Vec<RecallDiagnostic>,
 }
 
 /// A seed: page id and its recall preview.
@@ -417,9 +423,9 @@ pub fn graph_query_in(
     w.admit(p);
   }
   if w.pages.is_empty() {
-    diagnostics.push((
-      "graph_no_seeds".to_string(),
-      "recall found no page for the query; nothing to traverse".to_string(),
+    diagnostics.push(RecallDiagnostic::new(
+      "graph_no_seeds",
+      "recall found no page for the query; nothing to traverse",
     ));
   }
   // Best first: (cost, class, historical, evidence, depth, sequence) → (from, to, types).
@@ -479,19 +485,19 @@ pub fn graph_query_in(
   }
   if bounded {
     w.truncated = true;
-    diagnostics.push((
-      "graph_search_bounded".into(),
+    diagnostics.push(RecallDiagnostic::new(
+      "graph_search_bounded",
       format!("more than {MAX_CANDIDATES} candidate edges; the rest were not considered"),
     ));
   }
   let text = render(header, &w.lines, &w.edges, budget_tokens);
   GraphQueryResult {
     query: query.to_string(),
-    tokens_used: tokens(&text),
+    tokens_used: super::graph_input::reported(tokens(&text)),
     pages: w.pages,
     edges: w.edges,
     truncated: w.truncated,
-    budget_tokens,
+    budget_tokens: super::graph_input::reported(budget_tokens),
     hops,
     text,
     diagnostics,
@@ -504,13 +510,15 @@ pub fn graph_query_in(
 /// or too long query is the recall's typed error; an unavailable index is a diagnostic.
 pub fn graph_query(paths: &VaultPaths, query: &str, opts: &GraphQueryOptions) -> Result<GraphQueryResult> {
   let b = budget("budgetTokens", opts.budget_tokens, DEFAULT_GRAPH_TOKENS, MAX_GRAPH_TOKENS)?;
-  let mut diagnostics: Vec<(String, String)> =
+  let mut diagnostics: Vec<RecallDiagnostic> =
     b.diagnostic("budgetTokens", MAX_GRAPH_TOKENS).into_iter().collect();
   let requested_hops = opts.hops.unwrap_or(DEFAULT_HOPS);
   let hops = requested_hops.min(MAX_GRAPH_HOPS);
   if requested_hops > MAX_GRAPH_HOPS {
-    diagnostics
-      .push(("hops_clamped".into(), format!("hops is capped at {MAX_GRAPH_HOPS}; {MAX_GRAPH_HOPS} used")));
+    diagnostics.push(RecallDiagnostic::new(
+      "hops_clamped",
+      format!("hops is capped at {MAX_GRAPH_HOPS}; {MAX_GRAPH_HOPS} used"),
+    ));
   }
   let seeds = match opts.seeds {
     None => DEFAULT_SEEDS,
@@ -540,14 +548,14 @@ pub fn graph_query(paths: &VaultPaths, query: &str, opts: &GraphQueryOptions) ->
     }
     Err(d) => GraphQueryResult {
       query: query.to_string(),
-      budget_tokens: b.tokens,
+      budget_tokens: super::graph_input::reported(b.tokens),
       hops,
       diagnostics: vec![d],
       ..Default::default()
     },
   };
   diagnostics.append(&mut out.diagnostics);
-  diagnostics.extend(r.diagnostics.iter().map(|d| (d.code.clone(), d.message.clone())));
+  diagnostics.extend(r.diagnostics.iter().cloned());
   out.diagnostics = diagnostics;
   Ok(out)
 }
@@ -591,7 +599,7 @@ mod tests {
     assert!(old.historical && old.superseded_by == ["t".to_string()] && old.depth == 2);
     assert!(r.edges.iter().any(|e| e.from == "c" && e.to == "t" && e.relations == ["contradicts"]));
     assert!(!r.edges.iter().any(|e| e.from == e.to), "no self edge");
-    assert!(r.tokens_used <= DEFAULT_GRAPH_TOKENS && !r.truncated);
+    assert!(r.tokens_used as usize <= DEFAULT_GRAPH_TOKENS && !r.truncated);
     // Seeds only.
     let h0 = graph_query_in(&m, &g, "q", &seeds(&["s"]), DEFAULT_GRAPH_TOKENS, 0);
     assert_eq!(h0.pages.len(), 1);
@@ -603,11 +611,11 @@ mod tests {
     let g = LinkGraph::build(&m);
     for budget in 1..120 {
       let r = graph_query_in(&m, &g, "q", &seeds(&["t", "s"]), budget, 4);
-      assert!(r.tokens_used <= budget, "{budget}: {} {}", r.tokens_used, r.text);
+      assert!(r.tokens_used as usize <= budget, "{budget}: {} {}", r.tokens_used, r.text);
       let has = |id: &str| r.pages.iter().any(|p| p.id == id);
       assert!(has("t") == has("c") && has("c") == has("c2"), "{budget}: {:?}", r.pages);
     }
     let none = graph_query_in(&m, &g, "q", &seeds(&["missing"]), 100, 2);
-    assert_eq!(none.diagnostics[0].0, "graph_no_seeds");
+    assert_eq!(none.diagnostics[0].code, "graph_no_seeds");
   }
 }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub const MAX_LINKS_PER_PAGE: usize = 1_000;
 
 /// How a link was written.
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "lowercase", skip_typescript))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkKind {

@@ -16,6 +16,7 @@ use super::resolve::ResolutionSet;
 use crate::error::Result;
 use crate::retrieve::engine::{open_snapshot, Unavailable};
 use crate::store::manifest::Manifest;
+use crate::util::diagnostic::RecallDiagnostic;
 use crate::vault::{Role, VaultPaths};
 
 /// Default budget of the rendered index (seed 004: "≈500 tokens").
@@ -106,7 +107,7 @@ pub struct WikiIndex {
   /// True when `text` leaves out list entries the structured fields hold.
   pub truncated: bool,
   /// `{code, message}` pairs (`budget_clamped`, an unavailable index).
-  pub diagnostics: Vec<(String, String)>,
+  pub diagnostics: Vec<RecallDiagnostic>,
 }
 
 fn top(counts: HashMap<String, usize>) -> Vec<Count> {
@@ -335,8 +336,8 @@ pub fn wiki_index(paths: &VaultPaths, max_tokens: Option<u64>) -> Result<WikiInd
     Ok(s) => s,
     Err(u) => {
       let d = match u {
-        Unavailable::NotReady(nr) => (nr.code.to_string(), nr.message),
-        Unavailable::Failed(e) => ("qmd_index_error".to_string(), format!("index cannot open: {e}")),
+        Unavailable::NotReady(nr) => RecallDiagnostic::new(nr.code, nr.message),
+        Unavailable::Failed(e) => RecallDiagnostic::new("qmd_index_error", format!("index cannot open: {e}")),
       };
       return Ok(WikiIndex {
         budget_tokens: b.tokens,

@@ -35,6 +35,7 @@ pub struct MemoryOptions {
 }
 
 /// Result of `recallMemory`.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryResponse {
@@ -47,6 +48,7 @@ pub struct MemoryResponse {
   /// What ran.
   pub trace: Vec<String>,
   /// Mode used after fallbacks.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'"))]
   pub mode: RetrievalMode,
 }
 
@@ -143,7 +145,7 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
   let mut budget_chars = opts.budget_chars;
   if let (Some(s), Some(cs)) = (session_automatic, candidate_opts.session.as_mut()) {
     if let Some(b) = s.budget_chars {
-      let left = ledger::remaining_budget(&s.id, b);
+      let left = ledger::remaining_budget(&s.id, b as usize);
       budget_chars = budget_chars.min(left);
       if left > 0 {
         cs.budget_chars = None;

@@ -47,6 +47,7 @@ pub const PRF_WEIGHT: f32 = 0.5;
 pub const ROCCHIO_WEIGHT: f32 = 0.5;
 
 /// Retrieval modes of the design.
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "lowercase", skip_typescript))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RetrievalMode {

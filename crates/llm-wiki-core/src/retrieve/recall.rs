@@ -124,12 +124,23 @@ pub struct RecallOptions {
 /// (no personal vault) also: prompts that are not recall-shaped skip recall
 /// ([`crate::feedback::shape`]), a page already injected in the session is not injected again
 /// unless its content changed, and `budget_chars` is shared by the session's injections.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_to_js = false, js_name = "RecallSession"))]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRecall {
-  /// Host session id.
+  /// Host session id (any non-empty string, stable for the session).
   pub id: String,
-  /// Characters all automatic injections of the session may take together (none: no cap).
-  pub budget_chars: Option<usize>,
+  /// Characters all automatic injections of the session may take together (default: no cap).
+  pub budget_chars: Option<u32>,
+}
+
+impl SessionRecall {
+  /// `invalid_argument` for a blank session id.
+  pub fn check(&self) -> Result<()> {
+    if self.id.trim().is_empty() {
+      return Err(Error::invalid("session.id must be a non-empty string"));
+    }
+    Ok(())
+  }
 }
 
 /// Default cross-encoder time budget.
@@ -153,6 +164,7 @@ impl RecallOptions {
 }
 
 /// One recalled page (the extension's `RecallResult` plus provenance).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallResult {
@@ -162,12 +174,13 @@ pub struct RecallResult {
   pub title: String,
   /// Frontmatter `type`.
   #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
   pub page_type: String,
   /// Best chunk `#<heading> — <≤180 chars>` (or its text when it has no heading).
   pub preview: String,
   /// Absolute path of the page file.
   pub path: String,
-  /// Label of the vault when several were searched (`[personal]`).
+  /// `"📓 personal"` (`PERSONAL_LABEL`) for personal-vault hits.
   #[serde(skip_serializing_if = "Option::is_none")]
   pub vault_label: Option<String>,
   /// Final bounded score: confidence × multiplier, in [0, 1]; the floors act on it.
@@ -175,14 +188,17 @@ pub struct RecallResult {
   /// Id of the vault the page is in.
   pub vault_id: String,
   /// `project` or `personal`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'project' | 'personal'"))]
   pub vault: &'static str,
   /// Canonical or evidence page.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'canonical' | 'evidence'"))]
   pub role: Role,
   /// Frontmatter `status`, if any.
   pub status: Option<String>,
   /// Absolute confidence in [0, 1] before the multiplier.
   pub confidence: f64,
-  /// Bounded multiplier applied in fusion (role, status, vault).
+  /// Bounded multiplier applied in fusion (role, status, vault, verification), within
+  /// `retrieve::confidence`'s clamp.
   pub multiplier: f64,
   /// Reciprocal-rank fusion key used for ordering.
   pub fusion_score: f64,
@@ -201,7 +217,8 @@ pub struct RecallResult {
   /// Why the page matched (exact title, terms, vector, ...); `verified` when a current human
   /// verification raised the multiplier.
   pub match_reasons: Vec<String>,
-  /// Current human verification (see [`super::trust`]).
+  /// Current human verification (an OKF `verified` event by a person, not older than
+  /// `generated.at`): +0.02 inside the multiplier's clamp.
   pub verified: bool,
   /// Trust warnings: `stale` (past `stale_after`), `verification_outdated`, `deprecated`; then
   /// `superseded` (a user resolution or a `supersedes` relation made the page historical) and
@@ -218,17 +235,22 @@ pub struct RecallResult {
 pub use crate::util::diagnostic::RecallDiagnostic;
 
 /// The mode one vault answered with.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VaultMode {
   /// Id of the vault.
   pub vault_id: String,
   /// `project` or `personal`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'project' | 'personal'"))]
   pub vault: &'static str,
   /// Mode the vault actually ran (after fallbacks).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'"))]
   pub mode: RetrievalMode,
-  /// The mode requested, when a fallback replaced it (see [`is_fallback`]).
+  /// The requested mode, when the vault fell back from it (adaptive staying hybrid is not a
+  /// fallback).
   #[serde(skip_serializing_if = "Option::is_none")]
+  #[cfg_attr(feature = "napi", napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'"))]
   pub fallback_from: Option<RetrievalMode>,
   /// Code of the first diagnostic of the fallback (`qmd_vectors_missing`, ...), if any.
   #[serde(skip_serializing_if = "Option::is_none")]
@@ -262,7 +284,8 @@ pub fn overall_mode(requested: RetrievalMode, vaults: &[VaultMode]) -> Retrieval
   vaults.iter().map(|v| v.mode).min_by_key(|m| mode_level(*m)).unwrap_or(requested)
 }
 
-/// Result of `recallWiki`.
+/// Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallResponse {
@@ -270,9 +293,11 @@ pub struct RecallResponse {
   pub results: Vec<RecallResult>,
   /// Fallbacks and failures, per vault.
   pub diagnostics: Vec<RecallDiagnostic>,
-  /// What ran and why (for `--explain`).
+  /// Every stage and fallback that ran (the CLI's `--explain`).
   pub trace: Vec<String>,
-  /// Overall mode: see [`overall_mode`].
+  /// Overall mode: the least capable mode any answering vault ran (lexical < hybrid <
+  /// adaptive < quality); the requested mode when no vault answered. Per vault: `vaultModes`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'lexical' | 'hybrid' | 'adaptive' | 'quality'"))]
   pub mode: RetrievalMode,
   /// Mode of each vault that answered (opened its index and ran), in search order.
   pub vault_modes: Vec<VaultMode>,
@@ -349,7 +374,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       .map(|r| (r.code(), "the prompt is not recall-shaped".to_string()))
       .or_else(|| {
         s.budget_chars
-          .filter(|b| ledger::remaining_budget(&s.id, *b) == 0)
+          .filter(|b| ledger::remaining_budget(&s.id, *b as usize) == 0)
           .map(|b| ("recall_session_budget_spent", format!("the session's {b}-character budget is spent")))
       });
     if let Some((code, message)) = skip {
@@ -522,7 +547,8 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   let mut decisions: Vec<Option<Option<std::sync::Arc<crate::memory::resolve::Decisions>>>> =
     vec![None; outcomes.len()];
   let mut offered = Vec::new();
-  let mut budget_left = session_auto.and_then(|s| s.budget_chars.map(|b| ledger::remaining_budget(&s.id, b)));
+  let mut budget_left =
+    session_auto.and_then(|s| s.budget_chars.map(|b| ledger::remaining_budget(&s.id, b as usize)));
   for f in fused.into_iter().take(opts.policy.max_results) {
     let (vi, hi) = f.item.payload;
     let o = &outcomes[vi];

@@ -50,6 +50,7 @@ pub struct ReindexOptions {
 }
 
 /// Page counts of a reindex (the extension's mirror counts).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct DocumentCounts {
   /// New pages.
@@ -63,6 +64,7 @@ pub struct DocumentCounts {
 }
 
 /// Chunk documents written and deleted.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ChunkCounts {
   /// Chunks in the index after the run.
@@ -74,6 +76,7 @@ pub struct ChunkCounts {
 }
 
 /// Vector work of a reindex.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct VectorCounts {
   /// Chunks embedded by this run.

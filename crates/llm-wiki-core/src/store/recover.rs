@@ -13,9 +13,11 @@ use crate::fsutil::JsonFile;
 use crate::vault::VaultPaths;
 
 /// One recovery finding: `{severity, code, path, message}` (the extension's diagnostic shape).
+#[cfg_attr(feature = "napi", napi_derive::napi(object))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecoverDiagnostic {
   /// `error`, `warning` or `info`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'error' | 'warning' | 'info'"))]
   pub severity: String,
   /// Stable code.
   pub code: String,
@@ -36,7 +38,9 @@ impl RecoverDiagnostic {
   }
 }
 
-/// Outcome of [`recover_index`]: `ok` is false only when the store is busy (nothing was done).
+/// Outcome of `recoverIndex` ([`recover_index`]): `ok` is false only when the store is busy
+/// (nothing was done).
+#[cfg_attr(feature = "napi", napi_derive::napi(object))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecoverResult {
   /// False when another writer holds the store.

@@ -51,12 +51,15 @@ impl IndexState {
 }
 
 /// Model identities: resolved now (not the indexed ones).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StatusModels {
-  /// Embedding model the vault uses ("" when none): its per-vault choice
-  /// ([`crate::models::choice`]), or the one model set for every vault.
+  /// Embedding model id the vault uses ("" when no dense engine is configured): chosen per
+  /// vault from its pages' language, its `retrieval.embedModel` override, or the engine's
+  /// `embedModel` ([`crate::models::choice`]).
   pub embed: String,
-  /// Why that model (language sample, vault override, engine setting, or a fallback).
+  /// Why that model (e.g. "140 of 180 identified pages (78%) of a 200-page sample are not
+  /// English"; a vault override, the engine setting, or a fallback).
   pub embed_reason: String,
   /// No generative model is used; always "" (kept for the extension's shape).
   pub generate: String,
@@ -65,6 +68,7 @@ pub struct StatusModels {
 }
 
 /// Pages that differ from the indexed manifest (by path, size and mtime).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PendingPages {
   /// Pages on disk not yet indexed.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// A structured warning or error of an index operation: `{code, message, path?}`.
+#[cfg_attr(feature = "napi", napi_derive::napi(object))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexIssue {
   /// Stable code.

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 /// `{code, message}` diagnostic of a recall.
+#[cfg_attr(feature = "napi", napi_derive::napi(object))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecallDiagnostic {
   /// Stable code.

@@ -14,6 +14,7 @@ pub const CANONICAL_TYPES: &[&str] =
   &["concept", "entity", "analysis", "synthesis", "requirement", "skill", "case"];
 
 /// Retrieval role of a page: a reviewed card or supporting evidence.
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "lowercase", skip_typescript))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {

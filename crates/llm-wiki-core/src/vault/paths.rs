@@ -44,6 +44,100 @@ pub struct VaultPaths {
   pub qmd_swap: PathBuf,
 }
 
+/// The paths of one vault as a caller gives them (the Node addon's `VaultPaths`, absolute
+/// paths). Only `root` is required; missing fields are derived from it (the new `.llm-wiki/`
+/// layout, or the legacy `.wiki` or a plain folder when detected: [`VaultPaths::for_root`]).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, js_name = "VaultPaths"))]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VaultPathsSpec {
+  /// Vault root (contains `.llm-wiki/`).
+  pub root: String,
+  /// `<root>/.llm-wiki` (or `<root>/.wiki` in the legacy layout); holds `config.json`.
+  pub dot_wiki: Option<String>,
+  /// Immutable source material.
+  pub raw: Option<String>,
+  /// `<raw>/sources`.
+  pub raw_sources: Option<String>,
+  /// `<raw>/trajectories`.
+  pub raw_trajectories: Option<String>,
+  /// Authoritative Markdown pages.
+  pub wiki: Option<String>,
+  /// Generated state; the index store follows it (`<meta>/qmd`) unless `qmd` is given.
+  pub meta: Option<String>,
+  /// Generated outputs.
+  pub outputs: Option<String>,
+  /// `.discoveries`.
+  pub discoveries: Option<String>,
+  /// The index store directory (`<meta>/qmd` by default), where the extension looks for it.
+  pub qmd: Option<String>,
+  /// `<qmd>/current`.
+  pub qmd_current: Option<String>,
+  /// `<qmd>/documents`.
+  pub qmd_documents: Option<String>,
+  /// `<qmd>/manifest.json`.
+  pub qmd_manifest: Option<String>,
+  /// `<qmd>/swap.json`.
+  pub qmd_swap: Option<String>,
+}
+
+impl VaultPathsSpec {
+  /// The vault's paths: every path checked ([`crate::fsutil::absolute_path`]; `invalid_argument`
+  /// names the field, e.g. `paths.rawSources`), the missing ones derived from `root`; a given
+  /// `meta` or `qmd` moves the store's files with it.
+  pub fn resolve(&self) -> crate::Result<VaultPaths> {
+    use crate::fsutil::absolute_path;
+    let mut p = VaultPaths::for_root(absolute_path("paths.root", &self.root)?);
+    let set = |slot: &mut PathBuf, name: &str, v: &Option<String>| -> crate::Result<()> {
+      if let Some(v) = v {
+        *slot = absolute_path(&format!("paths.{name}"), v)?;
+      }
+      Ok(())
+    };
+    set(&mut p.dot_wiki, "dotWiki", &self.dot_wiki)?;
+    set(&mut p.raw, "raw", &self.raw)?;
+    set(&mut p.raw_sources, "rawSources", &self.raw_sources)?;
+    set(&mut p.raw_trajectories, "rawTrajectories", &self.raw_trajectories)?;
+    set(&mut p.wiki, "wiki", &self.wiki)?;
+    set(&mut p.meta, "meta", &self.meta)?;
+    set(&mut p.outputs, "outputs", &self.outputs)?;
+    set(&mut p.discoveries, "discoveries", &self.discoveries)?;
+    if self.meta.is_some() || self.qmd.is_some() {
+      let qmd = match &self.qmd {
+        Some(v) => absolute_path("paths.qmd", v)?,
+        None => p.meta.join("qmd"),
+      };
+      p.set_store(qmd);
+    }
+    set(&mut p.qmd_current, "qmdCurrent", &self.qmd_current)?;
+    set(&mut p.qmd_documents, "qmdDocuments", &self.qmd_documents)?;
+    set(&mut p.qmd_manifest, "qmdManifest", &self.qmd_manifest)?;
+    set(&mut p.qmd_swap, "qmdSwap", &self.qmd_swap)?;
+    Ok(p)
+  }
+}
+
+impl From<&VaultPaths> for VaultPathsSpec {
+  fn from(p: &VaultPaths) -> Self {
+    let s = |p: &Path| Some(p.to_string_lossy().into_owned());
+    VaultPathsSpec {
+      root: p.root.to_string_lossy().into_owned(),
+      dot_wiki: s(&p.dot_wiki),
+      raw: s(&p.raw),
+      raw_sources: s(&p.raw_sources),
+      raw_trajectories: s(&p.raw_trajectories),
+      wiki: s(&p.wiki),
+      meta: s(&p.meta),
+      outputs: s(&p.outputs),
+      discoveries: s(&p.discoveries),
+      qmd: s(&p.qmd),
+      qmd_current: s(&p.qmd_current),
+      qmd_documents: s(&p.qmd_documents),
+      qmd_manifest: s(&p.qmd_manifest),
+      qmd_swap: s(&p.qmd_swap),
+    }
+  }
+}
+
 impl VaultPaths {
   /// New layout: everything under `<root>/.llm-wiki`.
   pub fn new_layout(root: impl Into<PathBuf>) -> Self {
@@ -86,14 +180,14 @@ impl VaultPaths {
     discoveries: PathBuf,
   ) -> Self {
     let qmd = meta.join("qmd");
-    VaultPaths {
+    let mut p = VaultPaths {
       raw_sources: raw.join("sources"),
       raw_trajectories: raw.join("trajectories"),
-      qmd_current: qmd.join("current"),
-      qmd_documents: qmd.join("documents"),
-      qmd_manifest: qmd.join("manifest.json"),
-      qmd_swap: qmd.join("swap.json"),
-      qmd,
+      qmd_current: PathBuf::new(),
+      qmd_documents: PathBuf::new(),
+      qmd_manifest: PathBuf::new(),
+      qmd_swap: PathBuf::new(),
+      qmd: PathBuf::new(),
       root,
       dot_wiki,
       raw,
@@ -101,7 +195,19 @@ impl VaultPaths {
       meta,
       outputs,
       discoveries,
-    }
+    };
+    p.set_store(qmd);
+    p
+  }
+
+  /// Put the index store at `qmd`, with its `current`, `documents`, `manifest.json` and
+  /// `swap.json`.
+  pub fn set_store(&mut self, qmd: PathBuf) {
+    self.qmd_current = qmd.join("current");
+    self.qmd_documents = qmd.join("documents");
+    self.qmd_manifest = qmd.join("manifest.json");
+    self.qmd_swap = qmd.join("swap.json");
+    self.qmd = qmd;
   }
 
   /// A plain folder of Markdown notes (an Obsidian vault, a `docs/` folder): the pages are the
@@ -250,6 +356,38 @@ mod tests {
     assert_eq!(p.qmd_swap, Path::new("/v/.llm-wiki/meta/qmd/swap.json"));
     assert_eq!(p.retrieval(), Path::new("/v/.llm-wiki/meta/qmd"));
     assert_eq!(p.config_file(), Path::new("/v/.llm-wiki/config.json"));
+  }
+
+  #[test]
+  fn spec_derives_missing_paths_and_moves_the_store_with_meta_or_qmd() {
+    let spec = |meta: Option<&str>, qmd: Option<&str>| VaultPathsSpec {
+      root: "/v".into(),
+      meta: meta.map(Into::into),
+      qmd: qmd.map(Into::into),
+      ..Default::default()
+    };
+    assert_eq!(spec(None, None).resolve().unwrap(), VaultPaths::for_root("/v"));
+    let m = spec(Some("/elsewhere/meta"), None).resolve().unwrap();
+    assert_eq!(m.meta, Path::new("/elsewhere/meta"));
+    assert_eq!(m.qmd_manifest, Path::new("/elsewhere/meta/qmd/manifest.json"));
+    let q = spec(Some("/elsewhere/meta"), Some("/store")).resolve().unwrap();
+    assert_eq!(
+      (q.qmd.as_path(), q.qmd_current.as_path()),
+      (Path::new("/store"), Path::new("/store/current"))
+    );
+    let back = VaultPathsSpec::from(&q);
+    assert_eq!(back.resolve().unwrap(), q);
+  }
+
+  #[test]
+  fn spec_paths_must_be_absolute_without_parent_steps() {
+    for (root, raw) in [("v", None), ("", None), ("/v/../w", None), ("/v", Some("raw"))] {
+      let spec = VaultPathsSpec { root: root.into(), raw: raw.map(Into::into), ..Default::default() };
+      let e = spec.resolve().unwrap_err();
+      assert_eq!(e.code(), "invalid_argument", "{root:?} {raw:?}");
+      let field = if raw.is_some() { "paths.raw" } else { "paths.root" };
+      assert!(e.to_string().starts_with(field), "{e}");
+    }
   }
 
   #[test]

@@ -16,6 +16,7 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
 pub const MAX_EVENT_PATHS: usize = 100;
 
 /// Which OS mechanism delivers events.
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "lowercase", skip_typescript))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
@@ -72,6 +73,7 @@ impl Default for WatchOptions {
 }
 
 /// What a [`WatchEvent`] reports.
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "snake_case", skip_typescript))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WatchEventKind {
@@ -104,13 +106,22 @@ impl WatchEventKind {
 }
 
 /// One event of a watcher, delivered in order from its thread.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WatchEvent {
-  /// What happened.
+  /// `started` (watch armed; again with `rearmed` after the vault came back), `indexed` (a batch
+  /// is searchable: `phase: 'lexical'`; its vectors written: `phase: 'vectors'`), `overflow`
+  /// (events were lost: a full scan follows), `error` (a reindex failed: kept and retried),
+  /// `vault_gone` (the wiki directory was deleted, moved or replaced), `closed` (last event).
+  #[cfg_attr(
+    feature = "napi",
+    napi(ts_type = "'started' | 'indexed' | 'overflow' | 'error' | 'vault_gone' | 'closed'")
+  )]
   pub kind: WatchEventKind,
   /// `lexical` or `vectors` for `indexed`.
   #[serde(skip_serializing_if = "Option::is_none")]
+  #[cfg_attr(feature = "napi", napi(ts_type = "'lexical' | 'vectors'"))]
   pub phase: Option<&'static str>,
   /// Changed paths relative to `wiki/` (at most [`MAX_EVENT_PATHS`]; folders included).
   pub paths: Vec<String>,
@@ -127,11 +138,12 @@ pub struct WatchEvent {
   /// Page counts of the reindex.
   #[serde(skip_serializing_if = "Option::is_none")]
   pub documents: Option<DocumentCounts>,
-  /// Generation committed.
+  /// Store generation after the reindex.
   #[serde(skip_serializing_if = "Option::is_none")]
-  pub generation: Option<u64>,
+  pub generation: Option<i64>,
   /// Backend in use (`started`).
   #[serde(skip_serializing_if = "Option::is_none")]
+  #[cfg_attr(feature = "napi", napi(ts_type = "'native' | 'poll'"))]
   pub backend: Option<Backend>,
   /// Stable code of an `error` / `overflow` / `vault_gone` event.
   #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,12 +190,15 @@ impl WatchEvent {
 pub type WatchSink = Arc<dyn Fn(WatchEvent) + Send + Sync>;
 
 /// What a watcher is doing, for status displays.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WatchStatus {
   /// `watching`, `indexing`, `retrying` (busy lock or failure), `gone` or `closed`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'watching' | 'indexing' | 'retrying' | 'gone' | 'closed'"))]
   pub state: &'static str,
   /// Backend in use.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'native' | 'poll'"))]
   pub backend: Backend,
   /// Changed paths waiting for their reindex.
   pub pending_paths: u32,
@@ -192,9 +207,9 @@ pub struct WatchStatus {
   /// Lexical changes whose vectors are not written yet.
   pub vectors_pending: bool,
   /// Reindexes run (lexical batches).
-  pub reindexes: u64,
+  pub reindexes: i64,
   /// Overflows seen.
-  pub overflows: u64,
+  pub overflows: i64,
   /// When the last batch became searchable (RFC 3339).
   pub last_indexed_at: Option<String>,
   /// The last reindex failure, until a reindex succeeds.

@@ -430,7 +430,10 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
       for turn in &script.turns {
         let mut recall = common.recall_options(RecallPolicy::automatic(), mode);
         if with_ledger {
-          recall.session = Some(SessionRecall { id: sid.clone(), budget_chars: Some(opts.session_budget) });
+          recall.session = Some(SessionRecall {
+            id: sid.clone(),
+            budget_chars: Some(u32::try_from(opts.session_budget).unwrap_or(u32::MAX)),
+          });
         }
         let mopts = MemoryOptions { recall, budget_chars: DEFAULT_BUDGET_CHARS, typed_expansion: true };
         let t = Instant::now();

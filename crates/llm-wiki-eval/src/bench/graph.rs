@@ -138,7 +138,7 @@ fn graph_outcome(q: &GraphQuestion, r: &GraphQueryResult, ms: f64, must_be_histo
     split: q.split.clone(),
     answered: missing.is_empty() && r.tokens_used <= r.budget_tokens,
     missing,
-    tokens_used: r.tokens_used,
+    tokens_used: r.tokens_used as usize,
     ms,
   }
 }

@@ -27,10 +27,12 @@ pub const ALTERNATIVE_SCORE_RATIO: f64 = 0.5;
 pub(crate) const ADMIT_ATTEMPTS_PER_CARD: usize = 4;
 
 /// One packed item (the spec's `MemoryCandidate` plus rendering fields).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "MemoryCandidate"))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryItem {
   /// `project` or `personal`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'project' | 'personal'"))]
   pub vault: String,
   /// Id of the vault.
   pub vault_id: String,
@@ -45,8 +47,10 @@ pub struct MemoryItem {
   pub title: String,
   /// Frontmatter `type`.
   #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
   pub page_type: String,
   /// `canonical` or `evidence`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'canonical' | 'evidence'"))]
   pub role: String,
   /// Frontmatter `status`.
   pub status: Option<String>,
@@ -59,6 +63,7 @@ pub struct MemoryItem {
   pub date: Option<String>,
   /// Freshness and verification state, when the page declares any of `stale_after`,
   /// `verified` (human) or `generated.at`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "MemoryFreshness"))]
   pub freshness: Option<Freshness>,
   /// Heading of the excerpt.
   pub heading: Option<String>,
@@ -80,6 +85,7 @@ pub struct MemoryItem {
   pub relation: String,
   /// `outgoing` (card → item) or `incoming` (item → card) for relation-linked items; the
   /// partner is [`MemoryItem::related_to`] instead of the card when that is set.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'outgoing' | 'incoming'"))]
   pub relation_direction: Option<String>,
   /// The page the relation links the item to when that page is not the bundle's card (a
   /// competing claim kept with a partner that is evidence, or with another competing claim).
@@ -94,6 +100,7 @@ pub struct MemoryItem {
 
 /// Freshness of a packed item (OKF `stale_after`, `verified`, `generated`; see
 /// [`crate::retrieve::trust`]), evaluated when the recall ran.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "MemoryFreshness"))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Freshness {
@@ -149,6 +156,7 @@ pub fn page_warnings(meta: &crate::vault::PageMeta, now: i64) -> Vec<String> {
 }
 
 /// A bundle: at most one card, its evidence and its competing claims.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryBundle {

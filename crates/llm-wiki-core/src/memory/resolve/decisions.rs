@@ -12,6 +12,7 @@ use crate::memory::relations::RelationIssue;
 use crate::store::manifest::Manifest;
 
 /// The spec's `ConflictResolution` (structured result and `bundle.resolution`).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConflictResolution {
@@ -24,12 +25,15 @@ pub struct ConflictResolution {
   /// The other page.
   pub other_page_id: String,
   /// `supersedes`, `qualifies` or `applies_under`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'supersedes' | 'qualifies' | 'applies_under'"))]
   pub relation: String,
   /// Scope of `applies_under`.
   pub scope: Option<String>,
   /// `active`, or `replaced` for a record that a later one replaces.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'active' | 'replaced'"))]
   pub status: String,
   /// Always `user`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'user'"))]
   pub decided_by: String,
   /// RFC 3339 time of the decision.
   pub decided_at: String,
@@ -455,10 +459,12 @@ pub fn may_supersede(manifest: &Manifest) -> bool {
 
 /// A competing pair recall found without a user resolution: the agent should ask the user which
 /// applies and record the answer with `resolveConflict` (exact page ids here).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UnresolvedConflict {
   /// `project` or `personal`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'project' | 'personal'"))]
   pub vault: String,
   /// Vault id.
   pub vault_id: String,

@@ -93,20 +93,26 @@ pub struct ResolveRequest {
 }
 
 /// Outcome of the index update after a resolution.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DerivedUpdate {
   /// True when the index now contains the resolution page.
   pub updated: bool,
-  /// True when derived state (index, relation graph) does not yet reflect the resolution.
+  /// True when derived state (index, relation graph) does not yet reflect the resolution (the
+  /// page is committed).
   pub stale: bool,
-  /// Generation committed by the update (0 when none).
-  pub generation: u64,
-  /// Why the update failed or was skipped.
+  /// Generation committed by the update (0 when none); a JavaScript number.
+  pub generation: i64,
+  /// Why the update failed or was skipped (`qmd_index_busy`, `resolution_index_stale`, ...).
   pub issues: Vec<IndexIssue>,
 }
 
 /// Result of `resolveConflict`.
+#[cfg_attr(
+  feature = "napi",
+  napi_derive::napi(object, object_from_js = false, js_name = "ResolveConflictResult")
+)]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResolveOutcome {
@@ -499,7 +505,7 @@ fn update_index(paths: &VaultPaths) -> DerivedUpdate {
     ReindexOptions { scope: Scope::Changed, components: vec![Component::Lexical], ..Default::default() };
   let r = crate::store::reindex_vault(paths, &opts);
   let res = if r.ok {
-    Ok(r.generation)
+    Ok(i64::try_from(r.generation).unwrap_or(i64::MAX))
   } else {
     Err(
       r.errors
