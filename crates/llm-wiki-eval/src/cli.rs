@@ -330,12 +330,18 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
-  /// Long conversational prompts (an `llm-wiki-prompts/1` file) against one vault: automatic hit
-  /// rate on positives, injections on negatives, MRR@10.
+  /// Long conversational prompts (an `llm-wiki-prompts/1` file) and/or query sets of another
+  /// domain (`--unrelated`) against one vault: automatic hit rate on positives, injections on
+  /// negatives (per file), MRR@10.
   Prompts {
     /// The prompt set (e.g. bench-data/prompts-pi.json).
     #[arg(long)]
-    prompts: PathBuf,
+    prompts: Option<PathBuf>,
+    /// Queries of another domain, each a negative on this vault (repeatable; counted per file):
+    /// JSONL with `text` (a BEIR queries.jsonl, bench-data/long-queries-scifact.jsonl) or `query`
+    /// (a calibrate JSONL such as bench-data/short-negatives.jsonl) on every line.
+    #[arg(long)]
+    unrelated: Vec<PathBuf>,
     /// The vault (a directory with .llm-wiki/, the pi fixture, or a BEIR-style directory).
     #[arg(long)]
     vault: PathBuf,
@@ -498,7 +504,9 @@ fn run_bench(args: BenchArgs, out: &mut impl Write) -> Result<()> {
     Some(BenchSuite::Feedback { pi, events, session, session_budget, common }) => {
       run_feedback(&pi, &FeedbackBenchOptions { common: common.common()?, events, session, session_budget })?
     }
-    Some(BenchSuite::Prompts { prompts, vault, common }) => run_prompts(&prompts, &vault, &common.common()?)?,
+    Some(BenchSuite::Prompts { prompts, unrelated, vault, common }) => {
+      run_prompts(prompts.as_deref(), &unrelated, &vault, &common.common()?)?
+    }
     Some(BenchSuite::Calibration { beir, negatives, extra_negatives, stride, max_negative_rate, common }) => {
       run_calibration(&CalibrationOptions {
         beir,

@@ -35,13 +35,62 @@ pub fn load_prompt_set(path: &Path) -> Result<PromptSet> {
   Ok(set)
 }
 
-/// Run the prompt suite: `prompts` (a prompt set file) against `vault` (a vault directory with
-/// `.llm-wiki/`, e.g. the pi fixture's `vault/`, or a BEIR-style directory).
-pub fn run_prompts(prompts: &Path, vault: &Path, common: &BenchCommon) -> Result<BenchOutput> {
+/// One file of queries from another domain, every line a negative on the vault it is run against
+/// (`bench prompts --unrelated`): `{"id","text"}` (a BEIR `queries.jsonl`, a written long-query
+/// set) or `{"query", "related": []}` (a calibrate JSONL of unrelated prompts). Ids default to the
+/// line number.
+pub fn load_unrelated(path: &Path) -> Result<Vec<Prompt>> {
+  let text = std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?;
+  let mut out = Vec::new();
+  for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    let v: Value = serde_json::from_str(line)
+      .map_err(|e| Error::invalid(format!("{} line {}: {e}", path.display(), i + 1)))?;
+    let Some(text) = v.get("text").or_else(|| v.get("query")).and_then(Value::as_str) else {
+      return Err(Error::invalid(format!("{} line {}: no \"text\" or \"query\"", path.display(), i + 1)));
+    };
+    let id = v.get("id").and_then(Value::as_str).map_or_else(|| format!("{}", i + 1), str::to_string);
+    out.push(Prompt { id, text: text.to_string(), relevant: Vec::new() });
+  }
+  Ok(out)
+}
+
+fn stem(p: &Path) -> String {
+  p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "prompts".into())
+}
+
+/// Run the prompt suite: `prompts` (a prompt set file) and/or `unrelated` query files (every line a
+/// negative, see [`load_unrelated`]) against `vault` (a vault directory with `.llm-wiki/`, e.g. the
+/// pi fixture's `vault/`, or a BEIR-style directory). Counts are reported in total and per file
+/// (its stem names the group); reports are named after the prompt set, else `unrelated`.
+pub fn run_prompts(
+  prompts: Option<&Path>,
+  unrelated: &[PathBuf],
+  vault: &Path,
+  common: &BenchCommon,
+) -> Result<BenchOutput> {
   let context = machine_context();
-  let set = load_prompt_set(prompts)?;
-  let name =
-    prompts.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "prompts".into());
+  // (group, prompt) in file order.
+  let mut all: Vec<(String, Prompt)> = Vec::new();
+  let mut described = Vec::new();
+  if let Some(p) = prompts {
+    let set = load_prompt_set(p)?;
+    described.push(format!(
+      "`{}` ({} prompts; {})",
+      report_path(p),
+      set.prompts.len(),
+      set.description.trim_end_matches('.')
+    ));
+    all.extend(set.prompts.into_iter().map(|x| (stem(p), x)));
+  }
+  for u in unrelated {
+    let qs = load_unrelated(u)?;
+    described.push(format!("`{}` ({} unrelated queries)", report_path(u), qs.len()));
+    all.extend(qs.into_iter().map(|x| (stem(u), x)));
+  }
+  if all.is_empty() {
+    return Err(Error::invalid("bench prompts: nothing to ask (give --prompts and/or --unrelated)"));
+  }
+  let name = prompts.map_or_else(|| "unrelated".to_string(), stem);
   // The vault copy is labelled like the set benches' (`pi`, or the directory name), so that with
   // --reuse-dir they share it.
   let dir_name =
@@ -66,30 +115,42 @@ pub fn run_prompts(prompts: &Path, vault: &Path, common: &BenchCommon) -> Result
   let ix = build_index(&paths, common.needs_vectors(), &name, common)?;
   let floor = RecallPolicy::automatic().min_score;
   let mut rows = Vec::new();
+  let mut group_rows = Vec::new();
   let mut per_mode = Map::new();
   for &mode in &common.modes {
     let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
     let ranked_opts = common.recall_options(ranked_policy(10), mode);
     let (mut pos, mut hits, mut neg, mut injected_neg, mut rr_sum) = (0usize, 0usize, 0usize, 0usize, 0.0f64);
+    // Per group: [positives, hits, negatives, negatives injected], groups in file order.
+    let mut groups: Vec<(String, [usize; 4])> = Vec::new();
     let mut used: BTreeMap<String, usize> = BTreeMap::new();
     let mut entries = Vec::new();
-    for p in &set.prompts {
+    for (group, p) in &all {
       let auto = ask(&paths, &p.id, &p.text, &auto_opts)?;
       let ranked = ask(&paths, &p.id, &p.text, &ranked_opts)?;
       *used.entry(auto.used.as_str().to_string()).or_insert(0) += 1;
       let relevant: HashSet<&str> = p.relevant.iter().map(String::as_str).collect();
       let hit = auto.ids.iter().any(|id| relevant.contains(id.as_str()));
       let first = ranked.ids.iter().position(|id| relevant.contains(id.as_str()));
+      if groups.last().is_none_or(|(g, _)| g != group) {
+        groups.push((group.clone(), [0; 4]));
+      }
+      let g = &mut groups.last_mut().expect("pushed above").1;
       if relevant.is_empty() {
         neg += 1;
         injected_neg += usize::from(!auto.ids.is_empty());
+        g[2] += 1;
+        g[3] += usize::from(!auto.ids.is_empty());
       } else {
         pos += 1;
         hits += usize::from(hit);
         rr_sum += first.map_or(0.0, |r| 1.0 / (r + 1) as f64);
+        g[0] += 1;
+        g[1] += usize::from(hit);
       }
       entries.push(json!({
         "id": p.id,
+        "group": group,
         "polarity": if relevant.is_empty() { "negative" } else { "positive" },
         "injected": auto.ids,
         "hit": if relevant.is_empty() { Value::Null } else { json!(hit) },
@@ -109,12 +170,26 @@ pub fn run_prompts(prompts: &Path, vault: &Path, common: &BenchCommon) -> Result
       format!("{mrr:.4}"),
       fmt_used(&used),
     ]);
+    let mut by_group = Map::new();
+    for (g, [gp, gh, gn, gi]) in &groups {
+      group_rows.push(vec![
+        mode.as_str().to_string(),
+        g.clone(),
+        format!("{gi}/{gn} ({})", rate(*gi, *gn)),
+        format!("{gh}/{gp}"),
+      ]);
+      by_group.insert(
+        g.clone(),
+        json!({"positives": gp, "hits": gh, "negatives": gn, "negativesInjected": gi,
+               "negativeInjectionRate": rate(*gi, *gn)}),
+      );
+    }
     per_mode.insert(
       mode.as_str().to_string(),
       json!({
         "positives": pos, "hits": hits, "hitRate": rate(hits, pos),
         "negatives": neg, "negativesInjected": injected_neg, "negativeInjectionRate": rate(injected_neg, neg),
-        "mrr10": mrr, "modesUsed": used, "prompts": entries,
+        "mrr10": mrr, "modesUsed": used, "groups": by_group, "prompts": entries,
       }),
     );
   }
@@ -124,7 +199,8 @@ pub fn run_prompts(prompts: &Path, vault: &Path, common: &BenchCommon) -> Result
     "schema": SCHEMA,
     "kind": "prompts",
     "context": context,
-    "prompts": report_path(prompts),
+    "prompts": prompts.map(report_path),
+    "unrelated": unrelated.iter().map(|u| report_path(u)).collect::<Vec<_>>(),
     "vault": report_path(vault),
     "automaticPolicy": {"includePersonal": false, "minScore": floor, "maxPerVault": 10, "maxResults": 3},
     "modes": per_mode,
@@ -137,18 +213,20 @@ pub fn run_prompts(prompts: &Path, vault: &Path, common: &BenchCommon) -> Result
   md.push_str(&context_markdown(&context));
   let _ = writeln!(
     md,
-    "- Prompts: `{}` ({} prompts; {}). Vault: `{}`.\n- Automatic policy: floor {floor}, 3 results; a positive is a \
-     hit when an injected page is one of its `relevant` pages. MRR@10 of the first relevant page in the ranked list \
-     (floor 0).\n",
-    report_path(prompts),
-    set.prompts.len(),
-    set.description.trim_end_matches('.'),
+    "- Prompts: {}. Vault: `{}`.\n- Automatic policy: floor {floor}, 3 results; a positive is a \
+     hit when an injected page is one of its `relevant` pages, a negative (every query of an `--unrelated` file) \
+     counts when anything is injected. MRR@10 of the first relevant page in the ranked list (floor 0).\n",
+    described.join("; "),
     report_path(vault)
   );
   md.push_str(
     "| mode | positives: hit | negatives: injected | MRR@10 | modes used |\n|---|---|---|---|---|\n",
   );
   for r in &rows {
+    let _ = writeln!(md, "| {} |", r.join(" | "));
+  }
+  md.push_str("\nPer file:\n\n| mode | set | negatives: injected | positives: hit |\n|---|---|---|---|\n");
+  for r in &group_rows {
     let _ = writeln!(md, "| {} |", r.join(" | "));
   }
   let path = common.out.join(format!("prompts-{name}.md"));
