@@ -371,8 +371,9 @@ enum BenchSuite {
     #[command(flatten)]
     common: BenchCommonArgs,
   },
-  /// Long multi-sentence queries: lexical mode vs plain BM25 (Snowball + stop words, k1 1.2,
-  /// b 0.75) on a written query set and on the collection's own queries.
+  /// Long multi-sentence queries: each mode of --modes vs plain BM25 (Snowball + stop words, k1
+  /// 1.2, b 0.75) on a written query set and on the collection's own queries, with the automatic
+  /// policy's hits.
   LongQueries {
     /// BEIR-style directory (e.g. SciFact).
     #[arg(long)]
