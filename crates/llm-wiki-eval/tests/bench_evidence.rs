@@ -45,8 +45,18 @@ fn a_bench_records_the_evidence_of_every_query() {
       assert_eq!(h["confidence"], c["confidence"]);
       assert!(h["automatic"].as_f64().unwrap() <= h["confidence"].as_f64().unwrap() + 1e-12);
     }
+    // Each candidate's specificity evidence: matched units (null on a vault too small to measure
+    // them) and whether the factor applies; a candidate scaled down is not exempt.
+    for c in lexical {
+      assert!(c["units"].is_number() || c["units"].is_null(), "{c}");
+      let exempt = c["exempt"].as_bool().unwrap();
+      if c["automatic"].as_f64().unwrap() < c["confidence"].as_f64().unwrap() - 1e-12 {
+        assert!(!exempt && c["units"].is_number(), "{c}");
+      }
+    }
   }
   // The exact-title query finds its page.
   let exact = passes.iter().find(|p| p["query"] == "AeroPress").unwrap();
   assert!(exact["hits"][0]["exact"].as_bool().unwrap(), "{exact}");
+  assert_eq!(exact["lexical"][0]["exempt"], true, "an exact match is exempt from specificity: {exact}");
 }

@@ -53,6 +53,8 @@ struct LexicalRecord<'a> {
   named: bool,
   matched_terms: usize,
   total_terms: usize,
+  units: Option<f64>,
+  exempt: bool,
 }
 
 #[derive(Serialize)]
@@ -110,6 +112,8 @@ pub(crate) fn record(
         named: c.named,
         matched_terms: c.matched_terms,
         total_terms: c.total_terms,
+        units: c.matched_units,
+        exempt: c.specificity_exempt,
       })
       .collect(),
     dense: dense

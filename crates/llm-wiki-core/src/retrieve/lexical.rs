@@ -141,6 +141,12 @@ pub struct LexicalCandidate {
   pub matched_terms: usize,
   /// Salient query terms (distinct, at most 64).
   pub total_terms: usize,
+  /// Salient weight the page matched, in units ([`SalientTerms::matched_units`]); `None` on a
+  /// vault too small to measure it.
+  pub matched_units: Option<f64>,
+  /// The automatic specificity factor does not apply (exact, named, one-word query, or a full
+  /// match of a written name).
+  pub specificity_exempt: bool,
 }
 
 /// Lexical candidates (at most `limit` pages) of a snapshot.
@@ -227,6 +233,7 @@ pub fn lexical_candidates(
     };
     let units = if word_matched { salient.matched_units(&matched) } else { Some(0.0) };
     let name_covered = covers_a_written_name(cov, &matched, &is_name);
+    let specificity_exempt = exact.is_some() || named || one_word || name_covered;
     out.push(LexicalCandidate {
       rank: out.len(),
       page_id: page_id.clone(),
@@ -234,16 +241,14 @@ pub fn lexical_candidates(
       best_section: best,
       coverage: cov,
       confidence,
-      automatic_confidence: automatic_lexical_confidence(
-        confidence,
-        units,
-        exact.is_some() || named || one_word || name_covered,
-      ),
+      automatic_confidence: automatic_lexical_confidence(confidence, units, specificity_exempt),
       exact,
       named,
       matched_fields,
       matched_terms: matched.iter().filter(|m| **m).count(),
       total_terms: terms.len(),
+      matched_units: units,
+      specificity_exempt,
     });
   }
   Ok(out)
