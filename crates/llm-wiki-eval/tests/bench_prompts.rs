@@ -34,6 +34,13 @@ fn unrelated_query_files_are_negatives_counted_per_file() {
   );
   // A calibrate JSONL (`query`, empty `related`).
   let short = write(work.path(), "short.jsonl", "{\"query\": \"the invoice template\", \"related\": []}\n");
+  // A BEIR set's own queries file is named after its directory.
+  std::fs::create_dir(work.path().join("otherset")).unwrap();
+  let beir_queries = write(
+    &work.path().join("otherset"),
+    "queries.jsonl",
+    "{\"id\": \"b1\", \"text\": \"municipal zoning appeals\"}\n",
+  );
   let out = work.path().join("out");
   let vault = mini_beir();
   let code = run(&[
@@ -43,6 +50,8 @@ fn unrelated_query_files_are_negatives_counted_per_file() {
     &claims,
     "--unrelated",
     &short,
+    "--unrelated",
+    &beir_queries,
     "--vault",
     &vault.display().to_string(),
     "--modes",
@@ -57,14 +66,15 @@ fn unrelated_query_files_are_negatives_counted_per_file() {
     serde_json::from_str(&std::fs::read_to_string(out.join("prompts-unrelated.json")).unwrap()).unwrap();
   let lexical = &doc["modes"]["lexical"];
   assert_eq!(lexical["positives"], 0);
-  assert_eq!(lexical["negatives"], 3);
+  assert_eq!(lexical["negatives"], 4);
   let groups = &lexical["groups"];
   assert_eq!(groups["claims"]["negatives"], 2, "{groups}");
   assert_eq!(groups["short"]["negatives"], 1, "{groups}");
   assert_eq!(groups["claims"]["negativesInjected"], 1, "the sourdough question finds its page: {groups}");
   assert_eq!(groups["short"]["negativesInjected"], 0, "{groups}");
+  assert_eq!(groups["otherset"]["negatives"], 1, "{groups}");
   let prompts = lexical["prompts"].as_array().unwrap();
-  assert_eq!(prompts.len(), 3);
+  assert_eq!(prompts.len(), 4);
   assert!(prompts.iter().all(|p| p["polarity"] == "negative"));
   assert_eq!(prompts[0]["group"], "claims");
   let md = std::fs::read_to_string(out.join("prompts-unrelated.md")).unwrap();

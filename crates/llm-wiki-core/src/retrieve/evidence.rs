@@ -69,6 +69,9 @@ struct HitRecord<'a> {
   confidence: f64,
   automatic: f64,
   exact: bool,
+  /// The hit's match reasons (`dense: … cosine x` carries its best-chunk cosine also for a page
+  /// outside the recorded dense list).
+  reasons: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -128,6 +131,7 @@ pub(crate) fn record(
         confidence: h.confidence,
         automatic: h.automatic_confidence,
         exact: h.exact.is_some(),
+        reasons: &h.reasons,
       })
       .collect(),
   };
@@ -158,7 +162,7 @@ mod tests {
       confidence: 0.7,
       automatic_confidence: 0.6,
       exact: None,
-      reasons: Vec::new(),
+      reasons: vec!["dense: rank 1, cosine 0.500".into()],
       chunk: None,
       engine_score: 1.0,
     }];
@@ -180,6 +184,7 @@ mod tests {
     assert_eq!(lines[0]["query"], "what is a");
     assert_eq!(lines[0]["dense"][0]["page"], "a");
     assert_eq!(lines[0]["hits"][0]["automatic"], 0.6);
+    assert_eq!(lines[0]["hits"][0]["reasons"][0], "dense: rank 1, cosine 0.500");
     assert_eq!(lines[1]["mode"], "lexical");
   }
 }

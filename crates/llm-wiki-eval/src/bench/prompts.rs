@@ -58,10 +58,20 @@ fn stem(p: &Path) -> String {
   p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "prompts".into())
 }
 
+/// The group an `--unrelated` file's rows are counted in: its stem, or for a BEIR set's
+/// `queries.jsonl` the set's directory name (`scifact`).
+fn group_of(p: &Path) -> String {
+  let s = stem(p);
+  match p.parent().and_then(Path::file_name) {
+    Some(dir) if s == "queries" => dir.to_string_lossy().into_owned(),
+    _ => s,
+  }
+}
+
 /// Run the prompt suite: `prompts` (a prompt set file) and/or `unrelated` query files (every line a
 /// negative, see [`load_unrelated`]) against `vault` (a vault directory with `.llm-wiki/`, e.g. the
 /// pi fixture's `vault/`, or a BEIR-style directory). Counts are reported in total and per file
-/// (its stem names the group); reports are named after the prompt set, else `unrelated`.
+/// ([`group_of`] names it); reports are named after the prompt set, else `unrelated`.
 pub fn run_prompts(
   prompts: Option<&Path>,
   unrelated: &[PathBuf],
@@ -85,7 +95,7 @@ pub fn run_prompts(
   for u in unrelated {
     let qs = load_unrelated(u)?;
     described.push(format!("`{}` ({} unrelated queries)", report_path(u), qs.len()));
-    all.extend(qs.into_iter().map(|x| (stem(u), x)));
+    all.extend(qs.into_iter().map(|x| (group_of(u), x)));
   }
   if all.is_empty() {
     return Err(Error::invalid("bench prompts: nothing to ask (give --prompts and/or --unrelated)"));
