@@ -54,6 +54,7 @@ struct LexicalRecord<'a> {
   matched_terms: usize,
   total_terms: usize,
   units: Option<f64>,
+  query_units: Option<f64>,
   exempt: bool,
 }
 
@@ -116,6 +117,7 @@ pub(crate) fn record(
         matched_terms: c.matched_terms,
         total_terms: c.total_terms,
         units: c.matched_units,
+        query_units: c.query_units,
         exempt: c.specificity_exempt,
       })
       .collect(),

@@ -144,6 +144,9 @@ pub struct LexicalCandidate {
   /// Salient weight the page matched, in units ([`SalientTerms::matched_units`]); `None` on a
   /// vault too small to measure it.
   pub matched_units: Option<f64>,
+  /// The query's whole salient weight (every distinct term, absent ones included, uncapped) in
+  /// the same units; `None` where matched units are.
+  pub query_units: Option<f64>,
   /// The automatic specificity factor does not apply (exact, named, one-word query, or a full
   /// match of a written name).
   pub specificity_exempt: bool,
@@ -248,6 +251,7 @@ pub fn lexical_candidates(
       matched_terms: matched.iter().filter(|m| **m).count(),
       total_terms: terms.len(),
       matched_units: units,
+      query_units: units.map(|_| salient.total / salient.topic),
       specificity_exempt,
     });
   }
