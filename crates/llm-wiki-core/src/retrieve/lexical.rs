@@ -244,14 +244,19 @@ pub fn lexical_candidates(
       best_section: best,
       coverage: cov,
       confidence,
-      automatic_confidence: automatic_lexical_confidence(confidence, units, specificity_exempt),
+      automatic_confidence: automatic_lexical_confidence(
+        confidence,
+        units,
+        salient.query_units().unwrap_or(0.0),
+        specificity_exempt,
+      ),
       exact,
       named,
       matched_fields,
       matched_terms: matched.iter().filter(|m| **m).count(),
       total_terms: terms.len(),
       matched_units: units,
-      query_units: units.map(|_| salient.total / salient.topic),
+      query_units: salient.query_units(),
       specificity_exempt,
     });
   }

@@ -121,6 +121,12 @@ impl SalientTerms {
     Some(self.weights.iter().zip(matched).filter(|(_, m)| **m).map(|(w, _)| w).sum::<f64>() / self.topic)
   }
 
+  /// The query's whole salient weight ([`SalientTerms::total`]: every distinct term, absent ones
+  /// included, uncapped) in the units of [`SalientTerms::matched_units`]; `None` where those are.
+  pub fn query_units(&self) -> Option<f64> {
+    (self.topic >= MIN_TOPIC_IDF).then(|| self.total / self.topic)
+  }
+
   /// Weight of a set of terms (each counted once, with its query weight; absent terms weigh 0),
   /// in units.
   pub fn units_of(&self, terms: &[String]) -> f64 {
@@ -199,6 +205,9 @@ mod tests {
     assert!(per_word > 1.0 && per_word < 1.2);
     assert!((st.matched_units(&m).unwrap() - 4.0 * per_word).abs() < 1e-9);
     assert_eq!(SalientTerms::default().matched_units(&[]), None);
+    assert_eq!(SalientTerms::default().query_units(), None);
+    // Every term matched: the matched units are the query's.
+    assert!((st.query_units().unwrap() - st.matched_units(&[true; 20]).unwrap()).abs() < 1e-9);
     // Two sections: a word in both weighs nothing, so specificity is not measured; from three
     // sections on it is.
     let two = SalientTerms::select(&s(&["a"]).into_iter().map(|t| (t, 1)).collect::<Vec<_>>(), &[1], 2);
