@@ -80,10 +80,11 @@ pub fn lexical_confidence(coverage: f64, strength: f64, exact: bool) -> f64 {
 /// 24 both) were checked, never the pi held-out split or the precision suite (docs/CONFIDENCE.md).
 pub const MIN_MATCHED_UNITS: f64 = 3.0;
 
-/// Share of the query's whole salient weight (every distinct term, absent ones included, in the
-/// same units) a page must match where the automatic floor decides, when that share is more than
-/// [`MIN_MATCHED_UNITS`]: a long multi-sentence query from another domain (25 units of weight:
-/// a dozen words rare in the vault) matches three or four units of some page by chance — a chat
+/// Share of how much the query says ([`super::salience::SalientTerms::query_units`]: every
+/// distinct term, absent ones included, each word at most one unit) a page must match where the
+/// automatic floor decides, when that share is more than [`MIN_MATCHED_UNITS`]: a long
+/// multi-sentence query from another domain (20–25 units: a score of words rare in the vault or
+/// absent from it) matches three or four units of some page by chance — a chat
 /// session holds "kids", "doctor", "study" somewhere — and coverage, capped at
 /// [`super::salience::SALIENT_WEIGHT_CAP`] for long prompts, calls that complete. A page a long
 /// prompt is about matches far more of it. Only queries of more than `3.0 / 0.4` = 7.5 units are
@@ -92,7 +93,9 @@ pub const MIN_MATCHED_UNITS: f64 = 3.0;
 /// mode, docs/DECISIONS.md "Issue 45: quiet on chat memory"): the smallest value on a 0.05 grid
 /// at which the written long queries inject at most 1 of 40 locomo-dev sessions (0.30: 3, 0.35: 2,
 /// 0.40: 1), with locomo-dev hits and pi train hits unchanged; the written related pi prompts lose
-/// 1 of 24. The pi held-out split and the SciFact claims were measured after the choice.
+/// 1 of 24. That replay weighed absent words at their idf; the one-unit bound per word came after
+/// (a small vault's absent words weigh 2–3 units each) and was measured, not replayed. The pi
+/// held-out split and the SciFact claims were measured after the choice.
 pub const MIN_MATCHED_SHARE: f64 = 0.4;
 
 /// Specificity of a page's lexical match: the salient weight it matched, in units, against what

@@ -144,8 +144,8 @@ pub struct LexicalCandidate {
   /// Salient weight the page matched, in units ([`SalientTerms::matched_units`]); `None` on a
   /// vault too small to measure it.
   pub matched_units: Option<f64>,
-  /// The query's whole salient weight (every distinct term, absent ones included, uncapped) in
-  /// the same units; `None` where matched units are.
+  /// How much the query says in the same units ([`SalientTerms::query_units`]: every distinct
+  /// term, absent ones included, each word at most one unit); `None` where matched units are.
   pub query_units: Option<f64>,
   /// The automatic specificity factor does not apply (exact, named, one-word query, or a full
   /// match of a written name).

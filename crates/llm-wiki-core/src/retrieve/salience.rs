@@ -69,6 +69,9 @@ pub struct SalientTerms {
   pub topic: f64,
   /// `Σ qtf × idf` of every distinct query term, kept or not (absent ones weigh the most).
   pub total: f64,
+  /// `Σ qtf × min(idf, topic)` of every distinct query term: the query's weight with each word
+  /// counting at most one unit of [`SalientTerms::matched_units`] ([`SalientTerms::query_units`]).
+  pub total_in_units: f64,
 }
 
 impl SalientTerms {
@@ -79,6 +82,8 @@ impl SalientTerms {
   /// query that shares one word with a page stay low).
   pub fn select(counted: &[(String, u32)], df: &[u64], n: u64) -> Self {
     let full: Vec<f64> = counted.iter().zip(df).map(|((_, q), d)| *q as f64 * idf(*d, n)).collect();
+    let topic = idf(TOPIC_SECTIONS, n);
+    let total_in_units = counted.iter().zip(df).map(|((_, q), d)| *q as f64 * idf(*d, n).min(topic)).sum();
     let mut order: Vec<usize> = (0..counted.len()).filter(|i| df[*i] > 0).collect();
     order.sort_by(|a, b| full[*b].total_cmp(&full[*a]).then(a.cmp(b)));
     order.truncate(MAX_QUERY_TERMS);
@@ -88,8 +93,9 @@ impl SalientTerms {
       qtf: order.iter().map(|i| counted[*i].1).collect(),
       weights: order.iter().map(|i| full[*i]).collect(),
       unit: idf(0, n),
-      topic: idf(TOPIC_SECTIONS, n),
+      topic,
       total: full.iter().sum(),
+      total_in_units,
     }
   }
 
@@ -121,10 +127,12 @@ impl SalientTerms {
     Some(self.weights.iter().zip(matched).filter(|(_, m)| **m).map(|(w, _)| w).sum::<f64>() / self.topic)
   }
 
-  /// The query's whole salient weight ([`SalientTerms::total`]: every distinct term, absent ones
-  /// included, uncapped) in the units of [`SalientTerms::matched_units`]; `None` where those are.
+  /// How much the query says, in the units of [`SalientTerms::matched_units`]: every distinct term,
+  /// absent ones included, each written word counting at most one unit (a word the vault lacks
+  /// weighs its idf, which on a small vault is several topic units: a long prompt's filler words
+  /// would otherwise outweigh everything a page can match). `None` where matched units are.
   pub fn query_units(&self) -> Option<f64> {
-    (self.topic >= MIN_TOPIC_IDF).then(|| self.total / self.topic)
+    (self.topic >= MIN_TOPIC_IDF).then(|| self.total_in_units / self.topic)
   }
 
   /// Weight of a set of terms (each counted once, with its query weight; absent terms weigh 0),
@@ -206,8 +214,21 @@ mod tests {
     assert!((st.matched_units(&m).unwrap() - 4.0 * per_word).abs() < 1e-9);
     assert_eq!(SalientTerms::default().matched_units(&[]), None);
     assert_eq!(SalientTerms::default().query_units(), None);
-    // Every term matched: the matched units are the query's.
-    assert!((st.query_units().unwrap() - st.matched_units(&[true; 20]).unwrap()).abs() < 1e-9);
+    // Every word counts at most one unit in the query's weight: twenty words found in one section
+    // each of 1,000 weigh 20 units (matched, each weighs a bit more than a unit).
+    assert!((st.query_units().unwrap() - 20.0).abs() < 1e-9, "{:?}", st.query_units());
+    assert!(st.matched_units(&[true; 20]).unwrap() > 20.0);
+    // On a small vault a word it does not contain weighs far more than a topic word (its idf
+    // against the unit's): still one unit of the query's weight, so a long prompt's filler words
+    // absent from a 6-section vault do not make its page's match look small.
+    let counted: Vec<(String, u32)> =
+      ["zephyrcache", "expire", "standup", "staging"].iter().map(|t| (t.to_string(), 1)).collect();
+    let small = SalientTerms::select(&counted, &[2, 2, 0, 0], 6);
+    assert!(small.unit / small.topic > 2.0);
+    assert!((small.query_units().unwrap() - 4.0).abs() < 1e-9, "{:?}", small.query_units());
+    // A repeated word counts once per time it is written.
+    let twice = SalientTerms::select(&[("zephyrcache".to_string(), 2)], &[0], 6);
+    assert!((twice.query_units().unwrap() - 2.0).abs() < 1e-9);
     // Two sections: a word in both weighs nothing, so specificity is not measured; from three
     // sections on it is.
     let two = SalientTerms::select(&s(&["a"]).into_iter().map(|t| (t, 1)).collect::<Vec<_>>(), &[1], 2);
