@@ -5,27 +5,26 @@
 //! same [`Command`] enum.
 //! Nothing here depends on the evaluation code, so the published addon does not contain it.
 
+mod calibrate;
+mod download;
 mod graph;
+mod index;
+mod recall;
+mod record;
 pub mod trec;
+mod watch;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use llm_wiki_core::error::{Error, Result};
 use llm_wiki_core::memory::explore;
-use llm_wiki_core::memory::{recall_memory, MemoryOptions};
-use llm_wiki_core::models::fetch;
-use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
-use llm_wiki_core::store::{read_index_status, reindex_vault, Component, Progress, ReindexOptions, Scope};
+use llm_wiki_core::memory::resolve::ResolveRequest;
+use llm_wiki_core::memory::MemoryOptions;
+use llm_wiki_core::retrieve::{RecallOptions, RecallPolicy, RetrievalMode};
 use llm_wiki_core::vault::VaultPaths;
-use llm_wiki_core::watch::{watch_wiki, WatchEvent, WatchEventKind, WatchOptions};
-
-use crate::trec::{load_queries_jsonl, recall_run_lines, write_run};
 
 /// The program name shown in help and errors (the npm `bin` and the development binary share it).
 pub const PROGRAM: &str = "llm-wiki-retrieval";
@@ -348,267 +347,46 @@ pub struct DownloadArgs {
   json: bool,
 }
 
-impl DownloadArgs {
-  /// The engine's download request, with the `--file` arguments parsed.
-  fn request(&self) -> Result<fetch::DownloadRequest> {
-    let files = match self.files.is_empty() {
-      true => None,
-      false => Some(self.files.iter().map(|f| parse_remote_file(f)).collect::<Result<Vec<_>>>()?),
-    };
-    Ok(fetch::DownloadRequest {
-      base_url: self.base_url.clone(),
-      repo: self.repo.clone(),
-      revision: self.revision.clone(),
-      files,
-      id: self.id.clone(),
-      kind: self.kind.clone(),
-      dims: self.dims,
-      pooling: self.pooling.clone(),
-      max_length: self.max_length,
-      max_batch: self.max_batch,
-      positive_class: self.positive_class,
-      query_prefix: self.query_prefix.clone(),
-      document_prefix: self.document_prefix.clone(),
-      chunk_tokens: self.chunk_tokens,
-    })
-  }
-}
-
-fn parse_components(names: &[String]) -> Result<Vec<Component>> {
-  if names.is_empty() {
-    return Ok(vec![Component::Lexical, Component::Vectors]);
-  }
-  names.iter().map(|n| Component::parse(n)).collect()
-}
-
-fn progress_bar() -> (ProgressBar, Arc<dyn Fn(Progress) + Send + Sync>) {
-  let bar = ProgressBar::new(0);
-  bar.set_style(
-    ProgressStyle::with_template("{spinner} {prefix:>8} [{bar:30}] {pos}/{len} {msg}")
-      .unwrap_or_else(|_| ProgressStyle::default_bar())
-      .progress_chars("=> "),
-  );
-  let b = bar.clone();
-  let sink = Arc::new(move |p: Progress| {
-    b.set_prefix(p.stage);
-    if let (Some(c), Some(t)) = (p.current, p.total) {
-      b.set_length(t);
-      b.set_position(c);
-    }
-    b.set_message(p.message);
-  });
-  (bar, sink)
-}
-
-/// `REMOTE:LOCAL:SHA256` of `download --file` (split from the right: a local name and a
-/// checksum never contain a colon).
-fn parse_remote_file(arg: &str) -> Result<fetch::RemoteFile> {
-  let mut parts = arg.rsplitn(3, ':');
-  match (parts.next(), parts.next(), parts.next()) {
-    (Some(sha256), Some(local), Some(remote)) if !remote.is_empty() && !local.is_empty() => {
-      Ok(fetch::RemoteFile { remote: remote.into(), local: local.into(), sha256: sha256.into(), size: None })
-    }
-    _ => Err(Error::invalid(format!("--file {arg:?} must be REMOTE:LOCAL:SHA256"))),
-  }
-}
-
 fn vault_paths(root: &Path) -> Result<VaultPaths> {
   let abs = std::path::absolute(root).map_err(|e| Error::io("resolve", root, e))?;
   Ok(VaultPaths::for_root(abs))
 }
 
-/// Run one user command, writing its report to `out`.
+/// Run one user command, writing its report to `out`: the command line becomes the engine's
+/// request here, and each command's module runs it and prints the result.
 pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
   match command {
+    Command::Init { folder, json } => index::init(&folder, json, out),
     Command::Index { vault, force, all, components, json, progress_events } => {
-      let paths = vault_paths(&vault)?;
-      let (bar, sink) = progress_bar();
-      let events: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(|p: Progress| {
-        eprintln!("{}", serde_json::to_string(&p).unwrap_or_default());
-      });
-      let progress = if progress_events { Some(events) } else { (!json).then_some(sink) };
-      let opts = ReindexOptions {
-        scope: if all { Scope::All } else { Scope::Changed },
-        components: parse_components(&components)?,
-        force,
-        progress,
-        ..Default::default()
-      };
-      let r = reindex_vault(&paths, &opts);
-      bar.finish_and_clear();
-      if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
-      } else {
-        writeln!(
-          out,
-          "{}: {} indexed, {} updated, {} unchanged, {} removed; {} chunks; {:.0} ms; status {}",
-          if r.ok { "ok" } else { "failed" },
-          r.documents.indexed,
-          r.documents.updated,
-          r.documents.unchanged,
-          r.documents.removed,
-          r.chunks.total,
-          r.elapsed_ms,
-          r.status.state.as_str()
-        )
-        .ok();
-        for w in &r.warnings {
-          writeln!(
-            out,
-            "warning {}: {}{}",
-            w.code,
-            w.message,
-            w.path.as_deref().map(|p| format!(" ({p})")).unwrap_or_default()
-          )
-          .ok();
-        }
-        for e in &r.errors {
-          writeln!(out, "error {}: {}", e.code, e.message).ok();
-        }
-      }
-      if !r.ok {
-        return Err(Error::Index(
-          r.errors.first().map(|e| e.message.clone()).unwrap_or_else(|| "cancelled".into()),
-        ));
-      }
+      index::index(&vault_paths(&vault)?, force, all, &components, json, progress_events, out)
     }
-    Command::Init { folder, json } => {
-      let r = llm_wiki_core::vault::init::init_vault(&folder)?;
-      if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
-      } else if r.created.is_empty() {
-        writeln!(
-          out,
-          "{} already is a vault ({} layout, {} notes); nothing created",
-          r.root.display(),
-          r.layout,
-          r.pages
-        )
-        .ok();
-      } else {
-        writeln!(out, "initialised {} ({} Markdown notes); created:", r.root.display(), r.pages).ok();
-        for p in &r.created {
-          writeln!(out, "  {}", p.display()).ok();
-        }
-        writeln!(out, "next: {PROGRAM} index {}", r.root.display()).ok();
-      }
-    }
-    Command::Status { vault, json } => {
-      let s = read_index_status(&vault_paths(&vault)?);
-      if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&s).unwrap_or_default()).ok();
-      } else {
-        writeln!(out, "state: {}\ndocuments: {} ({} canonical, {} evidence)\nchunks: {}\nembeddings pending: {}\nengine: {}",
-          s.state.as_str(), s.counts.total_documents, s.counts.canonical_documents, s.counts.evidence_documents, s.counts.total_chunks, s.counts.needs_embedding, s.engine_version).ok();
-        for i in &s.issues {
-          writeln!(out, "issue {}: {}", i.code, i.message).ok();
-        }
-      }
-    }
+    Command::Status { vault, json } => index::status(&vault_paths(&vault)?, json, out),
     Command::Recall { vault, query, mode, max, auto, json, explain, sentence_rescore } => {
       let paths = vault_paths(&vault)?;
       let policy = if auto { RecallPolicy::automatic() } else { RecallPolicy::explicit(max) };
       let opts =
         RecallOptions { sentence_rescore, ..RecallOptions::new(policy, RetrievalMode::parse(&mode)?) };
-      let started = Instant::now();
-      let r = recall_wiki(&paths, &query, &opts)?;
-      let ms = started.elapsed().as_secs_f64() * 1000.0;
-      if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
-        return Ok(());
-      }
-      if r.results.is_empty() {
-        writeln!(out, "No reliable memory found for {query:?} ({ms:.1} ms, mode {}).", r.mode.as_str()).ok();
-      }
-      for (i, res) in r.results.iter().enumerate() {
-        writeln!(
-          out,
-          "{}. [[{}]] {} — {} (score {:.2}){}",
-          i + 1,
-          res.id,
-          res.page_type,
-          res.title,
-          res.score,
-          res.vault_label.as_deref().map(|l| format!(" {l}")).unwrap_or_default()
-        )
-        .ok();
-        writeln!(out, "   {}", res.preview).ok();
-        if explain {
-          writeln!(
-            out,
-            "   confidence {:.3} × multiplier {:.2}; lines {}-{}; {}",
-            res.confidence,
-            res.multiplier,
-            res.line_start,
-            res.line_end,
-            res.match_reasons.join("; ")
-          )
-          .ok();
-        }
-      }
-      for d in &r.diagnostics {
-        writeln!(out, "diagnostic {}: {}", d.code, d.message).ok();
-      }
-      if explain {
-        writeln!(out, "mode used: {} ({ms:.1} ms)", r.mode.as_str()).ok();
-        for t in &r.trace {
-          writeln!(out, "trace: {t}").ok();
-        }
-      }
+      recall::recall(&paths, &query, &opts, json, explain, out)
     }
     Command::Run { vault, queries, out: out_path, mode, depth, tag, sentence_rescore } => {
       let paths = vault_paths(&vault)?;
-      let queries = load_queries_jsonl(&queries)?;
       let policy =
         RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: depth, max_results: depth };
       let opts =
         RecallOptions { sentence_rescore, ..RecallOptions::new(policy, RetrievalMode::parse(&mode)?) };
-      let mut lines = Vec::new();
-      let mut times = Vec::with_capacity(queries.len());
-      for (qid, text) in &queries {
-        let started = Instant::now();
-        let r = recall_wiki(&paths, text, &opts)?;
-        times.push(started.elapsed().as_secs_f64() * 1000.0);
-        lines.extend(recall_run_lines(qid, &r.results));
-      }
-      write_run(&out_path, &tag, &lines)?;
-      times.sort_by(|a, b| a.total_cmp(b));
-      let pct = |p: f64| times.get(((times.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
-      writeln!(
-        out,
-        "wrote {} lines for {} queries to {} (per query: p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms)",
-        lines.len(),
-        queries.len(),
-        out_path.display(),
-        pct(0.5),
-        pct(0.95),
-        pct(1.0)
-      )
-      .ok();
+      recall::run_queries(&paths, &queries, &out_path, &tag, &opts, out)
     }
     Command::Memory { vault, query, mode, auto, budget, json } => {
       let paths = vault_paths(&vault)?;
       let policy = if auto { RecallPolicy::automatic() } else { RecallPolicy::explicit(None) };
       let recall = RecallOptions::new(policy, RetrievalMode::parse(&mode)?);
       let opts = MemoryOptions { recall, budget_chars: budget, typed_expansion: true };
-      let r = recall_memory(&paths, &query, &opts)?;
-      if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
-      } else if r.bundles.is_empty() && r.context.is_empty() {
-        writeln!(out, "No reliable memory found for {query:?} (mode {}).", r.mode.as_str()).ok();
-      } else {
-        write!(out, "{}", r.context).ok();
-      }
-      for d in &r.diagnostics {
-        writeln!(out, "diagnostic {}: {}", d.code, d.message).ok();
-      }
+      recall::memory(&paths, &query, &opts, json, out)
     }
     Command::Resolve { vault, selected, other, relation, scope, rationale, replaces, no_index, json } => {
-      use llm_wiki_core::memory::resolve::{resolve_in, ResolveRequest};
       let paths = vault_paths(&vault)?;
-      let label = if llm_wiki_core::vault::paths::is_personal_vault(&paths) { "personal" } else { "project" };
       let req = ResolveRequest {
-        vault: label.into(),
+        vault: record::vault_label(&paths).into(),
         selected,
         other,
         relation,
@@ -617,63 +395,10 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
         replaces,
         update_index: !no_index,
       };
-      let r = resolve_in(&paths, None, &req)?;
-      if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
-      } else {
-        let res = &r.resolution;
-        let scope = res.scope.as_deref().map(|s| format!(" under {s:?}")).unwrap_or_default();
-        writeln!(
-          out,
-          "{} {}: {} {} {}{scope}",
-          if r.created { "recorded" } else { "already recorded" },
-          res.id,
-          res.selected_page_id,
-          res.relation,
-          res.other_page_id
-        )
-        .ok();
-        writeln!(out, "page: {}", r.path).ok();
-        for i in &r.index.issues {
-          writeln!(out, "index {}: {}", i.code, i.message).ok();
-        }
-        for w in &r.warnings {
-          writeln!(out, "warning {}: {}", w.code, w.message).ok();
-        }
-      }
+      record::resolve(&paths, &req, json, out)
     }
     Command::Feedback { action, vault, older_than_days, dry_run, json } => {
-      use llm_wiki_core::feedback::{compact, record};
-      let paths = vault_paths(&vault)?;
-      let mut progress = |read: u64, total: u64| {
-        if !json && total >= 64 << 20 {
-          eprintln!("{} / {} MiB", read >> 20, total >> 20);
-        }
-      };
-      let value = match action.as_str() {
-        "status" => serde_json::to_value(compact::stream_status(&paths.meta)),
-        "rebuild" => serde_json::to_value(record::rebuild_feedback_with(&paths, &mut progress)?),
-        "compact" => {
-          let mut opts = compact::CompactOptions { dry_run, ..Default::default() };
-          if let Some(d) = older_than_days {
-            opts.older_than_days = d;
-          }
-          serde_json::to_value(record::compact_feedback(&paths, &opts, &mut progress)?)
-        }
-        other => {
-          return Err(llm_wiki_core::error::Error::invalid(format!(
-            "feedback action must be status | rebuild | compact, got {other:?}"
-          )))
-        }
-      }
-      .unwrap_or_default();
-      if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&value).unwrap_or_default()).ok();
-      } else if let Some(map) = value.as_object() {
-        for (k, v) in map {
-          writeln!(out, "{k}: {v}").ok();
-        }
-      }
+      record::feedback(&vault_paths(&vault)?, &action, older_than_days, dry_run, json, out)
     }
     Command::Neighbours { vault, page, depth, direction, max_bytes, budget_tokens, text } => {
       let paths = vault_paths(&vault)?;
@@ -683,15 +408,10 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
         max_bytes: Some(max_bytes),
         budget_tokens,
       };
-      let n = explore::neighbours(&paths, &page, &req)?;
-      if text {
-        writeln!(out, "{}", n.text).ok();
-      } else {
-        writeln!(out, "{}", serde_json::to_string_pretty(&n).unwrap_or_default()).ok();
-      }
+      graph::neighbours(&paths, &page, &req, text, out)
     }
     Command::Overview { vault, max_tokens, json } => {
-      graph::overview(&vault_paths(&vault)?, max_tokens, json, out)?
+      graph::overview(&vault_paths(&vault)?, max_tokens, json, out)
     }
     Command::Graph { vault, query, budget_tokens, hops, seeds, mode, json } => {
       let opts = llm_wiki_core::memory::graph_query::GraphQueryOptions {
@@ -701,229 +421,28 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
         mode: RetrievalMode::parse(&mode)?,
         ..Default::default()
       };
-      graph::graph(&vault_paths(&vault)?, &query, &opts, json, out)?
+      graph::graph(&vault_paths(&vault)?, &query, &opts, json, out)
     }
     Command::Calibrate { labels, vault, max_negative_rate, write, fitted_on, no_index, json } => {
-      calibrate(&labels, vault.as_deref(), max_negative_rate, write, fitted_on, no_index, json, out)?;
+      calibrate::calibrate(
+        &labels,
+        vault.as_deref(),
+        max_negative_rate,
+        write,
+        fitted_on,
+        no_index,
+        json,
+        out,
+      )
     }
     Command::Watch { vault, components, debounce_ms, poll, poll_interval_ms, duration, json } => {
-      watch(&vault, &components, debounce_ms, poll, poll_interval_ms, duration, json, out)?;
+      watch::watch(&vault, &components, debounce_ms, poll, poll_interval_ms, duration, json, out)
     }
-    Command::Download(args) => {
-      let spec = fetch::DownloadSpec::from_request(args.request()?)?;
-      let json = args.json;
-      let dir = match args.dir {
-        Some(d) => std::path::absolute(&d).map_err(|e| Error::io("resolve", &d, e))?,
-        None => fetch::default_download_dir(),
-      };
-      let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(0) };
-      bar.set_style(
-        ProgressStyle::with_template("{prefix:>16} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}")
-          .unwrap_or_else(|_| ProgressStyle::default_bar())
-          .progress_chars("=> "),
-      );
-      let model = fetch::download_model(&spec, &dir, &llm_wiki_core::store::CancelFlag::new(), &mut |p| {
-        bar.set_prefix(p.file);
-        bar.set_length(p.total.unwrap_or(p.downloaded));
-        bar.set_position(p.downloaded);
-      });
-      bar.finish_and_clear();
-      let model = model?;
-      let m = &model.manifest;
-      if json {
-        let report = serde_json::json!({ "dir": model.dir, "manifest": m });
-        writeln!(out, "{}", serde_json::to_string_pretty(&report).unwrap_or_default()).ok();
-      } else {
-        let chunks = m.chunk_tokens.map_or("engine default".to_string(), |n| n.to_string());
-        writeln!(
-          out,
-          "{} ready in {}: {}, {} dims, chunks {chunks}, query prefix {:?}, document prefix {:?}",
-          m.id,
-          model.dir.display(),
-          format!("{:?}", m.kind).to_lowercase(),
-          m.dims,
-          m.query_prefix,
-          m.document_prefix
-        )
-        .ok();
-      }
-    }
+    Command::Download(args) => download::download(args, out),
     Command::Path { vault, from, to, max_hops } => {
-      let paths = vault_paths(&vault)?;
-      let p = explore::link_path(&paths, &from, &to, max_hops)?;
-      writeln!(out, "{}", serde_json::to_string_pretty(&p).unwrap_or_default()).ok();
+      graph::path(&vault_paths(&vault)?, &from, &to, max_hops, out)
     }
   }
-  Ok(())
-}
-
-/// One watch event as a line of text.
-fn watch_line(e: &WatchEvent) -> String {
-  let mut line = e.kind.as_str().to_string();
-  if let Some(phase) = e.phase {
-    line.push_str(&format!(" {phase}"));
-  }
-  if let Some(b) = e.backend {
-    line.push_str(&format!(" backend={}", b.as_str()));
-  }
-  if e.rearmed {
-    line.push_str(" rearmed");
-  }
-  if e.kind == WatchEventKind::Indexed {
-    if e.full_scan {
-      line.push_str(" full scan");
-    } else {
-      line.push_str(&format!(" {} path(s)", e.path_count));
-    }
-    if let Some(d) = &e.documents {
-      line.push_str(&format!(" +{} ~{} -{}", d.indexed, d.updated, d.removed));
-    }
-    if let Some(ms) = e.ms {
-      line.push_str(&format!(" in {ms:.0} ms"));
-    }
-    if !e.paths.is_empty() {
-      line.push_str(&format!(": {}", e.paths.iter().take(5).cloned().collect::<Vec<_>>().join(", ")));
-      if e.path_count > 5 {
-        line.push_str(&format!(" (+{} more)", e.path_count - 5));
-      }
-    }
-  }
-  if let (Some(code), Some(msg)) = (&e.code, &e.message) {
-    line.push_str(&format!(" [{code}] {msg}"));
-  }
-  line
-}
-
-/// The `watch` command: events are printed by the calling thread as they arrive.
-#[allow(clippy::too_many_arguments)]
-fn watch(
-  vault: &Path,
-  components: &[String],
-  debounce_ms: u64,
-  poll: bool,
-  poll_interval_ms: u64,
-  duration: Option<f64>,
-  json: bool,
-  out: &mut impl Write,
-) -> Result<()> {
-  let paths = vault_paths(vault)?;
-  let opts = WatchOptions {
-    components: parse_components(components)?,
-    debounce: std::time::Duration::from_millis(debounce_ms.min(60_000)),
-    poll,
-    poll_interval: std::time::Duration::from_millis(poll_interval_ms.max(100)),
-    ..Default::default()
-  };
-  let (tx, rx) = std::sync::mpsc::channel::<WatchEvent>();
-  let tx = std::sync::Mutex::new(tx);
-  let mut handle = watch_wiki(
-    &paths,
-    opts,
-    Arc::new(move |e| {
-      if let Ok(t) = tx.lock() {
-        let _ = t.send(e);
-      }
-    }),
-  )?;
-  let deadline = duration.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0)));
-  let mut print = |e: &WatchEvent| {
-    let text = if json { serde_json::to_string(e).unwrap_or_default() } else { watch_line(e) };
-    writeln!(out, "{text}").ok();
-    out.flush().ok();
-  };
-  loop {
-    let wait =
-      deadline.map_or(std::time::Duration::from_secs(3600), |d| d.saturating_duration_since(Instant::now()));
-    if deadline.is_some() && wait.is_zero() {
-      break;
-    }
-    match rx.recv_timeout(wait) {
-      Ok(e) => print(&e),
-      Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-      Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-    }
-  }
-  handle.close();
-  while let Ok(e) = rx.try_recv() {
-    print(&e);
-  }
-  Ok(())
-}
-
-/// The `calibrate` command: index the labelled set's vaults (vectors), collect each query's dense
-/// evidence, fit, print, and with `write` store the fit in the embedding model's manifest.
-#[allow(clippy::too_many_arguments)]
-fn calibrate(
-  labels_path: &Path,
-  default_vault: Option<&Path>,
-  max_negative_rate: f64,
-  write: bool,
-  fitted_on: Option<String>,
-  no_index: bool,
-  json: bool,
-  out: &mut impl Write,
-) -> Result<()> {
-  use llm_wiki_core::retrieve::calibrate as cal;
-  let model_dir = llm_wiki_core::models::resolve_embed_dir(&llm_wiki_core::models::effective_config())
-    .ok_or_else(|| Error::ModelUnavailable("no embedding model is configured".into()))?;
-  let labels = cal::read_labels(labels_path)?;
-  if !no_index {
-    let mut roots: Vec<PathBuf> = Vec::new();
-    for q in &labels {
-      let r = cal::vault_of(q, labels_path, default_vault)?;
-      if !roots.contains(&r) {
-        roots.push(r);
-      }
-    }
-    for root in roots {
-      let opts =
-        ReindexOptions { components: vec![Component::Lexical, Component::Vectors], ..Default::default() };
-      let r = reindex_vault(&vault_paths(&root)?, &opts);
-      if !r.ok {
-        return Err(Error::Index(format!(
-          "{}: {}",
-          root.display(),
-          r.errors.first().map(|e| e.message.clone()).unwrap_or_else(|| "reindex failed".into())
-        )));
-      }
-    }
-  }
-  let evidence = cal::collect_evidence(&labels, labels_path, default_vault)?;
-  let fit = cal::fit_evidence(&labels, &evidence, max_negative_rate)?;
-  let model = llm_wiki_core::models::ModelDir::open(&model_dir)?.manifest.id;
-  let fitted_on = fitted_on.unwrap_or_else(|| {
-    let name = labels_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    format!("{name}: {} related, {} unrelated queries", fit.positives, fit.negatives)
-  });
-  if write {
-    cal::store_calibration(&model_dir, &fit, &fitted_on)?;
-  }
-  if json {
-    let v = serde_json::json!({ "model": model, "fit": fit, "fittedOn": fitted_on, "written": write });
-    writeln!(out, "{}", serde_json::to_string_pretty(&v).unwrap_or_default()).ok();
-    return Ok(());
-  }
-  writeln!(
-    out,
-    "{model}: cosine floor {:.4}, span {:.4} (automatic floor 0.50 at cosine {:.4})\n\
-     fitted on {} related / {} unrelated queries; at the automatic floor {:.1}% of related and \
-     {:.1}% of unrelated queries pass (explicit floor: {:.1}% of related)",
-    fit.cosine_floor,
-    fit.cosine_span,
-    fit.cosine_at_auto,
-    fit.positives,
-    fit.negatives,
-    100.0 * fit.positive_pass_rate,
-    100.0 * fit.negative_pass_rate,
-    100.0 * fit.positive_explicit_rate
-  )
-  .ok();
-  if write {
-    writeln!(out, "stored in {}", model_dir.join("manifest.json").display()).ok();
-  } else {
-    writeln!(out, "not stored (run with --write to store it in the model's manifest.json)").ok();
-  }
-  Ok(())
 }
 
 /// Run the user CLI with `args` (without the program name). Returns the process exit code.
@@ -955,31 +474,4 @@ pub fn run_with<C: Parser, I: IntoIterator<Item = String>>(
 }
 
 #[cfg(test)]
-mod tests {
-  use super::*;
-
-  #[test]
-  fn watch_prints_events_until_its_time_is_up() {
-    let t = tempfile::tempdir().unwrap();
-    let p = VaultPaths::new_layout(t.path().join("v"));
-    std::fs::create_dir_all(&p.wiki).unwrap();
-    std::fs::write(p.config_file(), r#"{"name":"T"}"#).unwrap();
-    std::fs::write(p.wiki.join("a.md"), "---\ntype: concept\ntitle: A\n---\nzqxwatchcli\n").unwrap();
-    let cmd = Command::Watch {
-      vault: p.root.clone(),
-      components: vec!["lexical".into()],
-      debounce_ms: 50,
-      poll: false,
-      poll_interval_ms: 2000,
-      duration: Some(3.0),
-      json: false,
-    };
-    let mut out = Vec::new();
-    execute(cmd, &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("started backend=native"), "{text}");
-    assert!(lines.iter().any(|l| l.starts_with("indexed lexical full scan +1 ~0 -0")), "{text}");
-    assert_eq!(lines.last().copied(), Some("closed"), "{text}");
-  }
-}
+mod tests;
