@@ -8,6 +8,7 @@
 //! observations ([`correction`]) and the cheap "is this prompt worth a recall?" gate
 //! ([`shape`]).
 
+pub mod archive;
 pub mod compact;
 pub mod correction;
 pub mod events;
@@ -16,6 +17,7 @@ pub mod persist;
 pub mod projection;
 pub mod record;
 pub mod shape;
+pub mod sums;
 
 use serde::{Deserialize, Serialize};
 
