@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::graph::{link_keys, link_name_key, name_key, page_edges, Resolver};
+use super::link_targets::{link_keys, link_name_key, name_key, page_edges, Resolver};
 use super::relations::RelationIssue;
 use super::resolve::{Decisions, ResolutionRecord};
 use serde::{Deserialize, Serialize};
@@ -318,7 +318,7 @@ impl LintState {
       Some((page, o.map_or(none, |(_, v)| v.as_slice()), d.map_or(none, |(_, v)| v.as_slice())))
     });
     let all = pages.flat_map(|(p, a, b)| a.iter().chain(b).map(move |i| (p.as_str(), i)));
-    self.findings = Arc::new(super::graph::lint_list(manifest, all));
+    self.findings = Arc::new(lint_list(manifest, all));
   }
 }
 
@@ -410,6 +410,38 @@ pub(crate) fn keep_state(store: &Path, state: LintState) {
   if states.len() > KEEP_STATES {
     states.remove(0);
   }
+}
+
+/// Lint findings reported at most per reindex or status (not fitted: keeps results small on a
+/// vault with thousands of broken relations; the rest are counted in one summary issue).
+pub const MAX_LINT_REPORTED: usize = 200;
+
+/// The first [`MAX_LINT_REPORTED`] findings plus one `relation_lint_truncated` summary counting
+/// the rest (shared by the whole-vault and the changed-pages lint).
+pub(crate) fn capped<T>(
+  mut found: impl Iterator<Item = T>,
+  issue: impl Fn(T) -> crate::store::IndexIssue,
+) -> Vec<crate::store::IndexIssue> {
+  let mut out: Vec<crate::store::IndexIssue> = found.by_ref().take(MAX_LINT_REPORTED).map(issue).collect();
+  let extra = found.count();
+  if extra > 0 {
+    out.push(crate::store::IndexIssue::new(
+      "relation_lint_truncated",
+      format!("{extra} more relation/link findings not listed"),
+    ));
+  }
+  out
+}
+
+/// `(page id, finding)` pairs as index issues (path = the page's file), capped.
+pub(crate) fn lint_list<'a>(
+  manifest: &Manifest,
+  found: impl Iterator<Item = (&'a str, &'a RelationIssue)>,
+) -> Vec<crate::store::IndexIssue> {
+  capped(found, |(id, i)| {
+    let path = manifest.entries.get(id).map_or_else(|| format!("{id}.md"), |e| e.rel_path.clone());
+    crate::store::IndexIssue::new(&i.code, i.message.clone()).at(path)
+  })
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod explore;
 pub mod graph;
 pub mod graph_input;
 pub mod graph_query;
+pub mod link_targets;
 pub mod links;
 pub mod lint;
 pub mod orientation;

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::graph::Resolver;
 use super::graph_input::{budget, tokens};
+use super::link_targets::Resolver;
 use super::resolve::ResolutionSet;
 use crate::error::Result;
 use crate::retrieve::engine::{open_snapshot, Unavailable};

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::Serialize;
 
 use super::record::{resolution_id, ResolutionRecord};
-use crate::memory::graph::LinkGraph;
 use crate::memory::relations::RelationIssue;
 use crate::store::manifest::Manifest;
 
@@ -262,21 +261,12 @@ pub struct Decisions {
 }
 
 impl Decisions {
-  /// Derive from a manifest and its resolved graph (called by [`LinkGraph::build`]).
-  pub fn derive(manifest: &Manifest, g: &LinkGraph) -> Decisions {
-    let supersedes =
-      g.outbound.values().flatten().filter(|e| e.relations.iter().any(|r| r.relation_type == "supersedes"));
-    Self::assemble(manifest, supersedes.map(|e| (e.from.clone(), e.to.clone())).collect(), |superseded| {
-      superseded.keys().flat_map(|s| g.in_edges(s).map(|e| (e.from.clone(), s.clone()))).collect()
-    })
-  }
-
-  /// The same as [`Decisions::derive`] over [`LinkGraph::build`]'s graph, without building it:
+  /// The decisions [`crate::memory::graph::LinkGraph::build`] derives from its graph, without building it:
   /// only the links of pages declaring `supersedes` and the links that can reach a superseded
   /// page (their last path segment names it) are resolved. What recall needs per generation
   /// (warnings of the returned pages), at a fraction of the whole graph's cost.
   pub fn derive_direct(manifest: &Manifest) -> Decisions {
-    let r = crate::memory::graph::Resolver::new(manifest);
+    let r = crate::memory::link_targets::Resolver::new(manifest);
     let mut supersedes = Vec::new();
     for (id, e) in &manifest.entries {
       for rel in e.links.relations.iter().filter(|rel| rel.relation_type == "supersedes" && rel.is_known()) {
@@ -290,14 +280,15 @@ impl Decisions {
     Self::assemble(manifest, supersedes, |superseded| {
       // A link resolves to a page only when its name key is the page's (links whose target
       // ends in `/`, `.` or `..` have none: those are resolved anyway).
-      let names: HashSet<String> = superseded.keys().map(|s| crate::memory::graph::name_key(s)).collect();
+      let names: HashSet<String> =
+        superseded.keys().map(|s| crate::memory::link_targets::name_key(s)).collect();
       let mut citing = Vec::new();
       if names.is_empty() {
         return citing;
       }
       for (id, e) in &manifest.entries {
         for l in e.links.links.iter() {
-          if crate::memory::graph::link_name_key(l).is_some_and(|k| !names.contains(k.as_ref())) {
+          if crate::memory::link_targets::link_name_key(l).is_some_and(|k| !names.contains(k.as_ref())) {
             continue;
           }
           if let Ok(to) = r.resolve(id, l) {
@@ -313,7 +304,7 @@ impl Decisions {
 
   /// Decisions from the resolution records of `manifest`, the `(from, to)` edges carrying a
   /// `supersedes` relation, and the `(from, to)` edges into superseded pages (`citing`).
-  fn assemble(
+  pub(crate) fn assemble(
     manifest: &Manifest,
     supersedes: Vec<(String, String)>,
     citing: impl FnOnce(&BTreeMap<String, Vec<Supersession>>) -> Vec<(String, String)>,
