@@ -339,11 +339,75 @@ fn feedback_projection(paths: &VaultPaths, enabled: bool, now: i64) -> Option<st
   (enabled && has_stream(&paths.meta)).then(|| projection::current(&paths.meta, now))
 }
 
+/// What one recall asks of every vault: the checked query, its terms and sub-queries, the
+/// options, and whether it is automatic (quiet, session-aware).
+struct Ask<'a> {
+  query: &'a str,
+  terms: &'a [String],
+  subqueries: &'a [SubQuery],
+  qhash: &'a str,
+  now: i64,
+  automatic: bool,
+  /// The session of an automatic recall (what it already injected is suppressed).
+  session_auto: Option<&'a SessionRecall>,
+  opts: &'a RecallOptions,
+}
+
+/// What a recall reports besides its results: the trace, the diagnostics and each vault's mode.
+#[derive(Default)]
+struct Report {
+  trace: Vec<String>,
+  diagnostics: Vec<RecallDiagnostic>,
+  vault_modes: Vec<VaultMode>,
+}
+
 /// Recall from the vaults of `active` under `opts`.
 pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -> Result<RecallResponse> {
   opts.policy.validate()?;
-  let mut trace = Vec::new();
-  let mut diagnostics = Vec::new();
+  let (query, subqueries) = match checked_queries(raw_query, opts)? {
+    Ok(q) => q,
+    Err(rejected) => return Ok(rejected),
+  };
+  let automatic = !opts.policy.include_personal;
+  let session_auto = opts.session.as_ref().filter(|_| automatic);
+  if let Some(s) = session_auto {
+    if let Some(skipped) = skip_session_recall(active, raw_query, s, opts) {
+      return Ok(skipped);
+    }
+  }
+  let mut report = Report::default();
+  let qhash = crate::feedback::query_hash(&query);
+  let terms = query_terms(&query);
+  report.trace.push(format!("query:{} terms", terms.len()));
+  if opts.scoring == Scoring::Automatic {
+    report.trace.push("scoring:automatic (lexical evidence counts by its specificity)".into());
+  }
+  let ask = Ask {
+    query: &query,
+    terms: &terms,
+    subqueries: &subqueries,
+    qhash: &qhash,
+    now: now_secs(),
+    automatic,
+    session_auto,
+    opts,
+  };
+  let mut outcomes: Vec<VaultOutcome> = Vec::new();
+  for (paths, kind) in recall_vaults(active, &opts.policy) {
+    opts.cancel.check()?;
+    outcomes.extend(recall_vault(paths, kind, &ask, &mut report)?);
+  }
+  let results = fused_results(&outcomes, &ask, &mut report.trace)?;
+  let mode = overall_mode(opts.mode, &report.vault_modes);
+  let Report { trace, diagnostics, vault_modes } = report;
+  Ok(RecallResponse { results, diagnostics, trace, mode, vault_modes })
+}
+
+/// The normalized query and sub-queries, or the response that rejects them (empty, too long).
+fn checked_queries(
+  raw_query: &str,
+  opts: &RecallOptions,
+) -> Result<std::result::Result<(String, Vec<SubQuery>), RecallResponse>> {
   let rejected = |e: Error, what: String| RecallResponse {
     results: vec![],
     diagnostics: vec![RecallDiagnostic::new(e.code(), format!("{what}{e}"))],
@@ -353,170 +417,219 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   };
   let query = match normalize_query(raw_query) {
     Ok(q) => q,
-    Err(e @ (Error::QueryEmpty | Error::QueryTooLong { .. })) => return Ok(rejected(e, String::new())),
+    Err(e @ (Error::QueryEmpty | Error::QueryTooLong { .. })) => return Ok(Err(rejected(e, String::new()))),
     Err(e) => return Err(e),
   };
   // Sub-queries pass the same checks as the query (and a count limit).
   let subqueries = match normalize_subqueries(&opts.subqueries) {
     Ok(s) => s,
     Err((Some(i), e @ (Error::QueryEmpty | Error::QueryTooLong { .. }))) => {
-      return Ok(rejected(e, format!("subqueries[{i}]: ")))
+      return Ok(Err(rejected(e, format!("subqueries[{i}]: "))))
     }
     Err((_, e)) => return Err(e),
   };
-  let automatic = !opts.policy.include_personal;
-  let session_auto = opts.session.as_ref().filter(|_| automatic);
-  if let Some(s) = session_auto {
-    // What another process of the session (before a restart) injected counts here too.
-    crate::feedback::persist::hydrate(&active.meta, &s.id, crate::retrieve::trust::now_secs());
-    // The raw prompt: normalization folds the lines a pasted trace is recognized by.
-    let skip = skip_reason(raw_query)
-      .map(|r| (r.code(), "the prompt is not recall-shaped".to_string()))
-      .or_else(|| {
-        s.budget_chars
-          .filter(|b| ledger::remaining_budget(&s.id, *b as usize) == 0)
-          .map(|b| ("recall_session_budget_spent", format!("the session's {b}-character budget is spent")))
-      });
-    if let Some((code, message)) = skip {
-      ledger::offer(&s.id, vec![]);
-      return Ok(RecallResponse {
-        results: vec![],
-        diagnostics: vec![RecallDiagnostic::new(code, message)],
-        trace: vec![format!("session:skipped:{code}")],
-        mode: opts.mode,
-        vault_modes: vec![],
-      });
-    }
-  }
-  let qhash = crate::feedback::query_hash(&query);
-  let terms = query_terms(&query);
-  trace.push(format!("query:{} terms", terms.len()));
-  if opts.scoring == Scoring::Automatic {
-    trace.push("scoring:automatic (lexical evidence counts by its specificity)".into());
-  }
-  let mut vault_modes: Vec<VaultMode> = Vec::new();
-  let now = now_secs();
-  let mut outcomes: Vec<VaultOutcome> = Vec::new();
-  for (paths, kind) in recall_vaults(active, &opts.policy) {
-    opts.cancel.check()?;
-    let started = Instant::now();
-    let mut snap = match open_snapshot(&paths) {
-      Ok(s) => s,
-      Err(Unavailable::NotReady(nr)) => {
-        trace.push(format!("vault:{}:skipped:{}", kind.as_str(), nr.code));
-        if !automatic {
-          diagnostics
-            .push(RecallDiagnostic::new(nr.code, format!("{} vault: {}", kind.as_str(), nr.message)));
-        }
-        continue;
-      }
-      Err(Unavailable::Failed(e)) => {
-        trace.push(format!("vault:{}:unavailable:{}", kind.as_str(), e.code()));
-        if !automatic {
-          diagnostics.push(RecallDiagnostic::new(
-            "qmd_index_error",
-            format!("{} vault index cannot open: {e}", kind.as_str()),
-          ));
-        }
-        continue;
-      }
-    };
-    let intent = read_config(&paths).ok().as_ref().and_then(intent_of);
-    let mut followed_swap = false;
-    let outcome = loop {
-      let ctx = ModeContext {
-        snap: &snap,
-        query: &query,
-        terms: &terms,
-        subqueries: &subqueries,
-        limit: opts.policy.max_per_vault,
-        intent: intent.clone(),
-        rerank_timeout: opts.rerank_timeout,
-        sentence_rescore: opts.sentence_rescore,
-        cancel: &opts.cancel,
-      };
-      let mut vault_trace = Vec::new();
-      let outcome = run_mode(&ctx, opts.mode, &mut vault_trace)?;
-      // Vectors are opened on first use: when a newer commit (or a rebuild's new store) removed
-      // the snapshot's segment files in between, they cannot open; the newer state answers.
-      if !followed_swap && outcome.diagnostics.iter().any(|(c, _)| *c == "qmd_index_error") {
-        if let Ok(newer) = open_snapshot(&paths) {
-          if newer.generation != snap.generation || newer.reader.store != snap.reader.store {
-            followed_swap = true;
-            snap = newer;
-            continue;
-          }
-        }
-      }
-      trace.extend(vault_trace);
-      break outcome;
-    };
-    let reason = outcome.diagnostics.first().map(|(c, _)| c.to_string());
-    for (code, message) in outcome.diagnostics {
-      // Automatic recall stays quiet; explicit recall explains degraded modes.
-      if !automatic {
-        diagnostics.push(RecallDiagnostic::new(code, format!("{} vault: {message}", kind.as_str())));
-      }
-    }
-    let (hits, mode) = (outcome.hits, outcome.used);
-    let fell_back = is_fallback(opts.mode, mode);
-    vault_modes.push(VaultMode {
-      vault_id: snap.manifest.vault_id.clone(),
-      vault: kind.as_str(),
-      mode,
-      fallback_from: fell_back.then_some(opts.mode),
-      reason: if fell_back { reason } else { None },
-    });
-    let total = hits.len();
-    let fb = feedback_projection(&paths, opts.feedback, now);
-    if let Some(why) = fb.as_ref().and_then(|p| p.corrupt.as_deref()) {
-      trace.push(format!("feedback:{}:disabled", kind.as_str()));
-      if !automatic {
-        diagnostics.push(corrupt_diagnostic(why));
-      }
-    }
-    let vault_id = snap.manifest.vault_id.clone();
-    let mut suppressed = 0usize;
-    let mut feedback = Vec::new();
-    let kept: Vec<(VaultHit, f64, f64)> = hits
-      .into_iter()
-      .filter_map(|mut h| {
-        let entry = snap.manifest.entries.get(&h.page_id)?;
-        if opts.scoring == Scoring::Automatic {
-          h.confidence = h.automatic_confidence;
-        }
-        if session_auto
-          .is_some_and(|s| ledger::already_injected(&s.id, &vault_id, &h.page_id, &entry.content_hash))
-        {
-          suppressed += 1;
-          return None;
-        }
-        let verified = trust_of(&entry.meta, now).verified;
-        // The spec's feedback term: bounded ±0.02, after retrieval, candidates only.
-        let f = fb.as_ref().map_or(0.0, |p| p.term(&vault_id, &h.page_id, &qhash, now));
-        let m = bounded_multiplier(h.exact.is_some(), entry.role, entry.meta.status.as_deref(), verified, f);
-        let score = final_score(h.confidence, m);
-        (score >= opts.policy.min_score).then(|| {
-          feedback.push(f);
-          (h, m, score)
-        })
-      })
-      .collect();
-    if suppressed > 0 {
-      trace.push(format!("session:{}:{suppressed} already injected, unchanged", kind.as_str()));
-    }
-    trace.push(format!(
-      "vault:{}:{}:{} candidates, {} above floor {:.2} ({:.1} ms)",
-      kind.as_str(),
-      mode.as_str(),
-      total,
-      kept.len(),
-      opts.policy.min_score,
-      started.elapsed().as_secs_f64() * 1000.0
-    ));
-    outcomes.push(VaultOutcome { kind, paths, hits: kept, snap, now, mode, feedback });
-  }
+  Ok(Ok((query, subqueries)))
+}
 
+/// An automatic recall of session `s` that is skipped (the prompt is not recall-shaped, or the
+/// session's budget is spent): the empty response saying why. What another process of the
+/// session (before a restart) injected is loaded first: it counts here too.
+fn skip_session_recall(
+  active: &VaultPaths,
+  raw_query: &str,
+  s: &SessionRecall,
+  opts: &RecallOptions,
+) -> Option<RecallResponse> {
+  crate::feedback::persist::hydrate(&active.meta, &s.id, crate::retrieve::trust::now_secs());
+  // The raw prompt: normalization folds the lines a pasted trace is recognized by.
+  let (code, message) = skip_reason(raw_query)
+    .map(|r| (r.code(), "the prompt is not recall-shaped".to_string()))
+    .or_else(|| {
+      s.budget_chars
+        .filter(|b| ledger::remaining_budget(&s.id, *b as usize) == 0)
+        .map(|b| ("recall_session_budget_spent", format!("the session's {b}-character budget is spent")))
+    })?;
+  ledger::offer(&s.id, vec![]);
+  Some(RecallResponse {
+    results: vec![],
+    diagnostics: vec![RecallDiagnostic::new(code, message)],
+    trace: vec![format!("session:skipped:{code}")],
+    mode: opts.mode,
+    vault_modes: vec![],
+  })
+}
+
+/// Recall from one vault: its snapshot opened (`None` when it is not ready or cannot open), the
+/// mode run, and its hits scored and kept above the floor.
+fn recall_vault(
+  paths: VaultPaths,
+  kind: VaultKind,
+  ask: &Ask,
+  report: &mut Report,
+) -> Result<Option<VaultOutcome>> {
+  let opts = ask.opts;
+  let started = Instant::now();
+  let Some(mut snap) = open_vault(&paths, kind, ask.automatic, report) else { return Ok(None) };
+  let outcome = run_following_swap(&paths, &mut snap, ask, &mut report.trace)?;
+  let reason = outcome.diagnostics.first().map(|(c, _)| c.to_string());
+  for (code, message) in outcome.diagnostics {
+    // Automatic recall stays quiet; explicit recall explains degraded modes.
+    if !ask.automatic {
+      report.diagnostics.push(RecallDiagnostic::new(code, format!("{} vault: {message}", kind.as_str())));
+    }
+  }
+  let (hits, mode) = (outcome.hits, outcome.used);
+  let fell_back = is_fallback(opts.mode, mode);
+  report.vault_modes.push(VaultMode {
+    vault_id: snap.manifest.vault_id.clone(),
+    vault: kind.as_str(),
+    mode,
+    fallback_from: fell_back.then_some(opts.mode),
+    reason: if fell_back { reason } else { None },
+  });
+  let total = hits.len();
+  let fb = feedback_projection(&paths, opts.feedback, ask.now);
+  if let Some(why) = fb.as_ref().and_then(|p| p.corrupt.as_deref()) {
+    report.trace.push(format!("feedback:{}:disabled", kind.as_str()));
+    if !ask.automatic {
+      report.diagnostics.push(corrupt_diagnostic(why));
+    }
+  }
+  let (kept, feedback, suppressed) = score_hits(hits, &snap, fb.as_deref(), ask);
+  if suppressed > 0 {
+    report.trace.push(format!("session:{}:{suppressed} already injected, unchanged", kind.as_str()));
+  }
+  report.trace.push(format!(
+    "vault:{}:{}:{} candidates, {} above floor {:.2} ({:.1} ms)",
+    kind.as_str(),
+    mode.as_str(),
+    total,
+    kept.len(),
+    opts.policy.min_score,
+    started.elapsed().as_secs_f64() * 1000.0
+  ));
+  Ok(Some(VaultOutcome { kind, paths, hits: kept, snap, now: ask.now, mode, feedback }))
+}
+
+/// The vault's index snapshot, or `None` with the reason traced (and, for explicit recall, a
+/// diagnostic).
+fn open_vault(
+  paths: &VaultPaths,
+  kind: VaultKind,
+  automatic: bool,
+  report: &mut Report,
+) -> Option<super::engine::Snapshot> {
+  match open_snapshot(paths) {
+    Ok(s) => Some(s),
+    Err(Unavailable::NotReady(nr)) => {
+      report.trace.push(format!("vault:{}:skipped:{}", kind.as_str(), nr.code));
+      if !automatic {
+        report
+          .diagnostics
+          .push(RecallDiagnostic::new(nr.code, format!("{} vault: {}", kind.as_str(), nr.message)));
+      }
+      None
+    }
+    Err(Unavailable::Failed(e)) => {
+      report.trace.push(format!("vault:{}:unavailable:{}", kind.as_str(), e.code()));
+      if !automatic {
+        report.diagnostics.push(RecallDiagnostic::new(
+          "qmd_index_error",
+          format!("{} vault index cannot open: {e}", kind.as_str()),
+        ));
+      }
+      None
+    }
+  }
+}
+
+/// Run the mode on `snap`. Vectors are opened on first use: when a newer commit (or a rebuild's
+/// new store) removed the snapshot's segment files in between, they cannot open; the newer
+/// state (once) answers, and becomes `snap`.
+fn run_following_swap(
+  paths: &VaultPaths,
+  snap: &mut super::engine::Snapshot,
+  ask: &Ask,
+  trace: &mut Vec<String>,
+) -> Result<super::modes::ModeOutcome> {
+  let opts = ask.opts;
+  let intent = read_config(paths).ok().as_ref().and_then(intent_of);
+  let mut followed_swap = false;
+  loop {
+    let ctx = ModeContext {
+      snap,
+      query: ask.query,
+      terms: ask.terms,
+      subqueries: ask.subqueries,
+      limit: opts.policy.max_per_vault,
+      intent: intent.clone(),
+      rerank_timeout: opts.rerank_timeout,
+      sentence_rescore: opts.sentence_rescore,
+      cancel: &opts.cancel,
+    };
+    let mut vault_trace = Vec::new();
+    let outcome = run_mode(&ctx, opts.mode, &mut vault_trace)?;
+    if !followed_swap && outcome.diagnostics.iter().any(|(c, _)| *c == "qmd_index_error") {
+      if let Ok(newer) = open_snapshot(paths) {
+        if newer.generation != snap.generation || newer.reader.store != snap.reader.store {
+          followed_swap = true;
+          *snap = newer;
+          continue;
+        }
+      }
+    }
+    trace.extend(vault_trace);
+    return Ok(outcome);
+  }
+}
+
+/// The hits of one vault with their bounded multiplier and final score, those above the floor,
+/// with each one's feedback term; and how many the session had already injected (suppressed).
+#[allow(clippy::type_complexity)]
+fn score_hits(
+  hits: Vec<VaultHit>,
+  snap: &super::engine::Snapshot,
+  fb: Option<&Projection>,
+  ask: &Ask,
+) -> (Vec<(VaultHit, f64, f64)>, Vec<f64>, usize) {
+  let opts = ask.opts;
+  let now = ask.now;
+  let vault_id = &snap.manifest.vault_id;
+  let mut suppressed = 0usize;
+  let mut feedback = Vec::new();
+  let kept = hits
+    .into_iter()
+    .filter_map(|mut h| {
+      let entry = snap.manifest.entries.get(&h.page_id)?;
+      if opts.scoring == Scoring::Automatic {
+        h.confidence = h.automatic_confidence;
+      }
+      if ask
+        .session_auto
+        .is_some_and(|s| ledger::already_injected(&s.id, vault_id, &h.page_id, &entry.content_hash))
+      {
+        suppressed += 1;
+        return None;
+      }
+      let verified = trust_of(&entry.meta, now).verified;
+      // The spec's feedback term: bounded ±0.02, after retrieval, candidates only.
+      let f = fb.map_or(0.0, |p| p.term(vault_id, &h.page_id, ask.qhash, now));
+      let m = bounded_multiplier(h.exact.is_some(), entry.role, entry.meta.status.as_deref(), verified, f);
+      let score = final_score(h.confidence, m);
+      (score >= opts.policy.min_score).then(|| {
+        feedback.push(f);
+        (h, m, score)
+      })
+    })
+    .collect();
+  (kept, feedback, suppressed)
+}
+
+/// The vaults' kept hits fused by rank (project precedence), built into results with their
+/// supersession warnings, up to the policy's count and the session's budget; what is returned is
+/// offered to the session's ledger.
+fn fused_results(outcomes: &[VaultOutcome], ask: &Ask, trace: &mut Vec<String>) -> Result<Vec<RecallResult>> {
+  let opts = ask.opts;
   let layers: Vec<Vec<LayerItem<(usize, usize)>>> = outcomes
     .iter()
     .enumerate()
@@ -548,12 +661,12 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
     vec![None; outcomes.len()];
   let mut offered = Vec::new();
   let mut budget_left =
-    session_auto.and_then(|s| s.budget_chars.map(|b| ledger::remaining_budget(&s.id, b as usize)));
+    ask.session_auto.and_then(|s| s.budget_chars.map(|b| ledger::remaining_budget(&s.id, b as usize)));
   for f in fused.into_iter().take(opts.policy.max_results) {
     let (vi, hi) = f.item.payload;
     let o = &outcomes[vi];
     let (h, m, score) = &o.hits[hi];
-    let mut r = build_result(o, h, &terms, *m, *score, f.key)?;
+    let mut r = build_result(o, h, ask.terms, *m, *score, f.key)?;
     let g = decisions[vi].get_or_insert_with(|| {
       crate::memory::graph::supersession_for(&o.snap.reader.store.dir, &o.snap.manifest)
     });
@@ -576,14 +689,14 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
       offered.push(ShownEntry {
         vault_id: r.vault_id.clone(),
         page_id: r.id.clone(),
-        query_hash: qhash.clone(),
+        query_hash: ask.qhash.to_string(),
         rank: results.len() as u32,
         mode: o.mode.as_str().to_string(),
         index_version: format!("{}:{}", o.snap.manifest.version, o.snap.generation),
         model_version: o.snap.manifest.chunker.clone(),
         content_hash: entry.content_hash.clone(),
         chars,
-        automatic,
+        automatic: ask.automatic,
       });
     }
     results.push(r);
@@ -591,8 +704,7 @@ pub fn recall_wiki(active: &VaultPaths, raw_query: &str, opts: &RecallOptions) -
   if let Some(s) = &opts.session {
     ledger::offer(&s.id, offered);
   }
-  let mode = overall_mode(opts.mode, &vault_modes);
-  Ok(RecallResponse { results, diagnostics, trace, mode, vault_modes })
+  Ok(results)
 }
 
 fn build_result(

@@ -12,7 +12,9 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::layout::{is_real_dir, Pointer, StoreLayout, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
+use super::layout::{
+  is_real_dir, Pointer, StoreDir, StoreLayout, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION,
+};
 use super::manifest::Manifest;
 use super::state::{IndexCounts, StateFile};
 use super::{Component, IndexIssue};
@@ -214,6 +216,25 @@ pub fn read_index_status_with(paths: &VaultPaths, opts: &StatusOptions) -> Index
   st
 }
 
+/// What the status reads of a vault's store before it decides the state. Every problem met on
+/// the way is in `issues`; `malformed` when one of them leaves the store unusable.
+struct StoreRead {
+  /// The vault's identity from its config (none when the config is missing or malformed).
+  vault_id: Option<String>,
+  /// No `CURRENT` but a format-1 store directory.
+  legacy_store: bool,
+  /// The store directory `CURRENT` names.
+  current: Option<StoreDir>,
+  state: Option<StateFile>,
+  /// The manifest of the state's generation (read only when pages are checked).
+  manifest: Option<std::sync::Arc<Manifest>>,
+  /// Its hash (from the state file when the manifest is not read).
+  manifest_hash: Option<String>,
+  last_error: Option<LastError>,
+  issues: Vec<IndexIssue>,
+  malformed: bool,
+}
+
 fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
   let layout = StoreLayout::new(paths.retrieval());
   let mut st = IndexStatus::base(opts);
@@ -226,6 +247,16 @@ fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
     }
   };
   st.models.embed = embed_model.clone();
+  let read = read_store(paths, &layout, opts);
+  st.vault_id = read.vault_id.clone();
+  st.manifest_hash = read.manifest_hash.clone();
+  decide(st, read, paths, opts, &embed_model)
+}
+
+/// Read the vault's config, the store `CURRENT` names, its state file, (when pages are checked)
+/// its manifest, and the last failed attempt; an index state without a lexical index, or a
+/// failed attempt with no usable index, is malformed.
+fn read_store(paths: &VaultPaths, layout: &StoreLayout, opts: &StatusOptions) -> StoreRead {
   let mut issues: Vec<IndexIssue> = Vec::new();
   let mut malformed = false;
 
@@ -241,7 +272,6 @@ fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
       malformed = true;
     }
   }
-  st.vault_id = vault_id.clone();
 
   // The live store directory, its state and manifest.
   let pointer = layout.pointer();
@@ -265,69 +295,105 @@ fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
     malformed = true;
     None
   });
-  // The page check needs the manifest; without it the state file's copy of the hash suffices
-  // (the manifest of a large vault is megabytes of JSON).
-  // A generation's manifest is its base file (the newest at or below it) plus journal records.
-  let has_manifest = |s: &StateFile| {
-    current
-      .as_ref()
-      .is_some_and(|c| c.manifest_generations().first().is_some_and(|b| *b <= s.manifest_generation))
+  let (manifest, manifest_hash) =
+    read_manifest(current.as_ref(), state.as_ref(), opts, &mut issues, &mut malformed);
+  let mut read = StoreRead {
+    vault_id,
+    legacy_store,
+    current,
+    state,
+    manifest,
+    manifest_hash,
+    last_error: None,
+    issues,
+    malformed,
   };
-  let manifest = state.as_ref().filter(|_| opts.check_pages).and_then(|s| {
-    // The generation this process's writer committed last is shared, not parsed again.
-    let loaded = match current.as_ref() {
-      Some(c) => crate::store::manifest::load_generation_cached(c, s.manifest_generation, Some(&s.vault_id)),
-      None => Err(crate::error::Error::ManifestInvalid("no store".into())),
-    };
-    match loaded {
-      Ok(m) => Some(m),
-      Err(e) => {
-        issues.push(IndexIssue::new("qmd_manifest_invalid", e.to_string()));
-        malformed = true;
-        None
-      }
-    }
-  });
-  match (&manifest, &state) {
-    (Some(m), _) => st.manifest_hash = Some(m.hash()),
-    (None, Some(s)) if !opts.check_pages => {
-      if has_manifest(s) {
-        st.manifest_hash = Some(s.manifest_hash.clone());
-      } else {
-        issues.push(IndexIssue::new(
-          "qmd_manifest_invalid",
-          format!("manifest of generation {} is missing", s.manifest_generation),
-        ));
-        malformed = true;
-      }
-    }
-    _ => {}
-  }
-  let last_error = match read_json::<LastError>(&layout.last_error_file()) {
+  read.last_error = match read_json::<LastError>(&layout.last_error_file()) {
     JsonFile::Valid(e) => Some(e),
     JsonFile::Missing => None,
     JsonFile::Invalid(msg) => {
-      issues.push(IndexIssue::new("qmd_index_error", msg));
-      malformed = true;
+      read.issues.push(IndexIssue::new("qmd_index_error", msg));
+      read.malformed = true;
       None
     }
   };
-
-  // 1. Error.
-  if state.is_some() && !current.as_ref().is_some_and(|c| is_real_dir(&c.lexical_dir())) {
-    issues.push(IndexIssue::new("qmd_index_error", "Index state exists but its lexical index is absent"));
-    malformed = true;
+  if read.state.is_some() && !read.current.as_ref().is_some_and(|c| is_real_dir(&c.lexical_dir())) {
+    read
+      .issues
+      .push(IndexIssue::new("qmd_index_error", "Index state exists but its lexical index is absent"));
+    read.malformed = true;
   }
-  if state.is_none() && last_error.is_some() {
-    issues.push(IndexIssue::new(
+  if read.state.is_none() && read.last_error.is_some() {
+    read.issues.push(IndexIssue::new(
       "qmd_index_error",
-      last_error
+      read
+        .last_error
         .as_ref()
         .and_then(|e| e.message.clone())
         .unwrap_or_else(|| "Last index attempt failed and no usable index exists".into()),
     ));
-    malformed = true;
+    read.malformed = true;
   }
+  read
+}
+
+/// The manifest of the state's generation when pages are checked (the page check needs it);
+/// without the check the state file's copy of its hash suffices (the manifest of a large vault
+/// is megabytes of JSON), once its base file is known to exist.
+fn read_manifest(
+  current: Option<&StoreDir>,
+  state: Option<&StateFile>,
+  opts: &StatusOptions,
+  issues: &mut Vec<IndexIssue>,
+  malformed: &mut bool,
+) -> (Option<std::sync::Arc<Manifest>>, Option<String>) {
+  let Some(state) = state else { return (None, None) };
+  if !opts.check_pages {
+    // A generation's manifest is its base file (the newest at or below it) plus journal records.
+    let has_manifest = current
+      .is_some_and(|c| c.manifest_generations().first().is_some_and(|b| *b <= state.manifest_generation));
+    if has_manifest {
+      return (None, Some(state.manifest_hash.clone()));
+    }
+    issues.push(IndexIssue::new(
+      "qmd_manifest_invalid",
+      format!("manifest of generation {} is missing", state.manifest_generation),
+    ));
+    *malformed = true;
+    return (None, None);
+  }
+  // The generation this process's writer committed last is shared, not parsed again.
+  let loaded = match current {
+    Some(c) => {
+      crate::store::manifest::load_generation_cached(c, state.manifest_generation, Some(&state.vault_id))
+    }
+    None => Err(crate::error::Error::ManifestInvalid("no store".into())),
+  };
+  match loaded {
+    Ok(m) => {
+      let hash = m.hash();
+      (Some(m), Some(hash))
+    }
+    Err(e) => {
+      issues.push(IndexIssue::new("qmd_manifest_invalid", e.to_string()));
+      *malformed = true;
+      (None, None)
+    }
+  }
+}
+
+/// The state by the ladder (module doc): error, missing, identity, stale, ready.
+fn decide(
+  mut st: IndexStatus,
+  read: StoreRead,
+  paths: &VaultPaths,
+  opts: &StatusOptions,
+  embed_model: &str,
+) -> IndexStatus {
+  let StoreRead {
+    vault_id, legacy_store, current, state, manifest, last_error, mut issues, malformed, ..
+  } = read;
+  // 1. Error.
   let had_vectors = state.as_ref().is_some_and(|s| s.status.has_vector_index);
   if malformed {
     if let Some(s) = &state {
@@ -368,8 +434,53 @@ fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
   };
 
   // 4. Stale.
+  let (embed_changed, other_reason) = stale_issues(
+    &mut st,
+    &mut issues,
+    paths,
+    opts,
+    &state,
+    manifest.as_deref(),
+    last_error.as_ref(),
+    &vault_id,
+    embed_model,
+  );
+  // Relation / link lint is reported but never changes the state (a reindex cannot fix it).
+  // Computed once per generation and process (a reindex of this process may have computed it).
+  let lint = match (&manifest, &current) {
+    (Some(m), Some(c)) => crate::memory::graph::lint_issues_cached(&c.dir, m),
+    _ => Vec::new(),
+  };
+  if !issues.is_empty() {
+    st.state = IndexState::Stale;
+    let needs_vectors = embed_changed || (state.status.has_vector_index && other_reason);
+    st.repair_components = vec![if needs_vectors { Component::Vectors } else { Component::Lexical }];
+    st.issues = issues;
+    st.issues.extend(lint);
+    return st;
+  }
+  st.state = IndexState::Ready;
+  st.issues = lint;
+  st
+}
+
+/// The reasons a ready-looking store is stale, pushed to `issues`: a failed last attempt, pages
+/// changed since (when checked), the embedding model, the format or engine, the vault identity.
+/// Returns (the embedding model changed, another reason holds).
+#[allow(clippy::too_many_arguments)]
+fn stale_issues(
+  st: &mut IndexStatus,
+  issues: &mut Vec<IndexIssue>,
+  paths: &VaultPaths,
+  opts: &StatusOptions,
+  state: &StateFile,
+  manifest: Option<&Manifest>,
+  last_error: Option<&LastError>,
+  vault_id: &str,
+  embed_model: &str,
+) -> (bool, bool) {
   let mut other_reason = false;
-  if let Some(e) = &last_error {
+  if let Some(e) = last_error {
     issues.push(IndexIssue::new(
       "qmd_index_error",
       e.message.clone().unwrap_or_else(|| "Last index attempt failed".into()),
@@ -377,7 +488,7 @@ fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
     other_reason = true;
   }
   if opts.check_pages {
-    if let Some(m) = &manifest {
+    if let Some(m) = manifest {
       let p = pending_pages(paths, m);
       if p.added + p.changed + p.removed > 0 {
         issues.push(IndexIssue::new(
@@ -405,21 +516,5 @@ fn store_status(paths: &VaultPaths, opts: &StatusOptions) -> IndexStatus {
     issues.push(IndexIssue::new("qmd_index_stale", "Index vault identity changed"));
     other_reason = true;
   }
-  // Relation / link lint is reported but never changes the state (a reindex cannot fix it).
-  // Computed once per generation and process (a reindex of this process may have computed it).
-  let lint = match (&manifest, &current) {
-    (Some(m), Some(c)) => crate::memory::graph::lint_issues_cached(&c.dir, m),
-    _ => Vec::new(),
-  };
-  if !issues.is_empty() {
-    st.state = IndexState::Stale;
-    let needs_vectors = embed_changed || (state.status.has_vector_index && other_reason);
-    st.repair_components = vec![if needs_vectors { Component::Vectors } else { Component::Lexical }];
-    st.issues = issues;
-    st.issues.extend(lint);
-    return st;
-  }
-  st.state = IndexState::Ready;
-  st.issues = lint;
-  st
+  (embed_changed, other_reason)
 }
