@@ -595,6 +595,14 @@ pub fn chunk_page_with(
   chunk_body(title, body, body_start_line, cfg, counter, &mut |_, _| {})
 }
 
+/// One body being chunked: what every section of it is cut with.
+struct Body<'a> {
+  title: &'a str,
+  text: &'a str,
+  cfg: &'a ChunkConfig,
+  lines: LineIndex,
+}
+
 /// [`chunk_page_with`], every event of the body's pass shown to `observe`.
 fn chunk_body(
   title: &str,
@@ -604,7 +612,7 @@ fn chunk_body(
   counter: &dyn TokenCounter,
   observe: &mut dyn FnMut(&Event<'_>, Range<usize>),
 ) -> ChunkedPage {
-  let lines = LineIndex::new(body, body_start_line);
+  let b = Body { title, text: body, cfg, lines: LineIndex::new(body, body_start_line) };
   let mut out = ChunkedPage::default();
   let mut headings: Vec<(usize, String)> = Vec::new();
   let mut section_start: Option<usize> = None;
@@ -612,70 +620,10 @@ fn chunk_body(
   // Tokens of each block of the current section (see `finer_chunking`).
   let mut blocks: Vec<usize> = Vec::new();
 
-  let emit = |headings: &[(usize, String)],
-              start: Option<usize>,
-              pieces: &mut Vec<Piece>,
-              blocks: &mut Vec<usize>,
-              out: &mut ChunkedPage| {
-    let sizes = finer_chunking(cfg, blocks);
-    blocks.clear();
-    if pieces.is_empty() {
-      return;
-    }
-    let heads: Vec<String> = headings.iter().map(|(_, t)| t.clone()).collect();
-    let prefix = make_prefix(title, &heads);
-    for (pi, range) in pack(pieces, SECTION_MAX_TOKENS, 0).into_iter().enumerate() {
-      let part = &pieces[range];
-      let s = if pi == 0 { start.unwrap_or(part[0].start).min(part[0].start) } else { part[0].start };
-      let e = part.iter().map(|p| p.end).max().unwrap_or(s).max(s + 1);
-      let section = out.sections.len() as u32;
-      let (section_text, at) = join_pieces(body, part);
-      let groups = pack(part, sizes.max_tokens, sizes.overlap_tokens);
-      // A section of one chunk: the chunk is every piece of the section, so its text and plain
-      // text are the section's (the Markdown is not parsed a second time). Otherwise the one
-      // pass over the section's text also maps its events, which place each chunk's words.
-      let whole = groups.len() == 1;
-      let mut events = Vec::new();
-      let section_plain = render_plain(&section_text, (!whole).then_some(&mut events));
-      for (gi, group) in groups.into_iter().enumerate() {
-        let (text, span, known_plain) = if whole {
-          (section_text.clone(), (0, section_plain.len() as u32), Some(section_plain.clone()))
-        } else {
-          let run = &section_text[at[group.start].0..at[group.end - 1].1];
-          let text = run.trim();
-          let a = at[group.start].0 + (run.len() - run.trim_start().len());
-          (text.to_string(), plain_span(&section_text, &section_plain, &events, a, a + text.len()), None)
-        };
-        let cs = if gi == 0 { s } else { part[group.start].start };
-        let ce = part[group].iter().map(|p| p.end).max().unwrap_or(cs).max(cs + 1);
-        out.chunks.push(Chunk {
-          id: chunk_id(&prefix, &text),
-          ordinal: out.chunks.len() as u32,
-          section,
-          headings: heads.clone(),
-          prefix: prefix.clone(),
-          text,
-          span,
-          known_plain,
-          line_start: lines.line_of(cs),
-          line_end: lines.line_of(ce - 1),
-        });
-      }
-      out.sections.push(Section {
-        ordinal: section,
-        headings: heads.clone(),
-        plain: section_plain,
-        line_start: lines.line_of(s),
-        line_end: lines.line_of(e - 1),
-      });
-    }
-    pieces.clear();
-  };
-
   for block in top_level_blocks(body, observe) {
     match block {
       Block::Heading { level, text, start } => {
-        emit(&headings, section_start, &mut pieces, &mut blocks, &mut out);
+        emit_section(&b, &headings, section_start, &mut pieces, &mut blocks, &mut out);
         while headings.last().is_some_and(|(l, _)| *l >= level) {
           headings.pop();
         }
@@ -696,36 +644,108 @@ fn chunk_body(
       }
     }
   }
-  emit(&headings, section_start, &mut pieces, &mut blocks, &mut out);
-
+  emit_section(&b, &headings, section_start, &mut pieces, &mut blocks, &mut out);
   if out.chunks.is_empty() {
-    // A page without body text still needs one entry so its title and metadata are searchable.
-    let heads: Vec<String> = headings.into_iter().map(|(_, h)| h).collect();
-    let prefix = make_prefix(title, &heads);
-    // An empty body starts after the last line of the file: point at the closing fence instead.
-    let start = if body.is_empty() { body_start_line.saturating_sub(1).max(1) } else { body_start_line };
-    let line_end = if body.is_empty() { start } else { lines.line_of(body.len() - 1).max(start) };
-    out.sections.push(Section {
-      ordinal: 0,
-      headings: heads.clone(),
-      plain: String::new(),
-      line_start: start,
-      line_end,
-    });
-    out.chunks.push(Chunk {
-      id: chunk_id(&prefix, ""),
-      ordinal: 0,
-      section: 0,
-      headings: heads,
-      prefix,
-      text: String::new(),
-      span: (0, 0),
-      known_plain: Some(String::new()),
-      line_start: start,
-      line_end,
-    });
+    title_only(&b, body_start_line, headings, &mut out);
   }
   out
+}
+
+/// Cut the section under `headings` (starting at `start`, of `pieces`, whose blocks counted
+/// `blocks` tokens) into sections of at most [`SECTION_MAX_TOKENS`] and those into chunks, and
+/// empty `pieces` and `blocks` for the next section.
+fn emit_section(
+  b: &Body,
+  headings: &[(usize, String)],
+  start: Option<usize>,
+  pieces: &mut Vec<Piece>,
+  blocks: &mut Vec<usize>,
+  out: &mut ChunkedPage,
+) {
+  let (body, lines) = (b.text, &b.lines);
+  let sizes = finer_chunking(b.cfg, blocks);
+  blocks.clear();
+  if pieces.is_empty() {
+    return;
+  }
+  let heads: Vec<String> = headings.iter().map(|(_, t)| t.clone()).collect();
+  let prefix = make_prefix(b.title, &heads);
+  for (pi, range) in pack(pieces, SECTION_MAX_TOKENS, 0).into_iter().enumerate() {
+    let part = &pieces[range];
+    let s = if pi == 0 { start.unwrap_or(part[0].start).min(part[0].start) } else { part[0].start };
+    let e = part.iter().map(|p| p.end).max().unwrap_or(s).max(s + 1);
+    let section = out.sections.len() as u32;
+    let (section_text, at) = join_pieces(body, part);
+    let groups = pack(part, sizes.max_tokens, sizes.overlap_tokens);
+    // A section of one chunk: the chunk is every piece of the section, so its text and plain
+    // text are the section's (the Markdown is not parsed a second time). Otherwise the one
+    // pass over the section's text also maps its events, which place each chunk's words.
+    let whole = groups.len() == 1;
+    let mut events = Vec::new();
+    let section_plain = render_plain(&section_text, (!whole).then_some(&mut events));
+    for (gi, group) in groups.into_iter().enumerate() {
+      let (text, span, known_plain) = if whole {
+        (section_text.clone(), (0, section_plain.len() as u32), Some(section_plain.clone()))
+      } else {
+        let run = &section_text[at[group.start].0..at[group.end - 1].1];
+        let text = run.trim();
+        let a = at[group.start].0 + (run.len() - run.trim_start().len());
+        (text.to_string(), plain_span(&section_text, &section_plain, &events, a, a + text.len()), None)
+      };
+      let cs = if gi == 0 { s } else { part[group.start].start };
+      let ce = part[group].iter().map(|p| p.end).max().unwrap_or(cs).max(cs + 1);
+      out.chunks.push(Chunk {
+        id: chunk_id(&prefix, &text),
+        ordinal: out.chunks.len() as u32,
+        section,
+        headings: heads.clone(),
+        prefix: prefix.clone(),
+        text,
+        span,
+        known_plain,
+        line_start: lines.line_of(cs),
+        line_end: lines.line_of(ce - 1),
+      });
+    }
+    out.sections.push(Section {
+      ordinal: section,
+      headings: heads.clone(),
+      plain: section_plain,
+      line_start: lines.line_of(s),
+      line_end: lines.line_of(e - 1),
+    });
+  }
+  pieces.clear();
+}
+
+/// The one section and chunk of a page without body text: its title and metadata must still be
+/// searchable.
+fn title_only(b: &Body, body_start_line: u32, headings: Vec<(usize, String)>, out: &mut ChunkedPage) {
+  let body = b.text;
+  let heads: Vec<String> = headings.into_iter().map(|(_, h)| h).collect();
+  let prefix = make_prefix(b.title, &heads);
+  // An empty body starts after the last line of the file: point at the closing fence instead.
+  let start = if body.is_empty() { body_start_line.saturating_sub(1).max(1) } else { body_start_line };
+  let line_end = if body.is_empty() { start } else { b.lines.line_of(body.len() - 1).max(start) };
+  out.sections.push(Section {
+    ordinal: 0,
+    headings: heads.clone(),
+    plain: String::new(),
+    line_start: start,
+    line_end,
+  });
+  out.chunks.push(Chunk {
+    id: chunk_id(&prefix, ""),
+    ordinal: 0,
+    section: 0,
+    headings: heads,
+    prefix,
+    text: String::new(),
+    span: (0, 0),
+    known_plain: Some(String::new()),
+    line_start: start,
+    line_end,
+  });
 }
 
 #[cfg(test)]
