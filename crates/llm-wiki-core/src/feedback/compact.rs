@@ -236,21 +236,96 @@ pub fn compact_with(
   }
   let archive_path = dir.join(format!("{base}.jsonl"));
   let tmp_path = meta.join(format!("events.jsonl.compact-{run_id}.tmp"));
-  let mut archive = Out::new(archive_path.clone(), write)?;
-  let mut kept = Out::new(tmp_path.clone(), write)?;
-  let mut source = Sha256::new();
-  let mut sums = Projection { version: projection::PROJECTION_VERSION, ..Default::default() };
+  let mut split = Split {
+    archive: Out::new(archive_path.clone(), write)?,
+    kept: Out::new(tmp_path.clone(), write)?,
+    source: Sha256::new(),
+    sums: Projection { version: projection::PROJECTION_VERSION, ..Default::default() },
+  };
   let mut r = BufReader::with_capacity(1 << 16, src);
+  let read = split_lines(&mut r, &stream, total, cutoff, &mut split, &mut out, progress)?;
+  progress(read, total);
+  let mut source_len = read;
+  if out.moved_lines == 0 || opts.dry_run {
+    drop(split);
+    if write {
+      let _ = fs::remove_file(&archive_path);
+      let _ = fs::remove_file(&tmp_path);
+    }
+    out.status = if opts.dry_run { "dry_run" } else { "nothing_to_move" }.into();
+    return Ok(out);
+  }
+  // Bytes appended meanwhile by a writer that ignores the lock: carried over whole.
+  let mut src = r.into_inner();
+  let grown = src.metadata().map_err(|e| Error::io("stat", &stream, e))?.len();
+  if grown > source_len {
+    let tail = read_tail(&mut src, &stream, source_len, grown)?;
+    split.kept.put(&tail)?;
+    split.source.update(&tail);
+    source_len = grown;
+    out.carried_bytes += tail.len() as u64;
+  }
+  let Split { archive, kept, source, mut sums } = split;
+  let (archive_sha256, bytes) = archive.finish()?;
+  let (result_sha256, result_len) = kept.finish()?;
+  sync_dir(&dir);
+  hook(Step::FilesWritten)?;
+  sums.version = projection::PROJECTION_VERSION;
+  let manifest = ArchiveManifest {
+    version: MANIFEST_VERSION,
+    run_id: run_id.clone(),
+    state: ArchiveState::Pending,
+    created_at: iso_from_ms(ms),
+    cutoff: iso_from_ms(cutoff * 1000),
+    archive: format!("{base}.jsonl"),
+    lines: out.moved_lines,
+    bytes,
+    archive_sha256,
+    source_len,
+    source_sha256: hex(&source.finalize()),
+    result_len,
+    result_sha256,
+    sums,
+  };
+  publish(meta, &dir.join(format!("{base}.json")), manifest, &tmp_path, &mut src, &mut out, hook)?;
+  out.status = "compacted".into();
+  out.archive = Some(format!("{ARCHIVE_DIR}/{base}.jsonl"));
+  out.bytes_after = fs::metadata(&stream).map(|m| m.len()).unwrap_or(result_len);
+  out.lock_ms = started.elapsed().as_millis() as u64;
+  Ok(out)
+}
+
+/// Where the streaming pass writes: the archive (moved lines), the new stream (kept bytes), the
+/// hash of every byte read, and the moved events' scaled sums.
+struct Split {
+  archive: Out,
+  kept: Out,
+  source: Sha256,
+  sums: Projection,
+}
+
+/// One streaming pass over the stream `r` (of `total` bytes): `recall_feedback` lines older than
+/// `cutoff` go to the archive, every other byte to the new stream, counted in `out`. One line at
+/// a time: up to [`MAX_LINE_BYTES`] kept in memory; past that the line is copied through to the
+/// kept stream piece by piece. Returns the bytes read.
+fn split_lines(
+  r: &mut BufReader<File>,
+  stream: &Path,
+  total: u64,
+  cutoff: i64,
+  split: &mut Split,
+  out: &mut CompactOutcome,
+  progress: &mut dyn FnMut(u64, u64),
+) -> Result<u64> {
+  let Split { archive, kept, source, sums } = split;
   let mut line: Vec<u8> = Vec::with_capacity(4096);
   let mut read = 0u64;
   let mut next_progress = 0u64;
-  // One line at a time: up to MAX_LINE_BYTES kept in `line`; past that the line is copied
-  // through to the kept stream piece by piece.
   'lines: loop {
     line.clear();
     let mut long = false;
     loop {
-      let buf = r.fill_buf().map_err(|e| Error::io("read", &stream, e))?;
+      let buf = r.fill_buf().map_err(|e| Error::io("read", stream, e))?;
       if buf.is_empty() {
         if long {
           out.lines += 1;
@@ -318,76 +393,48 @@ pub fn compact_with(
       kept.put(&line)?;
     }
   }
-  progress(read, total);
-  let mut source_len = read;
-  if out.moved_lines == 0 || opts.dry_run {
-    drop(archive);
-    drop(kept);
-    if write {
-      let _ = fs::remove_file(&archive_path);
-      let _ = fs::remove_file(&tmp_path);
-    }
-    out.status = if opts.dry_run { "dry_run" } else { "nothing_to_move" }.into();
-    return Ok(out);
-  }
-  // Bytes appended meanwhile by a writer that ignores the lock: carried over whole.
-  let mut src = r.into_inner();
-  let grown = src.metadata().map_err(|e| Error::io("stat", &stream, e))?.len();
-  if grown > source_len {
-    let mut tail = Vec::new();
-    src.seek(SeekFrom::Start(source_len)).map_err(|e| Error::io("seek", &stream, e))?;
-    (&mut src).take(grown - source_len).read_to_end(&mut tail).map_err(|e| Error::io("read", &stream, e))?;
-    kept.put(&tail)?;
-    source.update(&tail);
-    source_len = grown;
-    out.carried_bytes += tail.len() as u64;
-  }
-  let (archive_sha256, bytes) = archive.finish()?;
-  let (result_sha256, result_len) = kept.finish()?;
-  sync_dir(&dir);
-  hook(Step::FilesWritten)?;
-  sums.version = projection::PROJECTION_VERSION;
-  let mut manifest = ArchiveManifest {
-    version: MANIFEST_VERSION,
-    run_id: run_id.clone(),
-    state: ArchiveState::Pending,
-    created_at: iso_from_ms(ms),
-    cutoff: iso_from_ms(cutoff * 1000),
-    archive: format!("{base}.jsonl"),
-    lines: out.moved_lines,
-    bytes,
-    archive_sha256,
-    source_len,
-    source_sha256: hex(&source.finalize()),
-    result_len,
-    result_sha256,
-    sums,
-  };
-  let manifest_path = dir.join(format!("{base}.json"));
-  write_manifest(&manifest_path, &manifest)?;
+  Ok(read)
+}
+
+/// Bytes `from..to` of the stream file `src` (appended by a writer that ignores the lock).
+fn read_tail(src: &mut File, stream: &Path, from: u64, to: u64) -> Result<Vec<u8>> {
+  let mut tail = Vec::new();
+  src.seek(SeekFrom::Start(from)).map_err(|e| Error::io("seek", stream, e))?;
+  src.take(to - from).read_to_end(&mut tail).map_err(|e| Error::io("read", stream, e))?;
+  Ok(tail)
+}
+
+/// Steps 3–5 of a run (module docs): the manifest written `pending`, the new stream `tmp_path`
+/// renamed over the stream (late bytes of the old file `src` appended), the manifest
+/// `committed`, the cached projection dropped.
+fn publish(
+  meta: &Path,
+  manifest_path: &Path,
+  mut manifest: ArchiveManifest,
+  tmp_path: &Path,
+  src: &mut File,
+  out: &mut CompactOutcome,
+  hook: &mut dyn FnMut(Step) -> Result<()>,
+) -> Result<()> {
+  let stream = events_path(meta);
+  let source_len = manifest.source_len;
+  write_manifest(manifest_path, &manifest)?;
   hook(Step::ManifestPending)?;
-  fs::rename(&tmp_path, &stream).map_err(|e| Error::io("rename", &stream, e))?;
+  fs::rename(tmp_path, &stream).map_err(|e| Error::io("rename", &stream, e))?;
   sync_dir(meta);
   // A lock-ignoring writer that still held the old file open: its late bytes follow.
   let late = src.metadata().map(|m| m.len()).unwrap_or(source_len);
   if late > source_len {
-    let mut tail = Vec::new();
-    src.seek(SeekFrom::Start(source_len)).map_err(|e| Error::io("seek", &stream, e))?;
-    (&mut src).take(late - source_len).read_to_end(&mut tail).map_err(|e| Error::io("read", &stream, e))?;
+    let tail = read_tail(src, &stream, source_len, late)?;
     let mut f = OpenOptions::new().append(true).open(&stream).map_err(|e| Error::io("open", &stream, e))?;
     f.write_all(&tail).and_then(|_| f.sync_data()).map_err(|e| Error::io("append", &stream, e))?;
     out.carried_bytes += tail.len() as u64;
   }
   hook(Step::Renamed)?;
   manifest.state = ArchiveState::Committed;
-  write_manifest(&manifest_path, &manifest)?;
+  write_manifest(manifest_path, &manifest)?;
   projection::invalidate(meta);
-  hook(Step::Committed)?;
-  out.status = "compacted".into();
-  out.archive = Some(format!("{ARCHIVE_DIR}/{base}.jsonl"));
-  out.bytes_after = fs::metadata(&stream).map(|m| m.len()).unwrap_or(result_len);
-  out.lock_ms = started.elapsed().as_millis() as u64;
-  Ok(out)
+  hook(Step::Committed)
 }
 
 /// What status and the CLI report about a vault's stream.
