@@ -15,7 +15,9 @@ use crate::error::Result;
 use crate::feedback::ledger::{self, ShownEntry};
 use crate::retrieve::engine::{open_snapshot, Snapshot};
 use crate::retrieve::lexical::query_terms;
-use crate::retrieve::recall::{recall_vaults, recall_wiki, RecallDiagnostic, RecallOptions, PERSONAL_LABEL};
+use crate::retrieve::recall::{
+  recall_vaults, recall_wiki, RecallDiagnostic, RecallOptions, RecallResult, PERSONAL_LABEL,
+};
 use crate::retrieve::trust::now_secs;
 use crate::retrieve::RetrievalMode;
 use crate::vault::{PageMeta, VaultPaths};
@@ -173,43 +175,7 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
     .results
     .iter()
     .filter(|r| !is_record(r.vault, &r.id))
-    .map(|r| {
-      let excerpt = vaults
-        .get(r.vault)
-        .and_then(|(paths, _, _)| file_lines(&paths.wiki, &r.path, r.line_start, r.line_end))
-        .unwrap_or_else(|| r.preview.clone());
-      let meta = vaults.get(r.vault).and_then(|(_, s, _)| s.manifest.entries.get(&r.id)).map(|e| &*e.meta);
-      let fallback = PageMeta { status: r.status.clone(), ..PageMeta::default() };
-      let meta = meta.unwrap_or(&fallback);
-      MemoryItem {
-        vault: r.vault.to_string(),
-        vault_id: r.vault_id.clone(),
-        vault_label: r.vault_label.clone(),
-        page_id: r.id.clone(),
-        path: r.path.clone(),
-        title: r.title.clone(),
-        page_type: r.page_type.clone(),
-        role: r.role.as_str().to_string(),
-        status: r.status.clone(),
-        domain: meta.domain.clone(),
-        scope: meta.scope.clone(),
-        date: meta.date().map(str::to_string),
-        freshness: Freshness::of(meta, now),
-        heading: r.heading.clone(),
-        excerpt: truncate_chars(&excerpt, MAX_EXCERPT_CHARS),
-        line_start: r.line_start,
-        line_end: r.line_end,
-        qmd_rank: Some(r.vault_rank),
-        qmd_score: Some(r.confidence),
-        score: r.score,
-        match_reasons: r.match_reasons.clone(),
-        relation: String::new(),
-        relation_direction: None,
-        related_to: None,
-        historical: false,
-        warnings: page_warnings(meta, now),
-      }
-    })
+    .map(|r| candidate(r, &vaults, now))
     .collect();
   let mut source = Source { vaults, terms: query_terms(raw_query), now };
   let assembly = AssemblyOptions { max_bundles, budget_chars, typed_expansion: opts.typed_expansion };
@@ -236,28 +202,76 @@ pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions)
     render_bundles(&bundles)
   };
   if let Some(s) = &opts.recall.session {
-    // What is offered for delivery is what the context shows: the bundles' retrieved pages
-    // (links-first: every candidate), the context's characters shared among them.
-    let shown: HashSet<(&str, &str)> = if bundles.is_empty() {
-      candidates.iter().map(|i| (i.vault_id.as_str(), i.page_id.as_str())).collect()
-    } else {
-      bundles
-        .iter()
-        .flat_map(|b| b.card.iter().chain(&b.evidence).chain(&b.conflicts))
-        .map(|i| (i.vault_id.as_str(), i.page_id.as_str()))
-        .collect()
-    };
-    let mut entries: Vec<ShownEntry> = ledger::pending(&s.id)
-      .into_iter()
-      .filter(|e| shown.contains(&(e.vault_id.as_str(), e.page_id.as_str())))
-      .collect();
-    let total = context.chars().count();
-    let n = entries.len().max(1);
-    for (i, e) in entries.iter_mut().enumerate() {
-      e.rank = i as u32;
-      e.chars = total / n + usize::from(i < total % n);
-    }
-    ledger::offer(&s.id, entries);
+    offer_shown(&s.id, &bundles, &candidates, &context);
   }
   Ok(MemoryResponse { bundles, context, diagnostics, trace, mode: response.mode })
+}
+
+/// A recalled page as a memory item: its lines read from the page file (the preview when they
+/// cannot be read), its metadata from the vault's manifest.
+fn candidate(
+  r: &RecallResult,
+  vaults: &HashMap<&'static str, (VaultPaths, Snapshot, Arc<LinkGraph>)>,
+  now: i64,
+) -> MemoryItem {
+  let excerpt = vaults
+    .get(r.vault)
+    .and_then(|(paths, _, _)| file_lines(&paths.wiki, &r.path, r.line_start, r.line_end))
+    .unwrap_or_else(|| r.preview.clone());
+  let meta = vaults.get(r.vault).and_then(|(_, s, _)| s.manifest.entries.get(&r.id)).map(|e| &*e.meta);
+  let fallback = PageMeta { status: r.status.clone(), ..PageMeta::default() };
+  let meta = meta.unwrap_or(&fallback);
+  MemoryItem {
+    vault: r.vault.to_string(),
+    vault_id: r.vault_id.clone(),
+    vault_label: r.vault_label.clone(),
+    page_id: r.id.clone(),
+    path: r.path.clone(),
+    title: r.title.clone(),
+    page_type: r.page_type.clone(),
+    role: r.role.as_str().to_string(),
+    status: r.status.clone(),
+    domain: meta.domain.clone(),
+    scope: meta.scope.clone(),
+    date: meta.date().map(str::to_string),
+    freshness: Freshness::of(meta, now),
+    heading: r.heading.clone(),
+    excerpt: truncate_chars(&excerpt, MAX_EXCERPT_CHARS),
+    line_start: r.line_start,
+    line_end: r.line_end,
+    qmd_rank: Some(r.vault_rank),
+    qmd_score: Some(r.confidence),
+    score: r.score,
+    match_reasons: r.match_reasons.clone(),
+    relation: String::new(),
+    relation_direction: None,
+    related_to: None,
+    historical: false,
+    warnings: page_warnings(meta, now),
+  }
+}
+
+/// Offer session `session` delivery of what the context shows: the bundles' retrieved pages
+/// (links-first: every candidate), the context's characters shared among them.
+fn offer_shown(session: &str, bundles: &[MemoryBundle], candidates: &[MemoryItem], context: &str) {
+  let shown: HashSet<(&str, &str)> = if bundles.is_empty() {
+    candidates.iter().map(|i| (i.vault_id.as_str(), i.page_id.as_str())).collect()
+  } else {
+    bundles
+      .iter()
+      .flat_map(|b| b.card.iter().chain(&b.evidence).chain(&b.conflicts))
+      .map(|i| (i.vault_id.as_str(), i.page_id.as_str()))
+      .collect()
+  };
+  let mut entries: Vec<ShownEntry> = ledger::pending(session)
+    .into_iter()
+    .filter(|e| shown.contains(&(e.vault_id.as_str(), e.page_id.as_str())))
+    .collect();
+  let total = context.chars().count();
+  let n = entries.len().max(1);
+  for (i, e) in entries.iter_mut().enumerate() {
+    e.rank = i as u32;
+    e.chars = total / n + usize::from(i < total % n);
+  }
+  ledger::offer(session, entries);
 }
