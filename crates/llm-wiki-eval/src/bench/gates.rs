@@ -56,17 +56,43 @@ pub(super) fn release_gates(
   baseline: &PiEval,
   modes: &[(RetrievalMode, &PiEval)],
 ) -> Vec<Gate> {
-  let eligible: Vec<&PiQuery> = fixture
-    .queries
-    .iter()
-    .filter(|q| {
-      q.category == "exact_lookup"
-        && relevant_in_top3(q, baseline.ranked.get(&q.id).map(Vec::as_slice).unwrap_or(&[]))
-    })
-    .collect();
   let b_all = baseline.metrics(Slice::All);
   let b_held = baseline.metrics(Slice::Heldout);
-  let specs = [
+  let mut gates = vec![exact_lookup_gate(fixture, baseline, modes)];
+  for s in metric_gates(&b_all, &b_held) {
+    let base = (s.metric)(&if s.slice == Slice::All { b_all } else { b_held });
+    let mut g = Gate {
+      id: s.id,
+      name: s.name,
+      rule: s.rule.to_string(),
+      baseline: base,
+      threshold: s.threshold,
+      comparison: if s.at_least { "≥" } else { "≤" },
+      note: format!("slice {}", s.slice.as_str()),
+      modes: Vec::new(),
+    };
+    for (mode, ev) in modes {
+      let value = (s.metric)(&ev.metrics(s.slice));
+      let pass = if s.at_least { value >= s.threshold - EPS } else { value <= s.threshold + EPS };
+      g.modes.push((
+        mode.as_str().to_string(),
+        GateOutcome {
+          value,
+          threshold: s.threshold,
+          pass,
+          applies: (s.applies)(*mode),
+          failures: Vec::new(),
+        },
+      ));
+    }
+    gates.push(g);
+  }
+  gates
+}
+
+/// Gates (b)–(f): a metric of a slice against a threshold derived from the baseline's.
+fn metric_gates(b_all: &PiMetrics, b_held: &PiMetrics) -> [GateSpec; 5] {
+  [
     GateSpec {
       id: "b",
       name: "held-out nDCG@10 +10% (quality)",
@@ -117,9 +143,20 @@ pub(super) fn release_gates(
       at_least: true,
       applies: |_| true,
     },
-  ];
-  let mut gates = Vec::new();
-  // (a) exact lookups.
+  ]
+}
+
+/// Gate (a): every exact-lookup query with a relevant page in the baseline's top 3 keeps one in
+/// the top 3.
+fn exact_lookup_gate(fixture: &PiFixture, baseline: &PiEval, modes: &[(RetrievalMode, &PiEval)]) -> Gate {
+  let eligible: Vec<&PiQuery> = fixture
+    .queries
+    .iter()
+    .filter(|q| {
+      q.category == "exact_lookup"
+        && relevant_in_top3(q, baseline.ranked.get(&q.id).map(Vec::as_slice).unwrap_or(&[]))
+    })
+    .collect();
   let mut a = Gate {
     id: "a",
     name: "exact-lookup top-3 preserved",
@@ -153,36 +190,7 @@ pub(super) fn release_gates(
       },
     ));
   }
-  gates.push(a);
-  for s in specs {
-    let base = (s.metric)(&if s.slice == Slice::All { b_all } else { b_held });
-    let mut g = Gate {
-      id: s.id,
-      name: s.name,
-      rule: s.rule.to_string(),
-      baseline: base,
-      threshold: s.threshold,
-      comparison: if s.at_least { "≥" } else { "≤" },
-      note: format!("slice {}", s.slice.as_str()),
-      modes: Vec::new(),
-    };
-    for (mode, ev) in modes {
-      let value = (s.metric)(&ev.metrics(s.slice));
-      let pass = if s.at_least { value >= s.threshold - EPS } else { value <= s.threshold + EPS };
-      g.modes.push((
-        mode.as_str().to_string(),
-        GateOutcome {
-          value,
-          threshold: s.threshold,
-          pass,
-          applies: (s.applies)(*mode),
-          failures: Vec::new(),
-        },
-      ));
-    }
-    gates.push(g);
-  }
-  gates
+  a
 }
 
 pub(super) fn gates_json(gates: &[Gate]) -> Value {

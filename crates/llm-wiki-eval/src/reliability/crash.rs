@@ -228,37 +228,14 @@ fn calibrate(bin: &Path, paths: &llm_wiki_core::vault::VaultPaths, force: bool) 
   Ok(Timing { lexical_ms, vectors_ms: (total - lexical_ms).max(1.0) })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn after_kill(
+/// The incremental reindex after a kill, in a child process: whether it succeeded, its warnings
+/// (or why it failed, also added to `failures`) and its time in ms.
+fn recovery_reindex(
   bin: &Path,
   paths: &llm_wiki_core::vault::VaultPaths,
   crash: &CrashOptions,
-  iteration: usize,
-  seed: u64,
-  cell: Cell,
-  kill_ms: f64,
-  stage: String,
-  edits: &[super::Edit],
-  queries: &[(String, String)],
-  embed_model: &str,
-) -> KillRecord {
-  let mut failures = Vec::new();
-  let (query, query_page) = &queries[iteration % queries.len()];
-
-  // 1. Status and recall right after the kill (the killed child still "holds" its lock).
-  let st = read_index_status(paths);
-  let status_after_kill = st.state.as_str().to_string();
-  let status_issues: Vec<String> = st.issues.iter().map(|i| i.code.clone()).collect();
-  if !matches!(st.state, IndexState::Ready | IndexState::Stale) {
-    failures.push(format!("status after kill is {status_after_kill} ({:?})", st.issues));
-  }
-  let recall_after_kill = recall_check(paths, query, query_page, RetrievalMode::Lexical);
-  if !matches!(recall_after_kill, RecallCheck::Hit(_)) {
-    failures.push(format!("recall after kill: {}", recall_after_kill.label()));
-  }
-  let recall_after_kill = recall_after_kill.label();
-
-  // 2. The next (incremental) reindex succeeds.
+  failures: &mut Vec<String>,
+) -> (bool, String, f64) {
   let mut recovery_ok = false;
   let mut recovery_detail = String::new();
   let mut recovery_ms = 0.0;
@@ -290,6 +267,41 @@ fn after_kill(
       }
     }
   }
+  (recovery_ok, recovery_detail, recovery_ms)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn after_kill(
+  bin: &Path,
+  paths: &llm_wiki_core::vault::VaultPaths,
+  crash: &CrashOptions,
+  iteration: usize,
+  seed: u64,
+  cell: Cell,
+  kill_ms: f64,
+  stage: String,
+  edits: &[super::Edit],
+  queries: &[(String, String)],
+  embed_model: &str,
+) -> KillRecord {
+  let mut failures = Vec::new();
+  let (query, query_page) = &queries[iteration % queries.len()];
+
+  // 1. Status and recall right after the kill (the killed child still "holds" its lock).
+  let st = read_index_status(paths);
+  let status_after_kill = st.state.as_str().to_string();
+  let status_issues: Vec<String> = st.issues.iter().map(|i| i.code.clone()).collect();
+  if !matches!(st.state, IndexState::Ready | IndexState::Stale) {
+    failures.push(format!("status after kill is {status_after_kill} ({:?})", st.issues));
+  }
+  let recall_after_kill = recall_check(paths, query, query_page, RetrievalMode::Lexical);
+  if !matches!(recall_after_kill, RecallCheck::Hit(_)) {
+    failures.push(format!("recall after kill: {}", recall_after_kill.label()));
+  }
+  let recall_after_kill = recall_after_kill.label();
+
+  // 2. The next (incremental) reindex succeeds.
+  let (recovery_ok, recovery_detail, recovery_ms) = recovery_reindex(bin, paths, crash, &mut failures);
 
   // 3. Status after recovery: ready, every chunk embedded with the configured model.
   let st = read_index_status(paths);
