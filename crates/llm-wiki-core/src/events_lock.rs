@@ -17,7 +17,7 @@
 //! `feedback_lock_busy`) map it with [`map_busy`].
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File, TryLockError};
 use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::fsutil::{iso_from_ms, now_ms};
+use crate::util::file_lock::open_lock_file;
 use crate::util::host::host_name;
 
 /// The spec's wait of an implicit event (then dropped with a diagnostic).
@@ -125,13 +126,7 @@ pub fn acquire(meta: &Path, wait: Duration) -> Result<EventsLock> {
       wait.as_millis()
     ))
   })?;
-  let mut file = OpenOptions::new()
-    .read(true)
-    .write(true)
-    .create(true)
-    .truncate(false)
-    .open(&path)
-    .map_err(|e| Error::io("open lock file", &path, e))?;
+  let mut file = open_lock_file(&path).map_err(|e| Error::io("open lock file", &path, e))?;
   loop {
     match file.try_lock() {
       Ok(()) => break,

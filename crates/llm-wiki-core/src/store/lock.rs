@@ -24,6 +24,7 @@ use super::layout::StoreLayout;
 pub use super::owner::LockOwner;
 use crate::error::{Error, Result};
 use crate::fsutil::now_iso;
+use crate::util::file_lock::open_lock_file;
 use crate::util::host::host_name;
 
 /// Holds the store's writer lock until dropped.
@@ -64,13 +65,7 @@ pub fn acquire(layout: &StoreLayout) -> Result<StoreLock> {
   std::fs::create_dir_all(&layout.dir).map_err(|e| Error::io("create directory", &layout.dir, e))?;
   let path = layout.lock_file();
   let busy = || Error::IndexBusy(layout.dir.clone());
-  let file = OpenOptions::new()
-    .read(true)
-    .write(true)
-    .create(true)
-    .truncate(false)
-    .open(&path)
-    .map_err(|e| Error::io("open lock file", &path, e))?;
+  let file = open_lock_file(&path).map_err(|e| Error::io("open lock file", &path, e))?;
   let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
   if !held().lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
     return Err(busy());

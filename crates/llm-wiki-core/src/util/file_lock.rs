@@ -15,14 +15,19 @@ impl Drop for HeldLock {
   }
 }
 
+/// Open a lock file for reading and writing, created when missing and never truncated: a holder
+/// may have written its record into it. Every lock of the crate opens its file this way.
+pub fn open_lock_file(path: &Path) -> std::io::Result<File> {
+  OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
+}
+
 /// Lock `file` (created with its folder when missing; its content is never read or written),
 /// retrying every 2 ms for up to `wait`. `Err` says why: busy for the whole wait, or the error.
 pub fn lock_within(file: &Path, wait: Duration) -> Result<HeldLock, String> {
   if let Some(dir) = file.parent() {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
   }
-  let f =
-    OpenOptions::new().create(true).truncate(false).write(true).open(file).map_err(|e| e.to_string())?;
+  let f = open_lock_file(file).map_err(|e| e.to_string())?;
   let start = Instant::now();
   loop {
     match f.try_lock() {

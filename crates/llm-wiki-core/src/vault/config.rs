@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use super::VaultPaths;
 use crate::error::{Error, Result};
 use crate::fsutil::atomic_write;
+use crate::util::file_lock::open_lock_file;
 
 /// True for a v4 UUID in canonical text form (case-insensitive).
 pub fn is_v4_uuid(s: &str) -> bool {
@@ -96,13 +97,7 @@ pub fn update_config<T>(
     // Report a missing config as such (the lock file is not created in a folder without one).
     read_config(paths)?;
   }
-  let lock = std::fs::OpenOptions::new()
-    .read(true)
-    .write(true)
-    .create(true)
-    .truncate(false)
-    .open(&lock_path)
-    .map_err(|e| Error::io("open lock file", &lock_path, e))?;
+  let lock = open_lock_file(&lock_path).map_err(|e| Error::io("open lock file", &lock_path, e))?;
   lock.lock().map_err(|e| Error::io("lock", &lock_path, e))?;
   let mut config = read_config(paths)?;
   let before = config.clone();
