@@ -139,6 +139,72 @@ fn score_set(runs: &HashMap<String, Vec<String>>, qrels: &super::super::trec::Qr
   SetScores { n, ndcg10: round6(a / d), mrr10: round6(b / d), r100: round6(c / d) }
 }
 
+/// One mode on one query set: its scores, and the automatic policy's outcome (queries with a
+/// relevant page injected, with anything injected).
+struct ModeScores {
+  mode: RetrievalMode,
+  scores: SetScores,
+  hits: usize,
+  injected: usize,
+}
+
+/// One query set: plain BM25's scores and each mode's.
+struct SetRow {
+  name: &'static str,
+  plain: SetScores,
+  modes: Vec<ModeScores>,
+}
+
+/// Plain BM25 and every mode on the judged queries of one set; for the written set, each
+/// query's nDCG@10 per engine goes to `per_query`.
+fn measure_set(
+  name: &'static str,
+  queries: &[(String, String)],
+  qrels: &super::super::trec::Qrels,
+  plain: &PlainBm25,
+  paths: &VaultPaths,
+  common: &BenchCommon,
+  per_query: &mut Map<String, Value>,
+) -> Result<SetRow> {
+  let judged: Vec<&(String, String)> = queries.iter().filter(|(qid, _)| qrels.contains_key(qid)).collect();
+  let mut base: HashMap<String, Vec<String>> = HashMap::new();
+  for (qid, text) in &judged {
+    base.insert(qid.clone(), plain.search(text, 100)?);
+  }
+  let b = score_set(&base, qrels);
+  let mut modes = Vec::new();
+  for &mode in &common.modes {
+    let ranked = common.recall_options(ranked_policy(100), mode);
+    let automatic = common.recall_options(RecallPolicy::automatic(), mode);
+    let mut ours: HashMap<String, Vec<String>> = HashMap::new();
+    let (mut hits, mut injected) = (0usize, 0usize);
+    for (qid, text) in &judged {
+      ours.insert(qid.clone(), ask(paths, qid, text, &ranked)?.ids);
+      let auto = ask(paths, qid, text, &automatic)?.ids;
+      injected += usize::from(!auto.is_empty());
+      hits += usize::from(auto.iter().any(|id| qrels[qid].get(id).is_some_and(|g| *g > 0)));
+    }
+    let o = score_set(&ours, qrels);
+    common.say(format!(
+      "{name}: {} nDCG@10 {} vs plain BM25 {} ({} queries), automatic: relevant injected {hits}, anything {injected}",
+      mode.as_str(),
+      o.ndcg10,
+      b.ndcg10,
+      o.n
+    ));
+    if name.starts_with("written") {
+      for (qid, _) in &judged {
+        let entry = per_query
+          .entry(qid.clone())
+          .or_insert_with(|| json!({"plainBm25": round6(ndcg_at(&base[qid], &qrels[qid], 10))}));
+        entry[mode.as_str()] = json!(round6(ndcg_at(&ours[qid], &qrels[qid], 10)));
+      }
+    }
+    modes.push(ModeScores { mode, scores: o, hits, injected });
+  }
+  Ok(SetRow { name, plain: b, modes })
+}
+
 /// Run the suite: plain BM25 and our lexical mode on the written long queries and on the
 /// collection's own queries.
 pub fn run_long_queries(opts: &LongQueryOptions) -> Result<BenchOutput> {
@@ -151,54 +217,16 @@ pub fn run_long_queries(opts: &LongQueryOptions) -> Result<BenchOutput> {
   )?;
   common.say("plain BM25: indexing");
   let plain = PlainBm25::build(&opts.beir)?;
-  let tmp =
-    common.temp(&opts.beir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or("beir".into()))?;
-  let paths = prepare_beir_vault(&opts.beir, tmp.path())?.0;
+  let (tmp, paths, _) = common.beir_copy(&opts.beir, &dir_label(&opts.beir, "beir"))?;
   let _ix = build_index(&paths, common.needs_vectors(), "long-queries", common)?;
-  let mut rows = Vec::new();
   let mut doc = json!({"schema": SCHEMA, "kind": "long-queries", "context": context,
     "beir": report_path(&opts.beir), "queries": report_path(&opts.queries), "qrels": report_path(&opts.qrels)});
   let mut per_query = Map::new();
+  let mut rows = Vec::new();
   for (name, queries, qrels) in
     [("written long queries", &long_q, &long_qrels), ("collection queries", &set.queries, &set.qrels)]
   {
-    let judged: Vec<&(String, String)> = queries.iter().filter(|(qid, _)| qrels.contains_key(qid)).collect();
-    let mut base: HashMap<String, Vec<String>> = HashMap::new();
-    for (qid, text) in &judged {
-      base.insert(qid.clone(), plain.search(text, 100)?);
-    }
-    let b = score_set(&base, qrels);
-    let mut modes = Vec::new();
-    for &mode in &common.modes {
-      let ranked = common.recall_options(ranked_policy(100), mode);
-      let automatic = common.recall_options(RecallPolicy::automatic(), mode);
-      let mut ours: HashMap<String, Vec<String>> = HashMap::new();
-      let (mut hits, mut injected) = (0usize, 0usize);
-      for (qid, text) in &judged {
-        ours.insert(qid.clone(), ask(&paths, qid, text, &ranked)?.ids);
-        let auto = ask(&paths, qid, text, &automatic)?.ids;
-        injected += usize::from(!auto.is_empty());
-        hits += usize::from(auto.iter().any(|id| qrels[qid].get(id).is_some_and(|g| *g > 0)));
-      }
-      let o = score_set(&ours, qrels);
-      common.say(format!(
-        "{name}: {} nDCG@10 {} vs plain BM25 {} ({} queries), automatic: relevant injected {hits}, anything {injected}",
-        mode.as_str(),
-        o.ndcg10,
-        b.ndcg10,
-        o.n
-      ));
-      if name.starts_with("written") {
-        for (qid, _) in &judged {
-          let entry = per_query
-            .entry(qid.clone())
-            .or_insert_with(|| json!({"plainBm25": round6(ndcg_at(&base[qid], &qrels[qid], 10))}));
-          entry[mode.as_str()] = json!(round6(ndcg_at(&ours[qid], &qrels[qid], 10)));
-        }
-      }
-      modes.push((mode, o, hits, injected));
-    }
-    rows.push((name, b, modes));
+    rows.push(measure_set(name, queries, qrels, &plain, &paths, common, &mut per_query)?);
   }
   doc["perQueryNdcg10"] = Value::Object(per_query);
   let mut md = String::from("# Long multi-sentence queries: our modes vs plain BM25\n\n");
@@ -215,14 +243,26 @@ pub fn run_long_queries(opts: &LongQueryOptions) -> Result<BenchOutput> {
     long_q.len(),
     report_path(&opts.qrels)
   );
+  doc["summary"] = Value::Object(summary_table(&mut md, &rows));
+  create_dir(&common.out)?;
+  let mut out = BenchOutput::default();
+  record_json(&mut out, common.out.join("long-queries.json"), &doc)?;
+  record_markdown(&mut out, common.out.join("long-queries.md"), md)?;
+  release_reader(&paths);
+  drop(tmp);
+  Ok(out)
+}
+
+/// The results table (appended to `md`) and its JSON: per query set, plain BM25 and each mode.
+fn summary_table(md: &mut String, rows: &[SetRow]) -> Map<String, Value> {
   md.push_str(
     "| query set | mode | queries | nDCG@10 | plain BM25 nDCG@10 | Δ | MRR@10 | BM25 MRR@10 | R@100 | BM25 R@100 | \
      automatic: relevant / anything injected |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
   );
   let mut summary = Map::new();
-  for (name, b, modes) in &rows {
+  for SetRow { name, plain: b, modes } in rows {
     let mut per_mode = Map::new();
-    for (mode, o, hits, injected) in modes {
+    for ModeScores { mode, scores: o, hits, injected } in modes {
       let _ = writeln!(
         md,
         "| {name} | {} | {} | {:.4} | {:.4} | {:+.4} | {:.4} | {:.4} | {:.4} | {:.4} | {hits} / {injected} |",
@@ -251,19 +291,7 @@ pub fn run_long_queries(opts: &LongQueryOptions) -> Result<BenchOutput> {
     entry["modes"] = Value::Object(per_mode);
     summary.insert(name.to_string(), entry);
   }
-  doc["summary"] = Value::Object(summary);
-  create_dir(&common.out)?;
-  let mut out = BenchOutput::default();
-  let path = common.out.join("long-queries.json");
-  write_json_file(&path, &doc)?;
-  out.files.push(path);
-  let path = common.out.join("long-queries.md");
-  write_text_file(&path, &md)?;
-  out.files.push(path);
-  out.markdown = md;
-  release_reader(&paths);
-  drop(tmp);
-  Ok(out)
+  summary
 }
 
 #[cfg(test)]

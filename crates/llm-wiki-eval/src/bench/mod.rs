@@ -203,6 +203,22 @@ impl BenchCommon {
     }
     Ok(t)
   }
+
+  /// A BEIR set's pages copied into a vault in [`Self::temp`]`(label)` ([`prepare_beir_vault`]):
+  /// the directory's guard, the vault and its page count.
+  fn beir_copy(&self, beir_dir: &Path, label: &str) -> Result<(TempDir, VaultPaths, usize)> {
+    let tmp = self.temp(label)?;
+    let (paths, pages) = prepare_beir_vault(beir_dir, tmp.path())?;
+    Ok((tmp, paths, pages))
+  }
+
+  /// A vault directory copied into [`Self::temp`]`(label)` ([`prepare_pi_vault`]): the
+  /// directory's guard, the vault and its page count.
+  fn vault_copy(&self, vault: &Path, label: &str) -> Result<(TempDir, VaultPaths, usize)> {
+    let tmp = self.temp(label)?;
+    let (paths, pages) = prepare_pi_vault(vault, tmp.path())?;
+    Ok((tmp, paths, pages))
+  }
 }
 
 /// What a benchmark command wrote.
@@ -272,6 +288,27 @@ fn write_text_file(path: &Path, text: &str) -> Result<()> {
     create_dir(dir)?;
   }
   atomic_write(path, text.as_bytes())
+}
+
+/// Write `doc` to `path` and list the file in `out`.
+fn record_json(out: &mut BenchOutput, path: PathBuf, doc: &Value) -> Result<()> {
+  write_json_file(&path, doc)?;
+  out.files.push(path);
+  Ok(())
+}
+
+/// Write the report `md` to `path`, list the file in `out` and make `md` its Markdown.
+fn record_markdown(out: &mut BenchOutput, path: PathBuf, md: String) -> Result<()> {
+  write_text_file(&path, &md)?;
+  out.files.push(path);
+  out.markdown = md;
+  Ok(())
+}
+
+/// A directory's name as a label (a set's name in file names and vault copies), `default` for a
+/// path without one.
+fn dir_label(dir: &Path, default: &str) -> String {
+  dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| default.to_string())
 }
 
 fn to_value<T: Serialize>(v: &T) -> Value {

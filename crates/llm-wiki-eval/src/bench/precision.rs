@@ -78,32 +78,37 @@ pub(super) fn fmt_rate(s: &InjectionStats, hits: bool) -> String {
   }
 }
 
-/// Run the precision suite: pi fixture + a BEIR set (SciFact), every mode of `common`.
-pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -> Result<BenchOutput> {
-  let context = machine_context();
-  let (fixture_path, pi_vault_src) = match detect_source(pi_fixture)? {
-    BenchSource::Pi { fixture, vault } => (fixture, vault),
-    BenchSource::Beir { .. } => return Err(Error::invalid("--pi must name the pi fixture.json")),
-  };
-  let beir_dir = match detect_source(beir_dir)? {
-    BenchSource::Beir { dir } => dir,
-    BenchSource::Pi { .. } => return Err(Error::invalid("--beir must name a BEIR-style directory")),
-  };
-  let beir_name =
-    beir_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "beir".to_string());
-  let fixture = load_pi_fixture(&fixture_path)?;
-  let beir = load_beir_dir(&beir_dir)?;
+/// The two collections of the precision suite: the pi fixture and a BEIR set.
+struct PrecisionSources {
+  fixture_path: PathBuf,
+  pi_vault: PathBuf,
+  beir_dir: PathBuf,
+  beir_name: String,
+  fixture: PiFixture,
+  beir: BeirSet,
+}
 
-  // Labels as in the set benches: with --reuse-dir, the same vault copies (and vectors) serve both.
-  let pi_tmp = common.temp("pi")?;
-  let (pi_paths, _) = prepare_pi_vault(&pi_vault_src, pi_tmp.path())?;
-  let beir_tmp = common.temp(&beir_name)?;
-  let (beir_paths, _) = prepare_beir_vault(&beir_dir, beir_tmp.path())?;
-  let pi_ix = build_index(&pi_paths, common.needs_vectors(), "pi", common)?;
-  let beir_ix = build_index(&beir_paths, common.needs_vectors(), &beir_name, common)?;
+impl PrecisionSources {
+  /// Check that `--pi` names the pi fixture and `--beir` a BEIR-style directory, and load both.
+  fn load(pi_fixture: &Path, beir_dir: &Path) -> Result<Self> {
+    let (fixture_path, pi_vault) = match detect_source(pi_fixture)? {
+      BenchSource::Pi { fixture, vault } => (fixture, vault),
+      BenchSource::Beir { .. } => return Err(Error::invalid("--pi must name the pi fixture.json")),
+    };
+    let beir_dir = match detect_source(beir_dir)? {
+      BenchSource::Beir { dir } => dir,
+      BenchSource::Pi { .. } => return Err(Error::invalid("--beir must name a BEIR-style directory")),
+    };
+    let beir_name = dir_label(&beir_dir, "beir");
+    let fixture = load_pi_fixture(&fixture_path)?;
+    let beir = load_beir_dir(&beir_dir)?;
+    Ok(PrecisionSources { fixture_path, pi_vault, beir_dir, beir_name, fixture, beir })
+  }
 
-  let pi_queries = |on_pi: bool| -> Vec<ProbeQuery> {
-    fixture
+  /// The pi queries, with their relevant pages when they run on the pi vault (`on_pi`).
+  fn pi_queries(&self, on_pi: bool) -> Vec<ProbeQuery> {
+    self
+      .fixture
       .queries
       .iter()
       .map(|q| ProbeQuery {
@@ -120,9 +125,12 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
         },
       })
       .collect()
-  };
-  let beir_queries = |on_beir: bool| -> Vec<ProbeQuery> {
-    beir
+  }
+
+  /// The BEIR queries, with their relevant pages when they run on the BEIR vault (`on_beir`).
+  fn beir_queries(&self, on_beir: bool) -> Vec<ProbeQuery> {
+    self
+      .beir
       .queries
       .iter()
       .map(|(id, text)| ProbeQuery {
@@ -130,7 +138,8 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
         text: text.clone(),
         split: "test".into(),
         relevant: if on_beir {
-          beir
+          self
+            .beir
             .qrels
             .get(id)
             .map(|j| j.iter().filter(|(_, &g)| g > 0).map(|(d, _)| d.clone()).collect())
@@ -140,138 +149,212 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
         },
       })
       .collect()
-  };
-  let probes = [
-    Probe { key: "piOnPi", query_set: "pi", vault_name: "pi", paths: &pi_paths, queries: pi_queries(true) },
-    Probe {
-      key: "beirOnPi",
-      query_set: &beir_name,
-      vault_name: "pi",
-      paths: &pi_paths,
-      queries: beir_queries(false),
-    },
-    Probe {
-      key: "piOnBeir",
-      query_set: "pi",
-      vault_name: &beir_name,
-      paths: &beir_paths,
-      queries: pi_queries(false),
-    },
-    Probe {
-      key: "beirOnBeir",
-      query_set: &beir_name,
-      vault_name: &beir_name,
-      paths: &beir_paths,
-      queries: beir_queries(true),
-    },
-  ];
-  // Positives of the pi fixture are its judged queries; its `autoExpectation: none` queries
-  // are negatives on the pi vault.
-  let pi_negatives: HashSet<&str> = fixture
-    .queries
-    .iter()
-    .filter(|q| q.auto_expectation == AutoExpectation::None)
-    .map(|q| q.id.as_str())
-    .collect();
+  }
 
-  let floor = RecallPolicy::automatic().min_score;
-  let auto_max = RecallPolicy::automatic().max_results;
-  let mut calibration: Vec<Value> = Vec::new();
-  let mut per_mode = Map::new();
-  let mut md_rows: Vec<Vec<String>> = Vec::new();
-  let mut dist_rows: Vec<Vec<String>> = Vec::new();
-  let mut ceiling_rows: Vec<Vec<String>> = Vec::new();
-  for &mode in &common.modes {
-    let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
+  /// Every (query set, vault) combination: each set on its own vault and on the other.
+  fn probes<'a>(&'a self, pi_paths: &'a VaultPaths, beir_paths: &'a VaultPaths) -> [Probe<'a>; 4] {
+    let beir_name = self.beir_name.as_str();
+    [
+      Probe {
+        key: "piOnPi",
+        query_set: "pi",
+        vault_name: "pi",
+        paths: pi_paths,
+        queries: self.pi_queries(true),
+      },
+      Probe {
+        key: "beirOnPi",
+        query_set: beir_name,
+        vault_name: "pi",
+        paths: pi_paths,
+        queries: self.beir_queries(false),
+      },
+      Probe {
+        key: "piOnBeir",
+        query_set: "pi",
+        vault_name: beir_name,
+        paths: beir_paths,
+        queries: self.pi_queries(false),
+      },
+      Probe {
+        key: "beirOnBeir",
+        query_set: beir_name,
+        vault_name: beir_name,
+        paths: beir_paths,
+        queries: self.beir_queries(true),
+      },
+    ]
+  }
+
+  /// Positives of the pi fixture are its judged queries; its `autoExpectation: none` queries
+  /// are negatives on the pi vault.
+  fn pi_negatives(&self) -> HashSet<&str> {
+    self
+      .fixture
+      .queries
+      .iter()
+      .filter(|q| q.auto_expectation == AutoExpectation::None)
+      .map(|q| q.id.as_str())
+      .collect()
+  }
+}
+
+/// What one mode measured over every probe.
+#[derive(Default)]
+struct ModeCounts {
+  groups: BTreeMap<String, InjectionStats>,
+  /// Automatic lists that are not the floored ranking (`probe:query`).
+  mismatches: Vec<String>,
+  /// Queries whose injected pages are not the head of the ranking (`probe:query`).
+  non_prefix: Vec<String>,
+  /// Top-1 score (what the floor compares) per group: negatives pooled, positives per set.
+  top1: BTreeMap<&'static str, Vec<f64>>,
+}
+
+/// The recall options of one mode: the automatic policy, and the same without its floor.
+struct ModeOptions {
+  auto: RecallOptions,
+  top: RecallOptions,
+}
+
+impl ModeOptions {
+  fn new(mode: RetrievalMode, common: &BenchCommon) -> Self {
+    let auto = common.recall_options(RecallPolicy::automatic(), mode);
     // The automatic policy without its floor and with 10 results: the same per-vault candidates.
     let top_policy = RecallPolicy { min_score: 0.0, max_results: 10, ..RecallPolicy::automatic() };
     // Scored as automatic recall (its floor lowered to 0 would otherwise mean explicit scoring).
-    let top_opts = RecallOptions { scoring: Scoring::Automatic, ..common.recall_options(top_policy, mode) };
-    let mut groups: BTreeMap<String, InjectionStats> = BTreeMap::new();
-    let mut mismatches: Vec<String> = Vec::new();
-    let mut non_prefix: Vec<String> = Vec::new();
-    // Top-1 score (what the floor compares) per group: negatives pooled, positives per set.
-    let mut top1: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
-    let started = Instant::now();
-    for probe in &probes {
-      common.say(format!(
-        "precision {}: {} queries of {} on the {} vault",
-        mode.as_str(),
-        probe.queries.len(),
-        probe.query_set,
-        probe.vault_name
-      ));
-      for q in &probe.queries {
-        let auto = ask(probe.paths, &q.id, &q.text, &auto_opts)?;
-        let top = ask(probe.paths, &q.id, &q.text, &top_opts)?;
-        // Consistency: the automatic list must be the floor-0 list filtered by the floor, cut at 3.
-        let expected_auto: Vec<&String> =
-          top.top.iter().filter(|h| h.raw_score >= floor).map(|h| &h.id).take(auto_max).collect();
-        if expected_auto != auto.ids.iter().collect::<Vec<_>>() {
-          mismatches.push(format!("{}:{}", probe.key, q.id));
-        }
-        // Injected pages that are not simply the head of the ranking (a higher-ranked page fell
-        // under the floor): the confidence is not monotone in rank.
-        let head: Vec<&String> = top.top.iter().take(auto.ids.len()).map(|h| &h.id).collect();
-        let head_differs = head != auto.ids.iter().collect::<Vec<_>>();
-        if head_differs {
-          non_prefix.push(format!("{}:{}", probe.key, q.id));
-        }
-        let injected = !auto.ids.is_empty();
-        let is_negative = q.relevant.is_empty();
-        let hit = auto.ids.iter().any(|id| q.relevant.contains(id));
-        let ceiling = top.top.iter().take(auto_max).any(|h| q.relevant.contains(&h.id));
-        let group = match (probe.key, is_negative) {
-          ("piOnPi", false) => {
-            let g = groups.entry(format!("piOnPi.{}", q.split)).or_default();
-            g.add(injected, Some((hit, ceiling)), auto.used);
-            "piOnPi".to_string()
-          }
-          ("piOnPi", true) => {
-            if !pi_negatives.contains(q.id.as_str()) {
-              // A judged query without a relevant judgment would land here; none exist today.
-              continue;
-            }
-            "piNegativesOnPi".to_string()
-          }
-          ("beirOnBeir", true) => continue, // unjudged BEIR queries: neither positive nor negative
-          (key, _) => key.to_string(),
-        };
-        groups.entry(group.clone()).or_default().add(
-          injected,
-          (!is_negative).then_some((hit, ceiling)),
-          auto.used,
-        );
-        let top1_group = match (is_negative, probe.key) {
-          (true, _) => "negatives (pooled)",
-          (false, "piOnPi") => "pi positives",
-          (false, _) => "beir positives",
-        };
-        top1.entry(top1_group).or_default().push(top.top.first().map_or(0.0, |h| h.raw_score));
-        if is_negative {
-          groups.entry("pooledNegatives".into()).or_default().add(injected, None, auto.used);
-        }
-        calibration.push(json!({
-          "mode": mode.as_str(),
-          "modeUsed": auto.used.as_str(),
-          "querySet": probe.query_set,
-          "vault": probe.vault_name,
-          "queryId": q.id,
-          "split": q.split,
-          "polarity": if is_negative { "negative" } else { "positive" },
-          "top1": top.top.first().map(|h| json!({
-            "id": h.id, "confidence": h.confidence, "score": h.score, "multiplier": h.multiplier,
-            "relevant": q.relevant.contains(&h.id),
-          })),
-          "top10": top.top.iter().map(|h| json!({"id": h.id, "confidence": h.confidence, "score": h.score, "relevant": q.relevant.contains(&h.id)})).collect::<Vec<_>>(),
-          "injectedNotHeadOfRanking": head_differs,
-          "injected": auto.ids,
-          "hit": if is_negative { Value::Null } else { json!(hit) },
-        }));
+    let top = RecallOptions { scoring: Scoring::Automatic, ..common.recall_options(top_policy, mode) };
+    ModeOptions { auto, top }
+  }
+}
+
+/// Ask every query of every probe in `mode`; counts go to the returned [`ModeCounts`], one
+/// calibration entry per counted query to `calibration`.
+fn measure_mode(
+  mode: RetrievalMode,
+  probes: &[Probe],
+  pi_negatives: &HashSet<&str>,
+  common: &BenchCommon,
+  calibration: &mut Vec<Value>,
+) -> Result<ModeCounts> {
+  let opts = ModeOptions::new(mode, common);
+  let mut counts = ModeCounts::default();
+  for probe in probes {
+    common.say(format!(
+      "precision {}: {} queries of {} on the {} vault",
+      mode.as_str(),
+      probe.queries.len(),
+      probe.query_set,
+      probe.vault_name
+    ));
+    for q in &probe.queries {
+      if let Some(entry) = measure_query(mode, probe, q, pi_negatives, &opts, &mut counts)? {
+        calibration.push(entry);
       }
     }
-    let groups: BTreeMap<String, InjectionStats> = groups.into_iter().map(|(k, v)| (k, v.finish())).collect();
-    let g = |k: &str| groups.get(k).cloned().unwrap_or_default();
+  }
+  counts.groups = std::mem::take(&mut counts.groups).into_iter().map(|(k, v)| (k, v.finish())).collect();
+  Ok(counts)
+}
+
+/// One query of a probe: counted in its groups; its calibration entry, or `None` for a query
+/// that is neither positive nor negative.
+fn measure_query(
+  mode: RetrievalMode,
+  probe: &Probe,
+  q: &ProbeQuery,
+  pi_negatives: &HashSet<&str>,
+  opts: &ModeOptions,
+  counts: &mut ModeCounts,
+) -> Result<Option<Value>> {
+  let floor = RecallPolicy::automatic().min_score;
+  let auto_max = RecallPolicy::automatic().max_results;
+  let auto = ask(probe.paths, &q.id, &q.text, &opts.auto)?;
+  let top = ask(probe.paths, &q.id, &q.text, &opts.top)?;
+  // Consistency: the automatic list must be the floor-0 list filtered by the floor, cut at 3.
+  let expected_auto: Vec<&String> =
+    top.top.iter().filter(|h| h.raw_score >= floor).map(|h| &h.id).take(auto_max).collect();
+  if expected_auto != auto.ids.iter().collect::<Vec<_>>() {
+    counts.mismatches.push(format!("{}:{}", probe.key, q.id));
+  }
+  // Injected pages that are not simply the head of the ranking (a higher-ranked page fell
+  // under the floor): the confidence is not monotone in rank.
+  let head: Vec<&String> = top.top.iter().take(auto.ids.len()).map(|h| &h.id).collect();
+  let head_differs = head != auto.ids.iter().collect::<Vec<_>>();
+  if head_differs {
+    counts.non_prefix.push(format!("{}:{}", probe.key, q.id));
+  }
+  let injected = !auto.ids.is_empty();
+  let is_negative = q.relevant.is_empty();
+  let hit = auto.ids.iter().any(|id| q.relevant.contains(id));
+  let ceiling = top.top.iter().take(auto_max).any(|h| q.relevant.contains(&h.id));
+  let groups = &mut counts.groups;
+  let group = match (probe.key, is_negative) {
+    ("piOnPi", false) => {
+      let g = groups.entry(format!("piOnPi.{}", q.split)).or_default();
+      g.add(injected, Some((hit, ceiling)), auto.used);
+      "piOnPi".to_string()
+    }
+    ("piOnPi", true) => {
+      if !pi_negatives.contains(q.id.as_str()) {
+        // A judged query without a relevant judgment would land here; none exist today.
+        return Ok(None);
+      }
+      "piNegativesOnPi".to_string()
+    }
+    ("beirOnBeir", true) => return Ok(None), // unjudged BEIR queries: neither positive nor negative
+    (key, _) => key.to_string(),
+  };
+  groups.entry(group.clone()).or_default().add(injected, (!is_negative).then_some((hit, ceiling)), auto.used);
+  let top1_group = match (is_negative, probe.key) {
+    (true, _) => "negatives (pooled)",
+    (false, "piOnPi") => "pi positives",
+    (false, _) => "beir positives",
+  };
+  counts.top1.entry(top1_group).or_default().push(top.top.first().map_or(0.0, |h| h.raw_score));
+  if is_negative {
+    groups.entry("pooledNegatives".into()).or_default().add(injected, None, auto.used);
+  }
+  Ok(Some(json!({
+    "mode": mode.as_str(),
+    "modeUsed": auto.used.as_str(),
+    "querySet": probe.query_set,
+    "vault": probe.vault_name,
+    "queryId": q.id,
+    "split": q.split,
+    "polarity": if is_negative { "negative" } else { "positive" },
+    "top1": top.top.first().map(|h| json!({
+      "id": h.id, "confidence": h.confidence, "score": h.score, "multiplier": h.multiplier,
+      "relevant": q.relevant.contains(&h.id),
+    })),
+    "top10": top.top.iter().map(|h| json!({"id": h.id, "confidence": h.confidence, "score": h.score, "relevant": q.relevant.contains(&h.id)})).collect::<Vec<_>>(),
+    "injectedNotHeadOfRanking": head_differs,
+    "injected": auto.ids,
+    "hit": if is_negative { Value::Null } else { json!(hit) },
+  })))
+}
+
+/// The precision report's rows and per-mode JSON, filled mode by mode.
+#[derive(Default)]
+struct PrecisionTables {
+  per_mode: Map<String, Value>,
+  md_rows: Vec<Vec<String>>,
+  dist_rows: Vec<Vec<String>>,
+  ceiling_rows: Vec<Vec<String>>,
+}
+
+impl PrecisionTables {
+  /// Log `mode`'s summary and add its rows and JSON.
+  fn add(
+    &mut self,
+    mode: RetrievalMode,
+    c: &ModeCounts,
+    beir_name: &str,
+    started: Instant,
+    common: &BenchCommon,
+  ) {
+    let floor = RecallPolicy::automatic().min_score;
+    let g = |k: &str| c.groups.get(k).cloned().unwrap_or_default();
     common.say(format!(
       "precision {}: negatives injected {} ({beir_name}→pi {}, pi→{beir_name} {}); pi positives hit {}, {beir_name} \
        positives hit {} ({:.0} ms); {} queries inject pages that are not the head of the ranking; {} automatic lists \
@@ -283,10 +366,10 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
       fmt_rate(&g("piOnPi"), true),
       fmt_rate(&g("beirOnBeir"), true),
       ms_since(started),
-      non_prefix.len(),
-      mismatches.len()
+      c.non_prefix.len(),
+      c.mismatches.len()
     ));
-    md_rows.push(vec![
+    self.md_rows.push(vec![
       mode.as_str().to_string(),
       fmt_rate(&g("beirOnPi"), false),
       fmt_rate(&g("piOnBeir"), false),
@@ -298,9 +381,9 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
       fmt_rate(&g("beirOnBeir"), true),
       fmt_rate(&g("beirOnBeir"), false),
       fmt_used(&g("pooledNegatives").modes_used),
-      non_prefix.len().to_string(),
+      c.non_prefix.len().to_string(),
     ]);
-    ceiling_rows.push(vec![
+    self.ceiling_rows.push(vec![
       mode.as_str().to_string(),
       fmt_rate(&g("piOnPi"), true),
       fmt_ceiling(&g("piOnPi")),
@@ -309,12 +392,12 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
       fmt_rate(&g("beirOnBeir"), true),
       fmt_ceiling(&g("beirOnBeir")),
     ]);
-    for (group, values) in &top1 {
+    for (group, values) in &c.top1 {
       let d = score_distribution(values, floor);
       let f = |k: &str| d.get(k).and_then(Value::as_f64).map_or("–".into(), |v| format!("{v:.3}"));
-      dist_rows.push(vec![
+      self.dist_rows.push(vec![
         mode.as_str().to_string(),
-        group.replace("beir", &beir_name),
+        group.replace("beir", beir_name),
         values.len().to_string(),
         f("p5"),
         f("p25"),
@@ -325,36 +408,84 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
         format!("{}/{}", d["atOrAboveFloor"], values.len()),
       ]);
     }
-    per_mode.insert(
+    self.per_mode.insert(
       mode.as_str().to_string(),
       json!({
         "negatives": {
           format!("{beir_name}OnPi"): g("beirOnPi"),
-          format!("piOn{}", capitalize(&beir_name)): g("piOnBeir"),
+          format!("piOn{}", capitalize(beir_name)): g("piOnBeir"),
           "piNegativesOnPi": g("piNegativesOnPi"),
           "pooled": g("pooledNegatives"),
         },
         "positives": {
           "piOnPi": {"all": g("piOnPi"), "train": g("piOnPi.train"), "heldout": g("piOnPi.heldout")},
-          format!("{beir_name}On{}", capitalize(&beir_name)): g("beirOnBeir"),
+          format!("{beir_name}On{}", capitalize(beir_name)): g("beirOnBeir"),
         },
-        "injectedNotHeadOfRanking": {"count": non_prefix.len(), "queries": non_prefix},
-        "top1ScoreDistribution": top1.iter().map(|(k, v)| (k.replace("beir", &beir_name), score_distribution(v, floor))).collect::<Map<String, Value>>(),
-        "automaticVsFlooredRankingMismatches": mismatches,
+        "injectedNotHeadOfRanking": {"count": c.non_prefix.len(), "queries": c.non_prefix},
+        "top1ScoreDistribution": c.top1.iter().map(|(k, v)| (k.replace("beir", beir_name), score_distribution(v, floor))).collect::<Map<String, Value>>(),
+        "automaticVsFlooredRankingMismatches": c.mismatches,
         "wallMs": r3(ms_since(started)),
       }),
     );
   }
+}
 
+/// Run the precision suite: pi fixture + a BEIR set (SciFact), every mode of `common`.
+pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -> Result<BenchOutput> {
+  let context = machine_context();
+  let src = PrecisionSources::load(pi_fixture, beir_dir)?;
+  let beir_name = src.beir_name.as_str();
+  // Labels as in the set benches: with --reuse-dir, the same vault copies (and vectors) serve both.
+  let (pi_tmp, pi_paths, _) = common.vault_copy(&src.pi_vault, "pi")?;
+  let (beir_tmp, beir_paths, _) = common.beir_copy(&src.beir_dir, beir_name)?;
+  let pi_ix = build_index(&pi_paths, common.needs_vectors(), "pi", common)?;
+  let beir_ix = build_index(&beir_paths, common.needs_vectors(), beir_name, common)?;
+  let probes = src.probes(&pi_paths, &beir_paths);
+  let pi_negatives = src.pi_negatives();
+  let mut calibration: Vec<Value> = Vec::new();
+  let mut tables = PrecisionTables::default();
+  for &mode in &common.modes {
+    let started = Instant::now();
+    let counts = measure_mode(mode, &probes, &pi_negatives, common, &mut calibration)?;
+    tables.add(mode, &counts, beir_name, started, common);
+  }
   create_dir(&common.out)?;
   let mut out = BenchOutput::default();
-  let index = json!({"pi": pi_ix.report, beir_name.clone(): beir_ix.report});
-  let doc = json!({
+  let index = json!({"pi": pi_ix.report, beir_name: beir_ix.report});
+  record_json(
+    &mut out,
+    common.out.join("precision.json"),
+    &precision_json(&src, &context, &tables.per_mode, index),
+  )?;
+  record_json(
+    &mut out,
+    common.out.join("precision-calibration.json"),
+    &calibration_json(&context, calibration),
+  )?;
+  let index_rows = [("pi", &pi_ix.report), (beir_name, &beir_ix.report)];
+  let md = precision_markdown(&context, beir_name, &tables, &index_rows);
+  record_markdown(&mut out, common.out.join("precision.md"), md)?;
+  release_reader(&pi_paths);
+  release_reader(&beir_paths);
+  drop((pi_tmp, beir_tmp));
+  Ok(out)
+}
+
+/// `precision.json`: the policy, the definitions, every mode's counts and the index cost.
+fn precision_json(
+  src: &PrecisionSources,
+  context: &Value,
+  per_mode: &Map<String, Value>,
+  index: Value,
+) -> Value {
+  let floor = RecallPolicy::automatic().min_score;
+  let beir_name = &src.beir_name;
+  json!({
     "schema": SCHEMA,
     "kind": "precision",
     "context": context,
-    "fixture": report_path(&fixture_path),
-    "beir": report_path(&beir_dir),
+    "fixture": report_path(&src.fixture_path),
+    "beir": report_path(&src.beir_dir),
     "automaticPolicy": {"includePersonal": false, "minScore": floor, "maxPerVault": 10, "maxResults": 3},
     "definitions": {
       "injectionRate": "share of queries whose automatic list (RecallPolicy::automatic) is non-empty",
@@ -365,51 +496,60 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
     },
     "modes": per_mode,
     "index": index,
-  });
-  let path = common.out.join("precision.json");
-  write_json_file(&path, &doc)?;
-  out.files.push(path);
-  let cal = json!({
+  })
+}
+
+/// `precision-calibration.json`: the per-query top-1 confidence dump.
+fn calibration_json(context: &Value, entries: Vec<Value>) -> Value {
+  json!({
     "schema": SCHEMA,
     "kind": "precision-calibration",
     "context": context,
-    "floor": floor,
+    "floor": RecallPolicy::automatic().min_score,
     "note": "top1/top10 come from the automatic policy with the floor removed (minScore 0, maxPerVault 10, 10 \
              results); `injected` is the real automatic list; injectedNotHeadOfRanking marks queries whose injected \
              pages are not the first ones of that ranking (a higher-ranked page fell under the floor). Entries with split \"heldout\" are pi held-out \
              queries: measure only, never tune thresholds on them.",
-    "entries": calibration,
-  });
-  let path = common.out.join("precision-calibration.json");
-  write_json_file(&path, &cal)?;
-  out.files.push(path);
+    "entries": entries,
+  })
+}
 
+/// `precision.md`: the injection table, the top-1 score distribution, the hit-rate ceiling and
+/// the index cost.
+fn precision_markdown(
+  context: &Value,
+  b: &str,
+  tables: &PrecisionTables,
+  index_rows: &[(&str, &IndexReport)],
+) -> String {
+  let floor = RecallPolicy::automatic().min_score;
+  let auto_max = RecallPolicy::automatic().max_results;
+  let rows = |md: &mut String, rows: &[Vec<String>]| {
+    for row in rows {
+      let _ = writeln!(md, "| {} |", row.join(" | "));
+    }
+  };
   let mut md = String::new();
   md.push_str("# Automatic-recall precision\n\n");
-  md.push_str(&context_markdown(&context));
+  md.push_str(&context_markdown(context));
   let _ = writeln!(
     md,
     "- Automatic policy: active vault only, floor {floor}, maxPerVault 10, 3 results. Cells: count/queries (rate).\n"
   );
-  let b = &beir_name;
   let _ = writeln!(
     md,
     "| mode | neg: {b} q → pi vault | neg: pi q → {b} vault | neg: pi negatives | neg: pooled injection | pos: pi \
      hit | pos: pi injected anything | pos: pi held-out hit | pos: {b} hit | pos: {b} injected anything | modes used \
      (negatives) | injected ≠ head of ranking |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
   );
-  for row in &md_rows {
-    let _ = writeln!(md, "| {} |", row.join(" | "));
-  }
+  rows(&mut md, &tables.md_rows);
   let _ = writeln!(
     md,
     "\n## Top-1 score distribution\n\nScore of the first page of the automatic policy's list with the floor removed \
      (nearest-rank percentiles; a query with no candidate counts as 0).\n\n| mode | query group | n | p5 | p25 | p50 | p75 | \
      p95 | max | ≥ floor {floor} |\n|---|---|---|---|---|---|---|---|---|---|"
   );
-  for row in &dist_rows {
-    let _ = writeln!(md, "| {} |", row.join(" | "));
-  }
+  rows(&mut md, &tables.dist_rows);
   let _ = writeln!(
     md,
     "\n## Hit-rate ceiling\n\nA positive's *ceiling* is a relevant page among the first {auto_max} pages of the \
@@ -417,24 +557,15 @@ pub fn run_precision(pi_fixture: &Path, beir_dir: &Path, common: &BenchCommon) -
      ranking.\n\n| mode | pi hit | pi ceiling | pi held-out hit | pi held-out ceiling | {b} hit | {b} ceiling |\n\
      |---|---|---|---|---|---|---|"
   );
-  for row in &ceiling_rows {
-    let _ = writeln!(md, "| {} |", row.join(" | "));
-  }
+  rows(&mut md, &tables.ceiling_rows);
   md.push_str("\n## Index cost\n\n");
-  index_markdown(&mut md, &[("pi", &pi_ix.report), (beir_name.as_str(), &beir_ix.report)]);
+  index_markdown(&mut md, index_rows);
   let _ = writeln!(
     md,
     "\nThe per-query top-1 confidence dump is `precision-calibration.json` (split marked; pi held-out is for \
      measuring only)."
   );
-  let path = common.out.join("precision.md");
-  write_text_file(&path, &md)?;
-  out.files.push(path);
-  out.markdown = md;
-  release_reader(&pi_paths);
-  release_reader(&beir_paths);
-  drop((pi_tmp, beir_tmp));
-  Ok(out)
+  md
 }
 
 pub(super) fn capitalize(s: &str) -> String {

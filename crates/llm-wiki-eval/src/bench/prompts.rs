@@ -68,18 +68,9 @@ fn group_of(p: &Path) -> String {
   }
 }
 
-/// Run the prompt suite: `prompts` (a prompt set file) and/or `unrelated` query files (every line a
-/// negative, see [`load_unrelated`]) against `vault` (a vault directory with `.llm-wiki/`, e.g. the
-/// pi fixture's `vault/`, or a BEIR-style directory). Counts are reported in total and per file
-/// ([`group_of`] names it); reports are named after the prompt set, else `unrelated`.
-pub fn run_prompts(
-  prompts: Option<&Path>,
-  unrelated: &[PathBuf],
-  vault: &Path,
-  common: &BenchCommon,
-) -> Result<BenchOutput> {
-  let context = machine_context();
-  // (group, prompt) in file order.
+/// The prompts of `prompts` and the negatives of `unrelated`, each with its group, in file order,
+/// and one description per file for the report.
+fn load_all(prompts: Option<&Path>, unrelated: &[PathBuf]) -> Result<(Vec<(String, Prompt)>, Vec<String>)> {
   let mut all: Vec<(String, Prompt)> = Vec::new();
   let mut described = Vec::new();
   if let Some(p) = prompts {
@@ -100,108 +91,138 @@ pub fn run_prompts(
   if all.is_empty() {
     return Err(Error::invalid("bench prompts: nothing to ask (give --prompts and/or --unrelated)"));
   }
-  let name = prompts.map_or_else(|| "unrelated".to_string(), stem);
-  // The vault copy is labelled like the set benches' (`pi`, or the directory name), so that with
-  // --reuse-dir they share it.
-  let dir_name =
-    |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "vault".into());
-  let (tmp, paths) = match detect_source(vault) {
-    Ok(BenchSource::Beir { dir }) => {
-      let tmp = common.temp(&dir_name(&dir))?;
-      let paths = prepare_beir_vault(&dir, tmp.path())?.0;
-      (tmp, paths)
-    }
-    Ok(BenchSource::Pi { vault, .. }) => {
-      let tmp = common.temp("pi")?;
-      let paths = prepare_pi_vault(&vault, tmp.path())?.0;
-      (tmp, paths)
-    }
-    Err(_) => {
-      let tmp = common.temp(&format!("prompts-{}", dir_name(vault)))?;
-      let paths = prepare_pi_vault(vault, tmp.path())?.0;
-      (tmp, paths)
-    }
+  Ok((all, described))
+}
+
+/// The vault copy, labelled like the set benches' (`pi`, or the directory name) so that with
+/// --reuse-dir they share it.
+fn copy_vault(vault: &Path, common: &BenchCommon) -> Result<(TempDir, VaultPaths)> {
+  let (tmp, paths, _) = match detect_source(vault) {
+    Ok(BenchSource::Beir { dir }) => common.beir_copy(&dir, &dir_label(&dir, "vault"))?,
+    Ok(BenchSource::Pi { vault, .. }) => common.vault_copy(&vault, "pi")?,
+    Err(_) => common.vault_copy(vault, &format!("prompts-{}", dir_label(vault, "vault")))?,
   };
+  Ok((tmp, paths))
+}
+
+/// The counts of one group of prompts (one file).
+#[derive(Default)]
+struct GroupCounts {
+  positives: usize,
+  hits: usize,
+  negatives: usize,
+  negatives_injected: usize,
+}
+
+/// Ask every prompt in `mode`: its report row, its per-file rows (added to `group_rows`) and its
+/// JSON.
+fn measure_mode(
+  mode: RetrievalMode,
+  all: &[(String, Prompt)],
+  paths: &VaultPaths,
+  common: &BenchCommon,
+  group_rows: &mut Vec<Vec<String>>,
+) -> Result<(Vec<String>, Value)> {
+  let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
+  let ranked_opts = common.recall_options(ranked_policy(10), mode);
+  let mut total = GroupCounts::default();
+  let mut rr_sum = 0.0f64;
+  // Groups in file order.
+  let mut groups: Vec<(String, GroupCounts)> = Vec::new();
+  let mut used: BTreeMap<String, usize> = BTreeMap::new();
+  let mut entries = Vec::new();
+  for (group, p) in all {
+    let auto = ask(paths, &p.id, &p.text, &auto_opts)?;
+    let ranked = ask(paths, &p.id, &p.text, &ranked_opts)?;
+    *used.entry(auto.used.as_str().to_string()).or_insert(0) += 1;
+    let relevant: HashSet<&str> = p.relevant.iter().map(String::as_str).collect();
+    let hit = auto.ids.iter().any(|id| relevant.contains(id.as_str()));
+    let first = ranked.ids.iter().position(|id| relevant.contains(id.as_str()));
+    if groups.last().is_none_or(|(g, _)| g != group) {
+      groups.push((group.clone(), GroupCounts::default()));
+    }
+    let g = &mut groups.last_mut().expect("pushed above").1;
+    for c in [&mut total, g] {
+      if relevant.is_empty() {
+        c.negatives += 1;
+        c.negatives_injected += usize::from(!auto.ids.is_empty());
+      } else {
+        c.positives += 1;
+        c.hits += usize::from(hit);
+      }
+    }
+    if !relevant.is_empty() {
+      rr_sum += first.map_or(0.0, |r| 1.0 / (r + 1) as f64);
+    }
+    entries.push(json!({
+      "id": p.id,
+      "group": group,
+      "polarity": if relevant.is_empty() { "negative" } else { "positive" },
+      "injected": auto.ids,
+      "hit": if relevant.is_empty() { Value::Null } else { json!(hit) },
+      "firstRelevantRank": first.map(|r| r + 1),
+      "top3": ranked.top.iter().take(3).map(|h| json!({"id": h.id, "score": h.score})).collect::<Vec<_>>(),
+    }));
+  }
+  let GroupCounts { positives: pos, hits, negatives: neg, negatives_injected: injected_neg } = total;
+  let mrr = if pos == 0 { 0.0 } else { round6(rr_sum / pos as f64) };
+  common.say(format!(
+    "prompts {}: positives hit {hits}/{pos}, negatives injected {injected_neg}/{neg}, MRR@10 {mrr}",
+    mode.as_str()
+  ));
+  let row = vec![
+    mode.as_str().to_string(),
+    format!("{hits}/{pos} ({})", rate(hits, pos)),
+    format!("{injected_neg}/{neg} ({})", rate(injected_neg, neg)),
+    format!("{mrr:.4}"),
+    fmt_used(&used),
+  ];
+  let mut by_group = Map::new();
+  for (g, c) in &groups {
+    let (gp, gh, gn, gi) = (c.positives, c.hits, c.negatives, c.negatives_injected);
+    group_rows.push(vec![
+      mode.as_str().to_string(),
+      g.clone(),
+      format!("{gi}/{gn} ({})", rate(gi, gn)),
+      format!("{gh}/{gp}"),
+    ]);
+    by_group.insert(
+      g.clone(),
+      json!({"positives": gp, "hits": gh, "negatives": gn, "negativesInjected": gi,
+             "negativeInjectionRate": rate(gi, gn)}),
+    );
+  }
+  let json = json!({
+    "positives": pos, "hits": hits, "hitRate": rate(hits, pos),
+    "negatives": neg, "negativesInjected": injected_neg, "negativeInjectionRate": rate(injected_neg, neg),
+    "mrr10": mrr, "modesUsed": used, "groups": by_group, "prompts": entries,
+  });
+  Ok((row, json))
+}
+
+/// Run the prompt suite: `prompts` (a prompt set file) and/or `unrelated` query files (every line a
+/// negative, see [`load_unrelated`]) against `vault` (a vault directory with `.llm-wiki/`, e.g. the
+/// pi fixture's `vault/`, or a BEIR-style directory). Counts are reported in total and per file
+/// ([`group_of`] names it); reports are named after the prompt set, else `unrelated`.
+pub fn run_prompts(
+  prompts: Option<&Path>,
+  unrelated: &[PathBuf],
+  vault: &Path,
+  common: &BenchCommon,
+) -> Result<BenchOutput> {
+  let context = machine_context();
+  let (all, described) = load_all(prompts, unrelated)?;
+  let name = prompts.map_or_else(|| "unrelated".to_string(), stem);
+  let (tmp, paths) = copy_vault(vault, common)?;
   let ix = build_index(&paths, common.needs_vectors(), &name, common)?;
   let floor = RecallPolicy::automatic().min_score;
   let mut rows = Vec::new();
   let mut group_rows = Vec::new();
   let mut per_mode = Map::new();
   for &mode in &common.modes {
-    let auto_opts = common.recall_options(RecallPolicy::automatic(), mode);
-    let ranked_opts = common.recall_options(ranked_policy(10), mode);
-    let (mut pos, mut hits, mut neg, mut injected_neg, mut rr_sum) = (0usize, 0usize, 0usize, 0usize, 0.0f64);
-    // Per group: [positives, hits, negatives, negatives injected], groups in file order.
-    let mut groups: Vec<(String, [usize; 4])> = Vec::new();
-    let mut used: BTreeMap<String, usize> = BTreeMap::new();
-    let mut entries = Vec::new();
-    for (group, p) in &all {
-      let auto = ask(&paths, &p.id, &p.text, &auto_opts)?;
-      let ranked = ask(&paths, &p.id, &p.text, &ranked_opts)?;
-      *used.entry(auto.used.as_str().to_string()).or_insert(0) += 1;
-      let relevant: HashSet<&str> = p.relevant.iter().map(String::as_str).collect();
-      let hit = auto.ids.iter().any(|id| relevant.contains(id.as_str()));
-      let first = ranked.ids.iter().position(|id| relevant.contains(id.as_str()));
-      if groups.last().is_none_or(|(g, _)| g != group) {
-        groups.push((group.clone(), [0; 4]));
-      }
-      let g = &mut groups.last_mut().expect("pushed above").1;
-      if relevant.is_empty() {
-        neg += 1;
-        injected_neg += usize::from(!auto.ids.is_empty());
-        g[2] += 1;
-        g[3] += usize::from(!auto.ids.is_empty());
-      } else {
-        pos += 1;
-        hits += usize::from(hit);
-        rr_sum += first.map_or(0.0, |r| 1.0 / (r + 1) as f64);
-        g[0] += 1;
-        g[1] += usize::from(hit);
-      }
-      entries.push(json!({
-        "id": p.id,
-        "group": group,
-        "polarity": if relevant.is_empty() { "negative" } else { "positive" },
-        "injected": auto.ids,
-        "hit": if relevant.is_empty() { Value::Null } else { json!(hit) },
-        "firstRelevantRank": first.map(|r| r + 1),
-        "top3": ranked.top.iter().take(3).map(|h| json!({"id": h.id, "score": h.score})).collect::<Vec<_>>(),
-      }));
-    }
-    let mrr = if pos == 0 { 0.0 } else { round6(rr_sum / pos as f64) };
-    common.say(format!(
-      "prompts {}: positives hit {hits}/{pos}, negatives injected {injected_neg}/{neg}, MRR@10 {mrr}",
-      mode.as_str()
-    ));
-    rows.push(vec![
-      mode.as_str().to_string(),
-      format!("{hits}/{pos} ({})", rate(hits, pos)),
-      format!("{injected_neg}/{neg} ({})", rate(injected_neg, neg)),
-      format!("{mrr:.4}"),
-      fmt_used(&used),
-    ]);
-    let mut by_group = Map::new();
-    for (g, [gp, gh, gn, gi]) in &groups {
-      group_rows.push(vec![
-        mode.as_str().to_string(),
-        g.clone(),
-        format!("{gi}/{gn} ({})", rate(*gi, *gn)),
-        format!("{gh}/{gp}"),
-      ]);
-      by_group.insert(
-        g.clone(),
-        json!({"positives": gp, "hits": gh, "negatives": gn, "negativesInjected": gi,
-               "negativeInjectionRate": rate(*gi, *gn)}),
-      );
-    }
-    per_mode.insert(
-      mode.as_str().to_string(),
-      json!({
-        "positives": pos, "hits": hits, "hitRate": rate(hits, pos),
-        "negatives": neg, "negativesInjected": injected_neg, "negativeInjectionRate": rate(injected_neg, neg),
-        "mrr10": mrr, "modesUsed": used, "groups": by_group, "prompts": entries,
-      }),
-    );
+    let (row, json) = measure_mode(mode, &all, &paths, common, &mut group_rows)?;
+    rows.push(row);
+    per_mode.insert(mode.as_str().to_string(), json);
   }
   create_dir(&common.out)?;
   let mut out = BenchOutput::default();
@@ -216,11 +237,26 @@ pub fn run_prompts(
     "modes": per_mode,
     "index": ix.report,
   });
-  let path = common.out.join(format!("prompts-{name}.json"));
-  write_json_file(&path, &doc)?;
-  out.files.push(path);
+  record_json(&mut out, common.out.join(format!("prompts-{name}.json")), &doc)?;
+  let md = prompts_markdown(&name, &context, &described, vault, &rows, &group_rows);
+  record_markdown(&mut out, common.out.join(format!("prompts-{name}.md")), md)?;
+  release_reader(&paths);
+  drop(tmp);
+  Ok(out)
+}
+
+/// `prompts-<name>.md`: the method, the table per mode and the table per file.
+fn prompts_markdown(
+  name: &str,
+  context: &Value,
+  described: &[String],
+  vault: &Path,
+  rows: &[Vec<String>],
+  group_rows: &[Vec<String>],
+) -> String {
+  let floor = RecallPolicy::automatic().min_score;
   let mut md = format!("# Prompt suite: {name}\n\n");
-  md.push_str(&context_markdown(&context));
+  md.push_str(&context_markdown(context));
   let _ = writeln!(
     md,
     "- Prompts: {}. Vault: `{}`.\n- Automatic policy: floor {floor}, 3 results; a positive is a \
@@ -232,18 +268,12 @@ pub fn run_prompts(
   md.push_str(
     "| mode | positives: hit | negatives: injected | MRR@10 | modes used |\n|---|---|---|---|---|\n",
   );
-  for r in &rows {
+  for r in rows {
     let _ = writeln!(md, "| {} |", r.join(" | "));
   }
   md.push_str("\nPer file:\n\n| mode | set | negatives: injected | positives: hit |\n|---|---|---|---|\n");
-  for r in &group_rows {
+  for r in group_rows {
     let _ = writeln!(md, "| {} |", r.join(" | "));
   }
-  let path = common.out.join(format!("prompts-{name}.md"));
-  write_text_file(&path, &md)?;
-  out.files.push(path);
-  out.markdown = md;
-  release_reader(&paths);
-  drop(tmp);
-  Ok(out)
+  md
 }
