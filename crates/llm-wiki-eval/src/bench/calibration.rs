@@ -66,15 +66,14 @@ fn reliability(rows: &[(f64, bool, bool)]) -> Vec<(String, usize, usize, usize)>
     .collect()
 }
 
-/// Run the calibration suite.
-pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
+/// The split vault: every `stride`-th abstract of `opts.beir` judged by no test query,
+/// retitled. Its directory's guard, the vault and the (id, original title) of each page.
+fn split_vault(
+  opts: &CalibrationOptions,
+  beir: &BeirSet,
+) -> Result<(TempDir, VaultPaths, Vec<(String, String)>)> {
   let common = &opts.common;
-  let context = machine_context();
-  let beir = load_beir_dir(&opts.beir)?;
   let judged: HashSet<&str> = beir.qrels.values().flat_map(|j| j.keys().map(String::as_str)).collect();
-  let neg_set = load_beir_dir(&opts.negatives)?;
-
-  // The split vault: every stride-th unjudged abstract, retitled.
   let split_tmp = common.temp("calibration-split")?;
   let split = VaultPaths::new_layout(split_tmp.path());
   create_dir(&split.wiki)?;
@@ -99,23 +98,30 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     }
   }
   common.say(format!("calibration split: {} of {} unjudged abstracts", titles.len(), unjudged.len()));
-  let neg_tmp = common.temp("calibration-negatives")?;
-  let neg_vault = prepare_beir_vault(&opts.negatives, neg_tmp.path())?.0;
+  Ok((split_tmp, split, titles))
+}
 
-  // Vectors (and the dense fit) only when a dense mode is asked for: a lexical-only run (the
-  // reliability of lexical confidence) needs no embedding.
-  let with_vectors = common.needs_vectors();
-  let split_ix = build_index(&split, with_vectors, "calibration-split", common)?;
-  let neg_ix = build_index(&neg_vault, with_vectors, "calibration-negatives", common)?;
+/// A vault's root as the labelled set names it (absolute: the file is not portable).
+fn vault_str(p: &VaultPaths) -> String {
+  p.root.to_string_lossy().into_owned()
+}
 
-  // The labelled set, in the `calibrate` format (vaults absolute: the file is not portable).
-  let vault_str = |p: &VaultPaths| p.root.to_string_lossy().into_owned();
+/// The labelled set, in the `calibrate` format: the split titles (related to their abstract),
+/// the negatives' questions on the split vault, the titles on the negatives' vault, and the
+/// extra written negatives on the split vault. Also the number of extra negatives.
+fn labelled_set(
+  opts: &CalibrationOptions,
+  titles: &[(String, String)],
+  neg_set: &BeirSet,
+  split: &VaultPaths,
+  neg_vault: &VaultPaths,
+) -> Result<(Vec<LabelledQuery>, usize)> {
   let mut labels: Vec<LabelledQuery> = Vec::new();
-  for (id, title) in &titles {
+  for (id, title) in titles {
     labels.push(LabelledQuery {
       query: title.clone(),
       related: vec![id.clone()],
-      vault: Some(vault_str(&split)),
+      vault: Some(vault_str(split)),
       group: None,
     });
   }
@@ -123,15 +129,15 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
     labels.push(LabelledQuery {
       query: q.clone(),
       related: vec![],
-      vault: Some(vault_str(&split)),
+      vault: Some(vault_str(split)),
       group: Some("chat questions on abstracts".into()),
     });
   }
-  for (_, title) in &titles {
+  for (_, title) in titles {
     labels.push(LabelledQuery {
       query: title.clone(),
       related: vec![],
-      vault: Some(vault_str(&neg_vault)),
+      vault: Some(vault_str(neg_vault)),
       group: Some("abstract titles on chats".into()),
     });
   }
@@ -144,23 +150,36 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       labels.push(LabelledQuery {
         query: q.query,
         related: vec![],
-        vault: Some(vault_str(&split)),
+        vault: Some(vault_str(split)),
         group: Some(q.group.unwrap_or_else(|| "written prompts on abstracts".into())),
       });
       extra += 1;
     }
   }
-  create_dir(&common.out)?;
-  let labels_path = std::path::absolute(common.out.join("calibration-labels.jsonl"))
-    .map_err(|e| Error::io("resolve", &common.out, e))?;
+  Ok((labels, extra))
+}
+
+/// Write the labelled set to `<out>/calibration-labels.jsonl`; its absolute path.
+fn write_labels(out: &Path, labels: &[LabelledQuery]) -> Result<PathBuf> {
+  create_dir(out)?;
+  let labels_path =
+    std::path::absolute(out.join("calibration-labels.jsonl")).map_err(|e| Error::io("resolve", out, e))?;
   let jsonl: String =
     labels.iter().map(|l| serde_json::to_string(l).unwrap_or_default() + "\n").collect::<Vec<_>>().concat();
   write_text_file(&labels_path, &jsonl)?;
+  Ok(labels_path)
+}
 
-  let mut out = BenchOutput::default();
-  out.files.push(labels_path.clone());
+/// The report's title, machine context and description of the labelled set.
+fn calibration_header(
+  opts: &CalibrationOptions,
+  context: &Value,
+  split_pages: usize,
+  neg_set: &BeirSet,
+  extra: usize,
+) -> String {
   let mut md = String::from("# Calibration: cosine mapping fit and reliability curves\n\n");
-  md.push_str(&context_markdown(&context));
+  md.push_str(&context_markdown(context));
   let _ = writeln!(
     md,
     "- Split vault: every {}th abstract of `{}` judged by no test query ({} pages), title replaced by \
@@ -169,11 +188,11 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
      unrelated prompts{} on the split vault.\n",
     opts.stride,
     report_path(&opts.beir),
-    titles.len(),
-    titles.len(),
+    split_pages,
+    split_pages,
     neg_set.queries.len(),
     report_path(&opts.negatives),
-    titles.len(),
+    split_pages,
     extra,
     if opts.extra_negatives.is_empty() {
       String::new()
@@ -181,131 +200,165 @@ pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
       format!(" ({})", opts.extra_negatives.iter().map(|p| format!("`{}`", report_path(p))).collect::<Vec<_>>().join(", "))
     }
   );
+  md
+}
 
+/// The dense fit (the `calibrate` procedure) on the labelled set: its section of the report and
+/// its `fit` / `model` fields of the JSON.
+fn dense_fit(
+  opts: &CalibrationOptions,
+  embedder: &Embedder,
+  labels: &[LabelledQuery],
+  labels_path: &Path,
+  md: &mut String,
+  doc: &mut Value,
+) -> Result<()> {
+  let evidence = collect_evidence(labels, labels_path, None)?;
+  let fit = fit_evidence(labels, &evidence, opts.max_negative_rate)?;
+  let model = embedder.id().to_string();
+  opts.common.say(format!(
+    "fit {model}: floor {:.4} span {:.4} (auto at {:.4}); pos pass {:.3}, neg pass {:.4}",
+    fit.cosine_floor, fit.cosine_span, fit.cosine_at_auto, fit.positive_pass_rate, fit.negative_pass_rate
+  ));
+  let pos: Vec<f64> = labels
+    .iter()
+    .zip(&evidence)
+    .filter(|(l, _)| !l.related.is_empty())
+    .filter_map(|(_, e)| e.related_best)
+    .collect();
+  let neg: Vec<f64> =
+    labels.iter().zip(&evidence).filter(|(l, _)| l.related.is_empty()).map(|(_, e)| e.top1).collect();
+  let _ = writeln!(
+    md,
+    "## Dense: fitted cosine mapping ({model})\n\nSame procedure as `llm-wiki-retrieval calibrate` \
+     (max unrelated rate at the automatic floor {}):\n\n| cosine floor (→ 0) | span | cosine at 0.50 | related \
+     queries | unrelated queries | related ≥ 0.50 | unrelated ≥ 0.50 | related ≥ 0.25 |\n|---|---|---|---|---|---|---|---|\n\
+     | {:.4} | {:.4} | {:.4} | {} | {} | {:.3} | {:.4} | {:.3} |\n",
+    opts.max_negative_rate,
+    fit.cosine_floor,
+    fit.cosine_span,
+    fit.cosine_at_auto,
+    fit.positives,
+    fit.negatives,
+    fit.positive_pass_rate,
+    fit.negative_pass_rate,
+    fit.positive_explicit_rate
+  );
+  let _ =
+    writeln!(md, "| cosines | n | p5 | p25 | p50 | p75 | p95 | max |\n|---|---|---|---|---|---|---|---|");
+  // One row of the cosine table: a group's size and its score distribution.
+  let row = |md: &mut String, name: &str, v: &[f64]| {
+    let d = score_distribution(v, 1.0);
+    let g = |k: &str| d.get(k).and_then(Value::as_f64).map_or("—".into(), |x| format!("{x:.3}"));
+    let cells: Vec<String> = ["p5", "p25", "p50", "p75", "p95", "max"].iter().map(|k| g(k)).collect();
+    let _ = writeln!(md, "| {name} | {} | {} |", v.len(), cells.join(" | "));
+  };
+  for (name, v) in [("related: best related page", &pos), ("unrelated: top-1", &neg)] {
+    row(md, name, v);
+  }
+  for (name, v) in &unrelated_by_group(labels, evidence.iter().map(|e| e.top1)) {
+    row(md, &format!("unrelated: {name}"), v);
+  }
+  md.push('\n');
+  doc["fit"] = to_value(&fit);
+  doc["model"] = json!(model);
+  Ok(())
+}
+
+/// The reliability curve of `mode` (automatic scoring): its section of the report and its JSON.
+fn reliability_curve(
+  mode: RetrievalMode,
+  labels: &[LabelledQuery],
+  split: &VaultPaths,
+  neg_vault: &VaultPaths,
+  common: &BenchCommon,
+  md: &mut String,
+) -> Result<Value> {
+  // Scored as automatic recall: the curve is what the automatic floor acts on.
+  let ranked = RecallOptions { scoring: Scoring::Automatic, ..common.recall_options(ranked_policy(3), mode) };
+  let mut rows: Vec<(f64, bool, bool)> = Vec::new();
+  let mut used: BTreeMap<String, usize> = BTreeMap::new();
+  for (i, l) in labels.iter().enumerate() {
+    let paths = if l.vault.as_deref() == Some(vault_str(split).as_str()) { split } else { neg_vault };
+    let a = ask(paths, &format!("c{i}"), &l.query, &ranked)?;
+    *used.entry(a.used.as_str().to_string()).or_insert(0) += 1;
+    let top = a.top.first();
+    let score = top.map_or(0.0, |t| t.raw_score);
+    let relevant = top.is_some_and(|t| l.related.contains(&t.id));
+    rows.push((score, relevant, l.related.is_empty()));
+  }
+  let curve = reliability(&rows);
+  let _ = writeln!(
+    md,
+    "## Reliability: {}, automatic scoring (modes used: {})\n\n| top-1 score | queries | top-1 relevant | precision | of which unrelated queries |\n|---|---|---|---|---|",
+    mode.as_str(),
+    fmt_used(&used)
+  );
+  for (label, n, rel, neg) in &curve {
+    let p = if *n == 0 { "—".to_string() } else { format!("{:.2}", *rel as f64 / *n as f64) };
+    let _ = writeln!(md, "| {label} | {n} | {rel} | {p} | {neg} |");
+  }
+  let above: Vec<&(f64, bool, bool)> = rows.iter().filter(|r| r.0 >= AUTOMATIC_FLOOR).collect();
+  let _ = writeln!(
+    md,
+    "\nAt or above the automatic floor ({AUTOMATIC_FLOOR}): {} top-1 pages, {} relevant, {} from unrelated queries \
+     ({} of {} unrelated queries).\n",
+    above.len(),
+    above.iter().filter(|r| r.1).count(),
+    above.iter().filter(|r| r.2).count(),
+    above.iter().filter(|r| r.2).count(),
+    rows.iter().filter(|r| r.2).count()
+  );
+  let _ = writeln!(md, "| unrelated group | queries | top-1 at or above {AUTOMATIC_FLOOR} |\n|---|---|---|");
+  for (g, scores) in unrelated_by_group(labels, rows.iter().map(|r| r.0)) {
+    let above = scores.iter().filter(|s| **s >= AUTOMATIC_FLOOR).count();
+    let _ = writeln!(md, "| {g} | {} | {above} |", scores.len());
+  }
+  md.push('\n');
+  Ok(json!(curve
+    .iter()
+    .map(|(l, n, r, g)| json!({"bucket": l, "queries": n, "relevant": r, "unrelated": g}))
+    .collect::<Vec<_>>()))
+}
+
+/// Run the calibration suite.
+pub fn run_calibration(opts: &CalibrationOptions) -> Result<BenchOutput> {
+  let common = &opts.common;
+  let context = machine_context();
+  let beir = load_beir_dir(&opts.beir)?;
+  let neg_set = load_beir_dir(&opts.negatives)?;
+  let (split_tmp, split, titles) = split_vault(opts, &beir)?;
+  let (neg_tmp, neg_vault, _) = common.beir_copy(&opts.negatives, "calibration-negatives")?;
+
+  // Vectors (and the dense fit) only when a dense mode is asked for: a lexical-only run (the
+  // reliability of lexical confidence) needs no embedding.
+  let with_vectors = common.needs_vectors();
+  let split_ix = build_index(&split, with_vectors, "calibration-split", common)?;
+  let neg_ix = build_index(&neg_vault, with_vectors, "calibration-negatives", common)?;
+
+  let (labels, extra) = labelled_set(opts, &titles, &neg_set, &split, &neg_vault)?;
+  let labels_path = write_labels(&common.out, &labels)?;
+  let mut out = BenchOutput::default();
+  out.files.push(labels_path.clone());
+  let mut md = calibration_header(opts, &context, titles.len(), &neg_set, extra);
   let mut doc = json!({
     "schema": SCHEMA, "kind": "calibration", "context": context,
     "beir": report_path(&opts.beir), "negatives": report_path(&opts.negatives),
     "stride": opts.stride, "splitPages": titles.len(),
   });
-
-  // Dense fit (the `calibrate` procedure).
-  if split_ix.embedder.is_some() {
-    let evidence = collect_evidence(&labels, &labels_path, None)?;
-    let fit = fit_evidence(&labels, &evidence, opts.max_negative_rate)?;
-    let model = split_ix.embedder.as_ref().map(|e| e.id().to_string()).unwrap_or_default();
-    common.say(format!(
-      "fit {model}: floor {:.4} span {:.4} (auto at {:.4}); pos pass {:.3}, neg pass {:.4}",
-      fit.cosine_floor, fit.cosine_span, fit.cosine_at_auto, fit.positive_pass_rate, fit.negative_pass_rate
-    ));
-    let pos: Vec<f64> = labels
-      .iter()
-      .zip(&evidence)
-      .filter(|(l, _)| !l.related.is_empty())
-      .filter_map(|(_, e)| e.related_best)
-      .collect();
-    let neg: Vec<f64> =
-      labels.iter().zip(&evidence).filter(|(l, _)| l.related.is_empty()).map(|(_, e)| e.top1).collect();
-    let _ = writeln!(
-      md,
-      "## Dense: fitted cosine mapping ({model})\n\nSame procedure as `llm-wiki-retrieval calibrate` \
-       (max unrelated rate at the automatic floor {}):\n\n| cosine floor (→ 0) | span | cosine at 0.50 | related \
-       queries | unrelated queries | related ≥ 0.50 | unrelated ≥ 0.50 | related ≥ 0.25 |\n|---|---|---|---|---|---|---|---|\n\
-       | {:.4} | {:.4} | {:.4} | {} | {} | {:.3} | {:.4} | {:.3} |\n",
-      opts.max_negative_rate,
-      fit.cosine_floor,
-      fit.cosine_span,
-      fit.cosine_at_auto,
-      fit.positives,
-      fit.negatives,
-      fit.positive_pass_rate,
-      fit.negative_pass_rate,
-      fit.positive_explicit_rate
-    );
-    let _ =
-      writeln!(md, "| cosines | n | p5 | p25 | p50 | p75 | p95 | max |\n|---|---|---|---|---|---|---|---|");
-    // One row of the cosine table: a group's size and its score distribution.
-    let row = |md: &mut String, name: &str, v: &[f64]| {
-      let d = score_distribution(v, 1.0);
-      let g = |k: &str| d.get(k).and_then(Value::as_f64).map_or("—".into(), |x| format!("{x:.3}"));
-      let cells: Vec<String> = ["p5", "p25", "p50", "p75", "p95", "max"].iter().map(|k| g(k)).collect();
-      let _ = writeln!(md, "| {name} | {} | {} |", v.len(), cells.join(" | "));
-    };
-    for (name, v) in [("related: best related page", &pos), ("unrelated: top-1", &neg)] {
-      row(&mut md, name, v);
-    }
-    for (name, v) in &unrelated_by_group(&labels, evidence.iter().map(|e| e.top1)) {
-      row(&mut md, &format!("unrelated: {name}"), v);
-    }
-    md.push('\n');
-    doc["fit"] = to_value(&fit);
-    doc["model"] = json!(model);
-  } else {
-    md.push_str("No embedding model, or lexical modes only: no dense fit.\n\n");
+  match &split_ix.embedder {
+    Some(embedder) => dense_fit(opts, embedder, &labels, &labels_path, &mut md, &mut doc)?,
+    None => md.push_str("No embedding model, or lexical modes only: no dense fit.\n\n"),
   }
-
-  // Reliability curves per mode.
   let mut curves = Map::new();
   for &mode in &common.modes {
-    // Scored as automatic recall: the curve is what the automatic floor acts on.
-    let ranked =
-      RecallOptions { scoring: Scoring::Automatic, ..common.recall_options(ranked_policy(3), mode) };
-    let mut rows: Vec<(f64, bool, bool)> = Vec::new();
-    let mut used: BTreeMap<String, usize> = BTreeMap::new();
-    for (i, l) in labels.iter().enumerate() {
-      let paths = if l.vault.as_deref() == Some(vault_str(&split).as_str()) { &split } else { &neg_vault };
-      let a = ask(paths, &format!("c{i}"), &l.query, &ranked)?;
-      *used.entry(a.used.as_str().to_string()).or_insert(0) += 1;
-      let top = a.top.first();
-      let score = top.map_or(0.0, |t| t.raw_score);
-      let relevant = top.is_some_and(|t| l.related.contains(&t.id));
-      rows.push((score, relevant, l.related.is_empty()));
-    }
-    let curve = reliability(&rows);
-    let _ = writeln!(
-      md,
-      "## Reliability: {}, automatic scoring (modes used: {})\n\n| top-1 score | queries | top-1 relevant | precision | of which unrelated queries |\n|---|---|---|---|---|",
-      mode.as_str(),
-      fmt_used(&used)
-    );
-    for (label, n, rel, neg) in &curve {
-      let p = if *n == 0 { "—".to_string() } else { format!("{:.2}", *rel as f64 / *n as f64) };
-      let _ = writeln!(md, "| {label} | {n} | {rel} | {p} | {neg} |");
-    }
-    let above: Vec<&(f64, bool, bool)> = rows.iter().filter(|r| r.0 >= AUTOMATIC_FLOOR).collect();
-    let _ = writeln!(
-      md,
-      "\nAt or above the automatic floor ({AUTOMATIC_FLOOR}): {} top-1 pages, {} relevant, {} from unrelated queries \
-       ({} of {} unrelated queries).\n",
-      above.len(),
-      above.iter().filter(|r| r.1).count(),
-      above.iter().filter(|r| r.2).count(),
-      above.iter().filter(|r| r.2).count(),
-      rows.iter().filter(|r| r.2).count()
-    );
-    let _ =
-      writeln!(md, "| unrelated group | queries | top-1 at or above {AUTOMATIC_FLOOR} |\n|---|---|---|");
-    for (g, scores) in unrelated_by_group(&labels, rows.iter().map(|r| r.0)) {
-      let above = scores.iter().filter(|s| **s >= AUTOMATIC_FLOOR).count();
-      let _ = writeln!(md, "| {g} | {} | {above} |", scores.len());
-    }
-    md.push('\n');
-    curves.insert(
-      mode.as_str().to_string(),
-      json!(curve
-        .iter()
-        .map(|(l, n, r, g)| json!({"bucket": l, "queries": n, "relevant": r, "unrelated": g}))
-        .collect::<Vec<_>>()),
-    );
+    let curve = reliability_curve(mode, &labels, &split, &neg_vault, common, &mut md)?;
+    curves.insert(mode.as_str().to_string(), curve);
   }
   doc["reliability"] = Value::Object(curves);
   doc["index"] = json!({"split": to_value(&split_ix.report), "negatives": to_value(&neg_ix.report)});
-  let path = common.out.join("calibration.json");
-  write_json_file(&path, &doc)?;
-  out.files.push(path);
-  let path = common.out.join("calibration.md");
-  write_text_file(&path, &md)?;
-  out.files.push(path);
-  out.markdown = md;
+  record_json(&mut out, common.out.join("calibration.json"), &doc)?;
+  record_markdown(&mut out, common.out.join("calibration.md"), md)?;
   release_reader(&split);
   release_reader(&neg_vault);
   drop((split_tmp, neg_tmp));

@@ -164,14 +164,11 @@ pub(super) fn nondeterminism_markdown(md: &mut String, runs: &[ModeRun]) {
 pub(super) fn run_beir(dir: &Path, opts: &SetBenchOptions) -> Result<BenchOutput> {
   let common = &opts.common;
   let context = machine_context();
-  let set = opts.set.clone().unwrap_or_else(|| {
-    dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "beir".into())
-  });
+  let set = opts.set.clone().unwrap_or_else(|| dir_label(dir, "beir"));
   let data: BeirSet = load_beir_dir(dir)?;
   let judged = data.judged_queries().len();
   common.say(format!("{set}: {} queries ({judged} judged)", data.queries.len()));
-  let tmp = common.temp(&set)?;
-  let (paths, pages) = prepare_beir_vault(dir, tmp.path())?;
+  let (tmp, paths, pages) = common.beir_copy(dir, &set)?;
   common.say(format!("{set}: copied {pages} pages to {}", paths.wiki.display()));
   let mut ix = build_lexical(&paths, &set, common)?;
   let runs = run_modes(&mut ix, &data.queries, opts.depth, false, &set, common)?;
@@ -277,11 +274,7 @@ pub(super) fn run_beir(dir: &Path, opts: &SetBenchOptions) -> Result<BenchOutput
 /// recorded in `out` (files and markdown).
 pub(super) fn finish_report(out: &mut BenchOutput, dir: &Path, set: &str, mut md: String) -> Result<()> {
   method_notes(&mut md);
-  let md_path = dir.join(format!("{set}.md"));
-  write_text_file(&md_path, &md)?;
-  out.files.push(md_path);
-  out.markdown = md;
-  Ok(())
+  record_markdown(out, dir.join(format!("{set}.md")), md)
 }
 
 pub(super) fn method_notes(md: &mut String) {

@@ -267,18 +267,72 @@ fn time_queries(
   Ok(latency(&samples))
 }
 
-/// Run the feedback bench; writes `feedback.json` and `feedback.md` under `<out>/feedback/`.
-pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<BenchOutput> {
-  let common = &opts.common;
-  let fixture = load_pi_fixture(fixture_path)?;
-  let src = fixture_path.parent().unwrap_or(Path::new(".")).join("vault");
-  let tmp = common.temp("pi-feedback")?;
-  let (paths, pages) = prepare_pi_vault(&src, tmp.path())?;
-  common.say(format!("pi-feedback: {pages} pages"));
-  let mut ix = build_lexical(&paths, "pi-feedback", common)?;
-  let vault_id = vault_id_of(&paths);
-  let mut md = String::new();
-  let _ = writeln!(md, "# Feedback bench (pi vault)\n");
+/// Part 1 for one mode: the ranking without feedback, with a consistent and a noisy simulated
+/// user's judgments (rows added to `md`), and the train-only cross-topic protocol (its row
+/// returned). The mode's JSON goes to `ablation`.
+fn ablation_mode(
+  paths: &VaultPaths,
+  fixture: &PiFixture,
+  mode: RetrievalMode,
+  common: &BenchCommon,
+  md: &mut String,
+  ablation: &mut Map<String, Value>,
+) -> Result<String> {
+  reset_feedback(paths);
+  let off = rank_all(paths, fixture, mode, false, common)?;
+  let mut m = Map::new();
+  m.insert(
+    "withoutFeedback".into(),
+    ir_row(md, &format!("{} · without feedback", mode.as_str()), fixture, &off),
+  );
+  for (label, flip) in [("consistent", None), ("noisy", Some(5))] {
+    reset_feedback(paths);
+    let (explicit, implicit) = simulate(paths, fixture, mode, flip, &|_| true, common)?;
+    let on = rank_all(paths, fixture, mode, true, common)?;
+    let row = ir_row(
+      md,
+      &format!("{} · {label} user ({explicit} judgments, {implicit} implicit events)", mode.as_str()),
+      fixture,
+      &on,
+    );
+    let moved = fixture.queries.iter().filter(|q| off.get(&q.id) != on.get(&q.id)).count();
+    m.insert(label.into(), json!({ "ir": row, "explicitJudgments": explicit, "implicitEvents": implicit, "queriesReordered": moved }));
+  }
+  // Train only: judge the even train groups, evaluate the odd ones (topics never judged) —
+  // the protocol that decides how far a judgment reaches other queries.
+  let groups = train_groups(fixture);
+  let judged_group = |q: &PiQuery| groups.iter().position(|g| *g == q.group).is_some_and(|i| i % 2 == 0);
+  reset_feedback(paths);
+  let (explicit, _) = simulate(paths, fixture, mode, None, &judged_group, common)?;
+  let cross = rank_all(paths, fixture, mode, true, common)?;
+  let unjudged = |q: &PiQuery| q.split == PiSplit::Train && !judged_group(q);
+  let (b, a) = (subset_ir(fixture, &off, &unjudged), subset_ir(fixture, &cross, &unjudged));
+  let cross_row = format!(
+    "| {} | {explicit} | {} | {:.4} / {:.4} | {:.4} / {:.4} |",
+    mode.as_str(),
+    b.queries,
+    b.ndcg10,
+    b.mrr,
+    a.ndcg10,
+    a.mrr
+  );
+  m.insert(
+    "crossTopicTrain".into(),
+    json!({ "judgments": explicit, "withoutFeedback": to_value(&b), "withFeedback": to_value(&a) }),
+  );
+  ablation.insert(mode.as_str().to_string(), Value::Object(m));
+  Ok(cross_row)
+}
+
+/// Part 1: ranking with and without the feedback term, every mode (the vectors are added to
+/// `ix` before the first dense mode). Its section goes to `md`; returns its JSON.
+fn ablation(
+  paths: &VaultPaths,
+  ix: &mut Indexed,
+  fixture: &PiFixture,
+  common: &BenchCommon,
+  md: &mut String,
+) -> Result<Map<String, Value>> {
   let _ = writeln!(md, "## 1. Ablation: ranking with and without the feedback term\n");
   let _ = writeln!(md, "Simulated users judged the top-5 explicit results of the {} judged **train** queries (held-out queries were never judged). Cells: nDCG@10 / MRR over 20 results, no floor.\n", fixture.queries.iter().filter(|q| q.split == PiSplit::Train && !q.judgments.is_empty()).count());
   let _ = writeln!(md, "| mode · run | all | train | heldout |\n|---|---|---|---|");
@@ -287,52 +341,10 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
   let mut vectors_added = false;
   for &mode in &common.modes {
     if mode != RetrievalMode::Lexical && !vectors_added {
-      add_vectors(&mut ix, "pi-feedback", common)?;
+      add_vectors(ix, "pi-feedback", common)?;
       vectors_added = true;
     }
-    reset_feedback(&paths);
-    let off = rank_all(&paths, &fixture, mode, false, common)?;
-    let mut m = Map::new();
-    m.insert(
-      "withoutFeedback".into(),
-      ir_row(&mut md, &format!("{} · without feedback", mode.as_str()), &fixture, &off),
-    );
-    for (label, flip) in [("consistent", None), ("noisy", Some(5))] {
-      reset_feedback(&paths);
-      let (explicit, implicit) = simulate(&paths, &fixture, mode, flip, &|_| true, common)?;
-      let on = rank_all(&paths, &fixture, mode, true, common)?;
-      let row = ir_row(
-        &mut md,
-        &format!("{} · {label} user ({explicit} judgments, {implicit} implicit events)", mode.as_str()),
-        &fixture,
-        &on,
-      );
-      let moved = fixture.queries.iter().filter(|q| off.get(&q.id) != on.get(&q.id)).count();
-      m.insert(label.into(), json!({ "ir": row, "explicitJudgments": explicit, "implicitEvents": implicit, "queriesReordered": moved }));
-    }
-    // Train only: judge the even train groups, evaluate the odd ones (topics never judged) —
-    // the protocol that decides how far a judgment reaches other queries.
-    let groups = train_groups(&fixture);
-    let judged_group = |q: &PiQuery| groups.iter().position(|g| *g == q.group).is_some_and(|i| i % 2 == 0);
-    reset_feedback(&paths);
-    let (explicit, _) = simulate(&paths, &fixture, mode, None, &judged_group, common)?;
-    let cross = rank_all(&paths, &fixture, mode, true, common)?;
-    let unjudged = |q: &PiQuery| q.split == PiSplit::Train && !judged_group(q);
-    let (b, a) = (subset_ir(&fixture, &off, &unjudged), subset_ir(&fixture, &cross, &unjudged));
-    cross_rows.push(format!(
-      "| {} | {explicit} | {} | {:.4} / {:.4} | {:.4} / {:.4} |",
-      mode.as_str(),
-      b.queries,
-      b.ndcg10,
-      b.mrr,
-      a.ndcg10,
-      a.mrr
-    ));
-    m.insert(
-      "crossTopicTrain".into(),
-      json!({ "judgments": explicit, "withoutFeedback": to_value(&b), "withFeedback": to_value(&a) }),
-    );
-    ablation.insert(mode.as_str().to_string(), Value::Object(m));
+    cross_rows.push(ablation_mode(paths, fixture, mode, common, md, &mut ablation)?);
   }
   let _ = writeln!(md, "\n**Cross-topic, train only** (the protocol that sets how far a judgment reaches other queries): the even train groups judged by the consistent user, the odd train groups (topics never judged) evaluated. nDCG@10 / MRR:\n");
   let _ = writeln!(
@@ -343,30 +355,42 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
     let _ = writeln!(md, "{r}");
   }
   let _ = writeln!(md, "\nThe term is bounded to ±0.02 of the multiplier (spec), so it can swap neighbours, not lift a page from deep in the list. Judgments carry the query hash: a repeated query gets the term, another query gets `OTHER_QUERY_SHARE` ({}) of the page's signal — set by the train-only cross-topic protocol above.\n", projection::OTHER_QUERY_SHARE);
+  Ok(ablation)
+}
 
-  // 2. Latency with a large stream.
+/// Part 2: recall latency without a feedback stream, with a generated one of `opts.events`
+/// events (projection cached, first recall folding the stream, first recall reading the
+/// projection file) and without it again. Its section goes to `md`; returns its JSON.
+fn stream_latency(
+  paths: &VaultPaths,
+  fixture: &PiFixture,
+  vault_id: &str,
+  opts: &FeedbackBenchOptions,
+  md: &mut String,
+) -> Result<Value> {
+  let common = &opts.common;
   let lat_mode = common.modes.first().copied().unwrap_or(RetrievalMode::Lexical);
-  reset_feedback(&paths);
-  let _ = time_queries(&paths, &fixture, lat_mode, 1, common)?; // warm-up
-  let none = time_queries(&paths, &fixture, lat_mode, 5, common)?;
+  reset_feedback(paths);
+  let _ = time_queries(paths, fixture, lat_mode, 1, common)?; // warm-up
+  let none = time_queries(paths, fixture, lat_mode, 5, common)?;
   common.say(format!("pi-feedback: generating {} events", opts.events));
-  generate_stream(&paths, &fixture, &vault_id, opts.events)?;
+  generate_stream(paths, fixture, vault_id, opts.events)?;
   let bytes = events::events_len(&paths.meta);
   // The first recall after the projection is dropped: it reads the stream, or the rebuilt file.
   let first_recall_ms = || -> Result<f64> {
     projection::invalidate(&paths.meta);
     let t = Instant::now();
     recall_wiki(
-      &paths,
+      paths,
       &fixture.queries[0].text,
       &common.recall_options(RecallPolicy::explicit(Some(5)), lat_mode),
     )?;
     Ok(ms_since(t))
   };
   let cold_scan_ms = first_recall_ms()?;
-  let warm = time_queries(&paths, &fixture, lat_mode, 5, common)?;
+  let warm = time_queries(paths, fixture, lat_mode, 5, common)?;
   let t = Instant::now();
-  let rebuilt = rebuild_feedback(&paths)?;
+  let rebuilt = rebuild_feedback(paths)?;
   let rebuild_ms = ms_since(t);
   let cold_file_ms = first_recall_ms()?;
   let proj_bytes = std::fs::metadata(projection::projection_path(&paths.meta)).map(|m| m.len()).unwrap_or(0);
@@ -377,32 +401,19 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
   std::fs::rename(projection::projection_path(&paths.meta), &stash_proj)
     .map_err(|e| Error::io("rename", &stash_proj, e))?;
   projection::invalidate(&paths.meta);
-  let none_again = time_queries(&paths, &fixture, lat_mode, 5, common)?;
+  let none_again = time_queries(paths, fixture, lat_mode, 5, common)?;
   let _ = std::fs::remove_file(&stash);
   let _ = std::fs::remove_file(&stash_proj);
   let _ =
     writeln!(md, "## 2. Recall latency with a {}-event stream ({} mode)\n", opts.events, lat_mode.as_str());
   let _ = writeln!(md, "| stream | samples | p50 ms | p95 ms | mean ms |\n|---|---|---|---|---|");
-  let _ = writeln!(
-    md,
-    "| none | {} | {:.2} | {:.2} | {:.2} |",
-    none.samples, none.p50_ms, none.p95_ms, none.mean_ms
-  );
-  let _ = writeln!(
-    md,
-    "| {} events ({:.1} MiB), projection cached | {} | {:.2} | {:.2} | {:.2} |",
-    opts.events,
-    bytes as f64 / 1048576.0,
-    warm.samples,
-    warm.p50_ms,
-    warm.p95_ms,
-    warm.mean_ms
-  );
-  let _ = writeln!(
-    md,
-    "| none, again (after the stream run) | {} | {:.2} | {:.2} | {:.2} |",
-    none_again.samples, none_again.p50_ms, none_again.p95_ms, none_again.mean_ms
-  );
+  let row = |md: &mut String, label: &str, l: &Latency| {
+    let _ =
+      writeln!(md, "| {label} | {} | {:.2} | {:.2} | {:.2} |", l.samples, l.p50_ms, l.p95_ms, l.mean_ms);
+  };
+  row(md, "none", &none);
+  row(md, &format!("{} events ({:.1} MiB), projection cached", opts.events, bytes as f64 / 1048576.0), &warm);
+  row(md, "none, again (after the stream run)", &none_again);
   let _ = writeln!(md, "\nFirst recall of a process: {cold_scan_ms:.0} ms when it must fold the whole stream (no projection file), {cold_file_ms:.0} ms with the projection file ({:.1} KiB) written by `rebuildFeedback` ({rebuild_ms:.0} ms, {} events, {} pages with a signal).\n", proj_bytes as f64 / 1024.0, rebuilt.events, rebuilt.pages);
   let latency_json = json!({
     "mode": lat_mode.as_str(), "events": opts.events, "streamBytes": bytes,
@@ -410,9 +421,80 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
     "firstRecallFoldMs": r3(cold_scan_ms), "firstRecallWithProjectionFileMs": r3(cold_file_ms),
     "rebuildMs": r3(rebuild_ms), "projectionBytes": proj_bytes,
   });
-  reset_feedback(&paths);
+  reset_feedback(paths);
+  Ok(latency_json)
+}
 
-  // 3. Session savings.
+/// Part 3 for one mode, with or without the session ledger: the scripted session's turns as
+/// automatic memory recalls. Its row goes to `md`; returns its JSON.
+fn run_session(
+  paths: &VaultPaths,
+  script: &SessionScript,
+  mode: RetrievalMode,
+  with_ledger: bool,
+  opts: &FeedbackBenchOptions,
+  md: &mut String,
+) -> Result<Value> {
+  let sid = format!("bench-session-{}-{with_ledger}", mode.as_str());
+  ledger::end(&sid);
+  let (mut runs, mut skipped, mut injections, mut chars, mut repeats, mut ms) = (0, 0, 0, 0usize, 0, 0.0);
+  let mut gate_misses = Vec::new();
+  let mut seen: HashSet<String> = HashSet::new();
+  for turn in &script.turns {
+    let mut recall = opts.common.recall_options(RecallPolicy::automatic(), mode);
+    if with_ledger {
+      recall.session = Some(SessionRecall {
+        id: sid.clone(),
+        budget_chars: Some(u32::try_from(opts.session_budget).unwrap_or(u32::MAX)),
+      });
+    }
+    let mopts = MemoryOptions { recall, budget_chars: DEFAULT_BUDGET_CHARS, typed_expansion: true };
+    let t = Instant::now();
+    let r = recall_memory(paths, &turn.prompt, &mopts)?;
+    ms += ms_since(t);
+    let gate = r.diagnostics.iter().any(|d| d.code.starts_with("recall_skipped"));
+    if gate {
+      skipped += 1;
+    } else {
+      runs += 1;
+    }
+    if with_ledger && (gate != (turn.expect != "recall")) {
+      gate_misses.push(turn.prompt.chars().take(60).collect::<String>());
+    }
+    if !r.context.is_empty() {
+      injections += 1;
+      chars += r.context.chars().count();
+      for b in &r.bundles {
+        for i in b.card.iter().chain(&b.evidence).chain(&b.conflicts) {
+          if !seen.insert(i.page_id.clone()) {
+            repeats += 1;
+          }
+        }
+      }
+      if with_ledger {
+        confirm_shown(paths, &sid, false)?;
+      }
+    }
+  }
+  let label = if with_ledger { "session ledger" } else { "no ledger" };
+  let _ = writeln!(
+    md,
+    "| {} · {label} | {runs} | {skipped} | {injections} | {chars} | {repeats} | {ms:.0} |",
+    mode.as_str()
+  );
+  ledger::end(&sid);
+  Ok(
+    json!({ "recallsRun": runs, "skipped": skipped, "injections": injections, "charsInjected": chars, "pagesReinjected": repeats, "totalRecallMs": r3(ms), "gateDisagreements": gate_misses }),
+  )
+}
+
+/// Part 3: session-aware automatic recall on the scripted session, every mode, without and with
+/// the ledger. Its section goes to `md`; returns its JSON.
+fn session_savings(
+  paths: &VaultPaths,
+  opts: &FeedbackBenchOptions,
+  md: &mut String,
+) -> Result<Map<String, Value>> {
   let script: SessionScript =
     serde_json::from_slice(&std::fs::read(&opts.session).map_err(|e| Error::io("read", &opts.session, e))?)
       .map_err(|e| Error::invalid(format!("{}: {e}", opts.session.display())))?;
@@ -420,63 +502,30 @@ pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<
   let _ = writeln!(md, "## 3. Session-aware automatic recall: scripted session\n");
   let _ = writeln!(md, "`{}`: {} turns ({} topical, {} chatter/trace by the writer's label), automatic policy, recallMemory, per-turn budget {DEFAULT_BUDGET_CHARS} chars; session budget {} chars.\n", report_path(&opts.session), script.turns.len(), script.turns.iter().filter(|t| t.expect == "recall").count(), script.turns.iter().filter(|t| t.expect != "recall").count(), opts.session_budget);
   let _ = writeln!(md, "| mode · ledger | recalls run | skipped (gate) | injections | chars injected | pages re-injected unchanged | total recall ms |\n|---|---|---|---|---|---|---|");
-  for &mode in &common.modes {
+  for &mode in &opts.common.modes {
     for with_ledger in [false, true] {
-      let sid = format!("bench-session-{}-{with_ledger}", mode.as_str());
-      ledger::end(&sid);
-      let (mut runs, mut skipped, mut injections, mut chars, mut repeats, mut ms) = (0, 0, 0, 0usize, 0, 0.0);
-      let mut gate_misses = Vec::new();
-      let mut seen: HashSet<String> = HashSet::new();
-      for turn in &script.turns {
-        let mut recall = common.recall_options(RecallPolicy::automatic(), mode);
-        if with_ledger {
-          recall.session = Some(SessionRecall {
-            id: sid.clone(),
-            budget_chars: Some(u32::try_from(opts.session_budget).unwrap_or(u32::MAX)),
-          });
-        }
-        let mopts = MemoryOptions { recall, budget_chars: DEFAULT_BUDGET_CHARS, typed_expansion: true };
-        let t = Instant::now();
-        let r = recall_memory(&paths, &turn.prompt, &mopts)?;
-        ms += ms_since(t);
-        let gate = r.diagnostics.iter().any(|d| d.code.starts_with("recall_skipped"));
-        if gate {
-          skipped += 1;
-        } else {
-          runs += 1;
-        }
-        if with_ledger && (gate != (turn.expect != "recall")) {
-          gate_misses.push(turn.prompt.chars().take(60).collect::<String>());
-        }
-        if !r.context.is_empty() {
-          injections += 1;
-          chars += r.context.chars().count();
-          for b in &r.bundles {
-            for i in b.card.iter().chain(&b.evidence).chain(&b.conflicts) {
-              if !seen.insert(i.page_id.clone()) {
-                repeats += 1;
-              }
-            }
-          }
-          if with_ledger {
-            confirm_shown(&paths, &sid, false)?;
-          }
-        }
-      }
-      let label = if with_ledger { "session ledger" } else { "no ledger" };
-      let _ = writeln!(
-        md,
-        "| {} · {label} | {runs} | {skipped} | {injections} | {chars} | {repeats} | {ms:.0} |",
-        mode.as_str()
-      );
-      session_json.insert(
-        format!("{}:{}", mode.as_str(), if with_ledger { "ledger" } else { "none" }),
-        json!({ "recallsRun": runs, "skipped": skipped, "injections": injections, "charsInjected": chars, "pagesReinjected": repeats, "totalRecallMs": r3(ms), "gateDisagreements": gate_misses }),
-      );
-      ledger::end(&sid);
+      let v = run_session(paths, &script, mode, with_ledger, opts, md)?;
+      session_json.insert(format!("{}:{}", mode.as_str(), if with_ledger { "ledger" } else { "none" }), v);
     }
   }
   let _ = writeln!(md, "\n`pages re-injected unchanged` counts bundle items whose page was already injected earlier in the session (a page edited in between would be allowed again). Gate disagreements with the writer's labels are listed in the JSON.\n");
+  Ok(session_json)
+}
+
+/// Run the feedback bench; writes `feedback.json` and `feedback.md` under `<out>/feedback/`.
+pub fn run_feedback(fixture_path: &Path, opts: &FeedbackBenchOptions) -> Result<BenchOutput> {
+  let common = &opts.common;
+  let fixture = load_pi_fixture(fixture_path)?;
+  let src = fixture_path.parent().unwrap_or(Path::new(".")).join("vault");
+  let (_tmp, paths, pages) = common.vault_copy(&src, "pi-feedback")?;
+  common.say(format!("pi-feedback: {pages} pages"));
+  let mut ix = build_lexical(&paths, "pi-feedback", common)?;
+  let vault_id = vault_id_of(&paths);
+  let mut md = String::new();
+  let _ = writeln!(md, "# Feedback bench (pi vault)\n");
+  let ablation = ablation(&paths, &mut ix, &fixture, common, &mut md)?;
+  let latency_json = stream_latency(&paths, &fixture, &vault_id, opts, &mut md)?;
+  let session_json = session_savings(&paths, opts, &mut md)?;
   let value = json!({
     "schema": SCHEMA,
     "suite": "pi-feedback",

@@ -164,8 +164,7 @@ fn run_pi(
   common: &BenchCommon,
 ) -> Result<(Value, Vec<Outcome>)> {
   let src = fixture.parent().unwrap_or(Path::new(".")).join("vault");
-  let tmp = common.temp("pi-graph")?;
-  let (paths, pages) = prepare_pi_vault(&src, tmp.path())?;
+  let (_tmp, paths, pages) = common.vault_copy(&src, "pi-graph")?;
   let overlay: Vec<(&str, &str, &str)> = RELATION_OVERLAY.iter().chain(GRAPH_OVERLAY).copied().collect();
   apply_graph_overlay(&paths, &overlay)?;
   let ix = build_lexical(&paths, "pi-graph", common)?;

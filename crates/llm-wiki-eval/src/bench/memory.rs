@@ -149,8 +149,7 @@ fn metrics(
 pub fn run_memory(fixture_path: &Path, common: &BenchCommon) -> Result<BenchOutput> {
   let fixture = load_pi_fixture(fixture_path)?;
   let src = fixture_path.parent().unwrap_or(Path::new(".")).join("vault");
-  let tmp = common.temp("pi-memory")?;
-  let (paths, pages) = prepare_pi_vault(&src, tmp.path())?;
+  let (_tmp, paths, pages) = common.vault_copy(&src, "pi-memory")?;
   let overlay = apply_overlay(&paths, RELATION_OVERLAY)?;
   common.say(format!("pi-memory: {pages} pages, {overlay} overlay relations"));
   let mut ix = build_lexical(&paths, "pi-memory", common)?;

@@ -32,11 +32,10 @@ pub const MEMORY_OVERHEAD_GOAL_MS: f64 = 3.0;
 
 /// Run the latency comparison on `beir_dir`; writes `<set>-memory-latency.{json,md}`.
 pub fn run_memory_latency(beir_dir: &Path, common: &BenchCommon) -> Result<BenchOutput> {
-  let set = beir_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "beir".into());
+  let set = dir_label(beir_dir, "beir");
   let beir = load_beir_dir(beir_dir)?;
   let queries = beir.judged_queries();
-  let tmp = common.temp(&set)?;
-  let (paths, pages) = prepare_beir_vault(beir_dir, tmp.path())?;
+  let (_tmp, paths, pages) = common.beir_copy(beir_dir, &set)?;
   common.say(format!("{set}-memory-latency: {pages} pages, {} queries", queries.len()));
   let mut ix = build_lexical(&paths, &set, common)?;
   if common.needs_vectors() {

@@ -145,53 +145,64 @@ pub(super) fn pi_metric_row(name: &str, r: &PiSliceReport) -> String {
   )
 }
 
-pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) -> Result<BenchOutput> {
-  let common = &opts.common;
-  let context = machine_context();
-  let set = opts.set.clone().unwrap_or_else(|| "pi".into());
-  let fixture = load_pi_fixture(fixture_path)?;
-  let baseline_path = opts.baseline.clone().or_else(|| {
-    let p = fixture_path.parent().unwrap_or(Path::new(".")).join("baseline-runs.json");
-    p.is_file().then_some(p)
-  });
-  let baseline_runs: Option<PiRuns> = baseline_path.as_deref().map(load_baseline_runs).transpose()?;
-  let queries: Vec<(String, String)> =
-    fixture.queries.iter().map(|q| (q.id.clone(), q.text.clone())).collect();
-  common.say(format!("{set}: {} pages, {} queries", fixture.pages.len(), queries.len()));
-  let tmp = common.temp(&set)?;
-  let (paths, pages) = prepare_pi_vault(vault, tmp.path())?;
-  common.say(format!("{set}: copied {pages} pages to {}", paths.wiki.display()));
-  let mut ix = build_lexical(&paths, &set, common)?;
-  let runs = run_modes(&mut ix, &queries, opts.depth, true, &set, common)?;
-  noop_reindex(&mut ix, &set, common)?;
-  let edit = edit_reindex(&paths, 1, 1, ix.embedder.is_some())?;
-  common.say(edit_line(&set, "one-page edit", &edit));
-  ix.report.edit = Some(edit);
+/// The pi heuristic's runs: the file (`--baseline`, else `baseline-runs.json` next to the
+/// fixture, when present) and what it holds.
+struct Baseline {
+  path: Option<PathBuf>,
+  runs: Option<PiRuns>,
+}
 
-  let baseline = baseline_runs.as_ref().map(|b| {
-    let auto = b.auto_map();
-    (PiEval::new("baseline", &fixture, b.ranked_map(), &auto), auto)
-  });
-  let evals: Vec<(PiEval, HashMap<String, Vec<String>>)> = runs
-    .iter()
-    .map(|r| {
-      let auto = r.auto_ids();
-      (PiEval::new(r.mode.as_str(), &fixture, r.ranked_ids(), &auto), auto)
+impl Baseline {
+  fn load(fixture_path: &Path, opts: &SetBenchOptions) -> Result<Self> {
+    let path = opts.baseline.clone().or_else(|| {
+      let p = fixture_path.parent().unwrap_or(Path::new(".")).join("baseline-runs.json");
+      p.is_file().then_some(p)
+    });
+    let runs: Option<PiRuns> = path.as_deref().map(load_baseline_runs).transpose()?;
+    Ok(Baseline { path, runs })
+  }
+
+  /// The baseline scored like a mode, with its automatic lists.
+  fn eval(&self, fixture: &PiFixture) -> Option<(PiEval, HashMap<String, Vec<String>>)> {
+    self.runs.as_ref().map(|b| {
+      let auto = b.auto_map();
+      (PiEval::new("baseline", fixture, b.ranked_map(), &auto), auto)
     })
-    .collect();
-  let baseline_json = baseline.as_ref().map(|(e, auto)| {
-    let mut v = e.json(&fixture, auto);
-    v["engine"] = json!(baseline_runs.as_ref().map(|b| b.engine.clone()));
-    v["source"] = json!(baseline_path.as_ref().map(|p| report_path(p)));
-    v["rankedCall"] = json!(baseline_runs.as_ref().map(|b| b.ranked_call.clone()));
-    v["autoCall"] = json!(baseline_runs.as_ref().map(|b| b.auto_call.clone()));
-    v
-  });
+  }
 
-  let mut out = BenchOutput::default();
-  create_dir(&common.out)?;
-  for (run, (ev, auto)) in runs.iter().zip(&evals) {
-    let per_query: Vec<Value> = fixture
+  /// The baseline's JSON: its metrics and where its runs come from.
+  fn json(&self, eval: &(PiEval, HashMap<String, Vec<String>>), fixture: &PiFixture) -> Value {
+    let (e, auto) = eval;
+    let mut v = e.json(fixture, auto);
+    v["engine"] = json!(self.runs.as_ref().map(|b| b.engine.clone()));
+    v["source"] = json!(self.path.as_ref().map(|p| report_path(p)));
+    v["rankedCall"] = json!(self.runs.as_ref().map(|b| b.ranked_call.clone()));
+    v["autoCall"] = json!(self.runs.as_ref().map(|b| b.auto_call.clone()));
+    v
+  }
+}
+
+/// What every file of a pi run names: the set, the fixture, the machine, the options.
+struct PiContext<'a> {
+  set: &'a str,
+  fixture: &'a PiFixture,
+  fixture_path: &'a Path,
+  context: &'a Value,
+  opts: &'a SetBenchOptions,
+}
+
+impl PiContext<'_> {
+  /// `<set>-<mode>.json`: the mode's metrics, the baseline's, cost and every query's lists.
+  fn mode_doc(
+    &self,
+    run: &ModeRun,
+    eval: &(PiEval, HashMap<String, Vec<String>>),
+    baseline_json: &Option<Value>,
+    index: &IndexReport,
+  ) -> Value {
+    let (ev, auto) = eval;
+    let per_query: Vec<Value> = self
+      .fixture
       .queries
       .iter()
       .map(|q| {
@@ -213,63 +224,56 @@ pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) 
         })
       })
       .collect();
+    let depth = self.opts.depth;
     let mut doc = json!({
       "schema": SCHEMA,
       "kind": "pi",
-      "set": set,
+      "set": self.set,
       "mode": run.mode.as_str(),
-      "context": context,
-      "fixture": report_path(fixture_path),
-      "depth": opts.depth,
+      "context": self.context,
+      "fixture": report_path(self.fixture_path),
+      "depth": depth,
       "policy": {
-        "ranked": {"includePersonal": false, "minScore": 0.0, "maxPerVault": opts.depth, "maxResults": opts.depth},
+        "ranked": {"includePersonal": false, "minScore": 0.0, "maxPerVault": depth, "maxResults": depth},
         "automatic": {"includePersonal": false, "minScore": AUTOMATIC_FLOOR, "maxPerVault": 10, "maxResults": 3},
       },
     });
-    if let (Value::Object(d), Value::Object(e)) = (&mut doc, ev.json(&fixture, auto)) {
+    if let (Value::Object(d), Value::Object(e)) = (&mut doc, ev.json(self.fixture, auto)) {
       d.extend(e);
     }
     doc["baseline"] = baseline_json.clone().unwrap_or(Value::Null);
     doc["modesUsed"] = run.modes_used_json();
     doc["resultsPerQuery"] = run.result_counts();
     doc["latency"] = run.cost_json();
-    doc["index"] = to_value(&ix.report);
+    doc["index"] = to_value(index);
     doc["nondeterministicQueries"] = json!(run.nondeterministic);
     doc["diagnostics"] = to_value(&run.diagnostics());
     doc["perQuery"] = Value::Array(per_query);
-    let trec_path = common.out.join(format!("{set}-{}.trec", run.mode.as_str()));
-    write_run(&trec_path, &format!("llm-wiki-{}", run.mode.as_str()), &run.trec(&queries))?;
-    let json_path = common.out.join(format!("{set}-{}.json", run.mode.as_str()));
-    write_json_file(&json_path, &doc)?;
-    out.files.push(trec_path);
-    out.files.push(json_path);
+    doc
   }
-  if let Some(b) = &baseline_json {
-    let path = common.out.join(format!("{set}-baseline.json"));
-    let doc = json!({"schema": SCHEMA, "kind": "pi-baseline", "set": set, "context": context, "baseline": b});
-    write_json_file(&path, &doc)?;
-    out.files.push(path);
-  }
-  let gates = baseline.as_ref().map(|(b, _)| {
-    let modes: Vec<(RetrievalMode, &PiEval)> =
-      runs.iter().map(|r| r.mode).zip(evals.iter().map(|(e, _)| e)).collect();
-    release_gates(&fixture, b, &modes)
-  });
-  if let Some(g) = &gates {
+
+  /// Check the release gates against the baseline, write `<set>-gates.json` and log each gate.
+  fn gates(
+    &self,
+    out: &mut BenchOutput,
+    baseline: &Baseline,
+    base_eval: &PiEval,
+    modes: &[(RetrievalMode, &PiEval)],
+  ) -> Result<Vec<Gate>> {
+    let common = &self.opts.common;
+    let g = release_gates(self.fixture, base_eval, modes);
     let doc = json!({
       "schema": SCHEMA,
       "kind": "pi-gates",
-      "set": set,
-      "context": context,
-      "baseline": baseline_path.as_ref().map(|p| report_path(p)),
+      "set": self.set,
+      "context": self.context,
+      "baseline": baseline.path.as_ref().map(|p| report_path(p)),
       "comparisonTolerance": EPS,
-      "gates": gates_json(g),
-      "summary": gate_summary(g, &common.modes),
+      "gates": gates_json(&g),
+      "summary": gate_summary(&g, &common.modes),
     });
-    let path = common.out.join(format!("{set}-gates.json"));
-    write_json_file(&path, &doc)?;
-    out.files.push(path);
-    for gate in g {
+    record_json(out, common.out.join(format!("{}-gates.json", self.set)), &doc)?;
+    for gate in &g {
       let cells: Vec<String> = gate
         .modes
         .iter()
@@ -279,26 +283,36 @@ pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) 
         .collect();
       common.say(format!("gate ({}) {}: {}", gate.id, gate.name, cells.join(", ")));
     }
+    Ok(g)
   }
 
-  // Markdown.
-  let mut md = String::new();
-  let _ = writeln!(md, "# Benchmark: {set} (pi fixture)\n");
-  md.push_str(&context_markdown(&context));
-  let _ = writeln!(
-    md,
-    "- Fixture: {} ({} pages, {} queries); ranked list = recall {{includePersonal:false, minScore:0, \
-     maxPerVault:{d}, maxResults:{d}}}; automatic list = RecallPolicy::automatic() (floor {AUTOMATIC_FLOOR}, 3 \
-     results){}\n",
-    report_path(fixture_path),
-    pages,
-    queries.len(),
-    baseline_path
-      .as_ref()
-      .map(|p| format!("; baseline = heuristic runs from {} (its ranked lists stop at 20)", report_path(p)))
-      .unwrap_or_default(),
-    d = opts.depth
-  );
+  /// The report's title and description of the run.
+  fn header(&self, pages: usize, queries: usize, baseline: &Baseline) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Benchmark: {} (pi fixture)\n", self.set);
+    md.push_str(&context_markdown(self.context));
+    let _ = writeln!(
+      md,
+      "- Fixture: {} ({} pages, {} queries); ranked list = recall {{includePersonal:false, minScore:0, \
+       maxPerVault:{d}, maxResults:{d}}}; automatic list = RecallPolicy::automatic() (floor {AUTOMATIC_FLOOR}, 3 \
+       results){}\n",
+      report_path(self.fixture_path),
+      pages,
+      queries,
+      baseline
+        .path
+        .as_ref()
+        .map(|p| format!("; baseline = heuristic runs from {} (its ranked lists stop at 20)", report_path(p)))
+        .unwrap_or_default(),
+      d = self.opts.depth
+    );
+    md
+  }
+}
+
+/// The quality sections of the report: the pi contract's metrics per slice, the IR metrics and
+/// the automatic recall of every engine (the baseline first).
+fn engine_tables(md: &mut String, engines: &[&PiEval]) {
   md.push_str("## Quality: pi contract §8 metrics\n");
   for slice in Slice::EVERY {
     let _ = writeln!(md, "\n### Slice `{}`\n", slice.as_str());
@@ -306,8 +320,7 @@ pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) 
       "| engine | queries | judged | Recall@20 | MRR | nDCG@5 | nDCG@10 | canonical@3 | evidence R@20 | \
        contradiction | auto FP |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    let rows = baseline.iter().map(|(e, _)| e).chain(evals.iter().map(|(e, _)| e));
-    for e in rows {
+    for e in engines {
       if let Some(r) = e.slices.iter().find(|r| r.slice == slice) {
         let _ = writeln!(md, "{}", pi_metric_row(&e.name, r));
       }
@@ -317,7 +330,7 @@ pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) 
   md.push_str(
     "| engine | nDCG@5 | nDCG@10 | MRR@10 | MRR | Recall@20 | Recall@100 |\n|---|---|---|---|---|---|---|\n",
   );
-  for e in baseline.iter().map(|(e, _)| e).chain(evals.iter().map(|(e, _)| e)) {
+  for e in engines {
     let all = e.ir.iter().find(|(s, _)| *s == Slice::All).map(|(_, s)| *s).unwrap_or_default();
     let held = e.ir.iter().find(|(s, _)| *s == Slice::Heldout).map(|(_, s)| *s).unwrap_or_default();
     let _ = writeln!(
@@ -343,7 +356,7 @@ pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) 
     "| engine | positives | injected anything | hit (injected page judged relevant) | negatives | false positives |\n\
      |---|---|---|---|---|---|\n",
   );
-  for e in baseline.iter().map(|(e, _)| e).chain(evals.iter().map(|(e, _)| e)) {
+  for e in engines {
     let a = e.auto.iter().find(|(s, _)| *s == Slice::All).map(|(_, a)| a.clone()).unwrap_or_default();
     let _ = writeln!(
       md,
@@ -359,8 +372,12 @@ pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) 
       a.false_positive_rate
     );
   }
+}
+
+/// The cost sections of the report: modes used, query cost, index cost.
+fn cost_tables(md: &mut String, runs: &[ModeRun], set: &str, index: &IndexReport) {
   md.push_str("\n## Modes actually used\n\n| mode | ranked lists | automatic lists |\n|---|---|---|\n");
-  for r in &runs {
+  for r in runs {
     let _ = writeln!(
       md,
       "| {} | {} | {} |",
@@ -370,10 +387,67 @@ pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) 
     );
   }
   md.push_str("\n## Query cost (warm)\n\n");
-  cost_markdown(&mut md, &runs);
-  nondeterminism_markdown(&mut md, &runs);
+  cost_markdown(md, runs);
+  nondeterminism_markdown(md, runs);
   md.push_str("\n## Index cost\n\n");
-  index_markdown(&mut md, &[(set.as_str(), &ix.report)]);
+  index_markdown(md, &[(set, index)]);
+}
+
+pub(super) fn run_pi(fixture_path: &Path, vault: &Path, opts: &SetBenchOptions) -> Result<BenchOutput> {
+  let common = &opts.common;
+  let context = machine_context();
+  let set = opts.set.clone().unwrap_or_else(|| "pi".into());
+  let fixture = load_pi_fixture(fixture_path)?;
+  let baseline = Baseline::load(fixture_path, opts)?;
+  let queries: Vec<(String, String)> =
+    fixture.queries.iter().map(|q| (q.id.clone(), q.text.clone())).collect();
+  common.say(format!("{set}: {} pages, {} queries", fixture.pages.len(), queries.len()));
+  let (tmp, paths, pages) = common.vault_copy(vault, &set)?;
+  common.say(format!("{set}: copied {pages} pages to {}", paths.wiki.display()));
+  let mut ix = build_lexical(&paths, &set, common)?;
+  let runs = run_modes(&mut ix, &queries, opts.depth, true, &set, common)?;
+  noop_reindex(&mut ix, &set, common)?;
+  let edit = edit_reindex(&paths, 1, 1, ix.embedder.is_some())?;
+  common.say(edit_line(&set, "one-page edit", &edit));
+  ix.report.edit = Some(edit);
+
+  let base_eval = baseline.eval(&fixture);
+  let evals: Vec<(PiEval, HashMap<String, Vec<String>>)> = runs
+    .iter()
+    .map(|r| {
+      let auto = r.auto_ids();
+      (PiEval::new(r.mode.as_str(), &fixture, r.ranked_ids(), &auto), auto)
+    })
+    .collect();
+  let baseline_json = base_eval.as_ref().map(|e| baseline.json(e, &fixture));
+  let pc = PiContext { set: &set, fixture: &fixture, fixture_path, context: &context, opts };
+
+  let mut out = BenchOutput::default();
+  create_dir(&common.out)?;
+  for (run, eval) in runs.iter().zip(&evals) {
+    let doc = pc.mode_doc(run, eval, &baseline_json, &ix.report);
+    let trec_path = common.out.join(format!("{set}-{}.trec", run.mode.as_str()));
+    write_run(&trec_path, &format!("llm-wiki-{}", run.mode.as_str()), &run.trec(&queries))?;
+    out.files.push(trec_path);
+    record_json(&mut out, common.out.join(format!("{set}-{}.json", run.mode.as_str())), &doc)?;
+  }
+  if let Some(b) = &baseline_json {
+    let doc = json!({"schema": SCHEMA, "kind": "pi-baseline", "set": set, "context": context, "baseline": b});
+    record_json(&mut out, common.out.join(format!("{set}-baseline.json")), &doc)?;
+  }
+  let gates = match &base_eval {
+    Some((b, _)) => {
+      let modes: Vec<(RetrievalMode, &PiEval)> =
+        runs.iter().map(|r| r.mode).zip(evals.iter().map(|(e, _)| e)).collect();
+      Some(pc.gates(&mut out, &baseline, b, &modes)?)
+    }
+    None => None,
+  };
+
+  let mut md = pc.header(pages, queries.len(), &baseline);
+  let engines: Vec<&PiEval> = base_eval.iter().map(|(e, _)| e).chain(evals.iter().map(|(e, _)| e)).collect();
+  engine_tables(&mut md, &engines);
+  cost_tables(&mut md, &runs, &set, &ix.report);
   if let Some(g) = &gates {
     md.push_str("\n## Release gates (against the heuristic baseline)\n\n");
     gates_markdown(&mut md, g, &common.modes);

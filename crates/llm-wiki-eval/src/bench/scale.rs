@@ -181,6 +181,76 @@ fn incremental_floor(paths: &VaultPaths, common: &BenchCommon, label: &str) -> R
   Ok(out)
 }
 
+/// A synthetic vault generated, indexed (lexical phase), queried in every mode of `modes` and
+/// reindexed (no-op, then a one-page edit, recorded in its index report).
+struct SynthVault {
+  paths: VaultPaths,
+  generation: Value,
+  ix: Indexed,
+  queries: Vec<(String, String, String)>,
+  runs: Vec<ModeRun>,
+}
+
+impl SynthVault {
+  fn measure(
+    root: &Path,
+    synth: &SynthOptions,
+    label: &str,
+    queries: usize,
+    modes: &BenchCommon,
+    common: &BenchCommon,
+  ) -> Result<Self> {
+    let (paths, generation) = generate_timed(root, synth, common)?;
+    let mut ix = build_lexical(&paths, label, common)?;
+    let queries = synth_queries(synth, queries);
+    let qpairs: Vec<(String, String)> = queries.iter().map(|(q, t, _)| (q.clone(), t.clone())).collect();
+    let runs = run_modes(&mut ix, &qpairs, 10, false, label, modes)?;
+    noop_reindex(&mut ix, label, common)?;
+    let edit = edit_reindex(&paths, 1, 1, ix.embedder.is_some())?;
+    common.say(edit_line(label, "one-page edit", &edit));
+    ix.report.edit = Some(edit);
+    Ok(SynthVault { paths, generation, ix, queries, runs })
+  }
+
+  /// Each mode's JSON; the runs (with their target hits) go to `rows` under `vault`.
+  fn modes_json(&mut self, vault: String, rows: &mut Vec<(String, ModeRun, Value)>) -> Map<String, Value> {
+    let mut modes = Map::new();
+    for run in std::mem::take(&mut self.runs) {
+      modes.insert(run.mode.as_str().to_string(), scale_mode_json(&self.queries, &run));
+      let targets = target_stats(&self.queries, &run);
+      rows.push((vault.clone(), run, targets));
+    }
+    modes
+  }
+}
+
+/// The vectors of the scale suite on a separate `m`-page vault of the same generator: its JSON,
+/// its index and its directory's guard; its runs go to `rows`.
+fn vector_sample(
+  opts: &ScaleOptions,
+  m: usize,
+  rows: &mut Vec<(String, ModeRun, Value)>,
+) -> Result<(Value, Indexed, TempDir)> {
+  let common = &opts.common;
+  let n = opts.pages;
+  let sopts = SynthOptions::new(m.max(1), opts.seed);
+  let stmp = common.temp(&format!("scale-sample-{m}"))?;
+  let slabel = format!("sample-{m}");
+  let mut sample = SynthVault::measure(stmp.path(), &sopts, &slabel, opts.queries, common, common)?;
+  let smodes = sample.modes_json(format!("{m}-page sample"), rows);
+  release_reader(&sample.paths);
+  let json = json!({
+    "pages": m,
+    "note": format!("the engine embeds every chunk of a vault, so vectors were measured on a separate {m}-page vault \
+                     from the same generator and seed (not a subset of the {n}-page vault); dense-mode latency is on \
+                     that vault"),
+    "generation": sample.generation,
+    "index": sample.ix.report,
+    "modes": smodes,
+  });
+  Ok((json, sample.ix, stmp))
+}
+
 /// Run the scale benchmark (see the module docs).
 pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
   let common = &opts.common;
@@ -191,72 +261,31 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
   let n = opts.pages;
   let synth = SynthOptions::new(n, opts.seed);
   let tmp = common.temp(&format!("scale-{n}"))?;
-  let (paths, generation) = generate_timed(tmp.path(), &synth, common)?;
   let label = format!("scale-{n}");
-  let dense_modes: Vec<RetrievalMode> =
-    common.modes.iter().copied().filter(|m| *m != RetrievalMode::Lexical).collect();
-  let embed_full = !dense_modes.is_empty() && opts.vector_sample.is_none();
-  let mut ix = build_lexical(&paths, &label, common)?;
-  let queries = synth_queries(&synth, opts.queries);
-  let qpairs: Vec<(String, String)> = queries.iter().map(|(q, t, _)| (q.clone(), t.clone())).collect();
-  let mut mode_json = Map::new();
-  let mut runs: Vec<(String, ModeRun, Value)> = Vec::new();
+  let dense = common.modes.iter().any(|m| *m != RetrievalMode::Lexical);
+  let embed_full = dense && opts.vector_sample.is_none();
   let mut full_common = common.clone();
   if !embed_full {
     full_common.modes.retain(|m| *m == RetrievalMode::Lexical);
   }
-  for run in run_modes(&mut ix, &qpairs, 10, false, &label, &full_common)? {
-    mode_json.insert(run.mode.as_str().to_string(), scale_mode_json(&queries, &run));
-    let targets = target_stats(&queries, &run);
-    runs.push((format!("{n} pages"), run, targets));
-  }
-  noop_reindex(&mut ix, &label, common)?;
-  let edit1 = edit_reindex(&paths, 1, 1, ix.embedder.is_some())?;
-  common.say(edit_line(&label, "one-page edit", &edit1));
+  let mut main = SynthVault::measure(tmp.path(), &synth, &label, opts.queries, &full_common, common)?;
+  let mut runs: Vec<(String, ModeRun, Value)> = Vec::new();
+  let mode_json = main.modes_json(format!("{n} pages"), &mut runs);
+  let paths = &main.paths;
   let pct = (n / 100).max(1);
-  let edit_pct = edit_reindex(&paths, pct, 2, ix.embedder.is_some())?;
+  let edit_pct = edit_reindex(paths, pct, 2, main.ix.embedder.is_some())?;
   common.say(edit_line(&label, "1% edit", &edit_pct));
-  ix.report.edit = Some(edit1);
-  let floor = incremental_floor(&paths, common, &label)?;
+  let floor = incremental_floor(paths, common, &label)?;
   // The sample's memory figures should not include this vault's cached reader.
-  release_reader(&paths);
+  release_reader(paths);
 
-  // Vectors on a sample vault.
-  let mut sample_json = Value::Null;
-  let mut sample_ix: Option<Indexed> = None;
-  let mut sample_tmp = None;
-  if let (Some(m), false) = (opts.vector_sample, dense_modes.is_empty()) {
-    let sopts = SynthOptions::new(m.max(1), opts.seed);
-    let stmp = common.temp(&format!("scale-sample-{m}"))?;
-    let (spaths, sgen) = generate_timed(stmp.path(), &sopts, common)?;
-    let slabel = format!("sample-{m}");
-    let mut six = build_lexical(&spaths, &slabel, common)?;
-    let squeries = synth_queries(&sopts, opts.queries);
-    let spairs: Vec<(String, String)> = squeries.iter().map(|(q, t, _)| (q.clone(), t.clone())).collect();
-    let mut smodes = Map::new();
-    for run in run_modes(&mut six, &spairs, 10, false, &slabel, common)? {
-      smodes.insert(run.mode.as_str().to_string(), scale_mode_json(&squeries, &run));
-      let targets = target_stats(&squeries, &run);
-      runs.push((format!("{m}-page sample"), run, targets));
+  let (sample_json, sample_ix, sample_tmp) = match (opts.vector_sample, dense) {
+    (Some(m), true) => {
+      let (json, ix, tmp) = vector_sample(opts, m, &mut runs)?;
+      (json, Some(ix), Some(tmp))
     }
-    noop_reindex(&mut six, &slabel, common)?;
-    let sedit = edit_reindex(&spaths, 1, 1, six.embedder.is_some())?;
-    common.say(edit_line(&slabel, "one-page edit", &sedit));
-    six.report.edit = Some(sedit);
-    release_reader(&spaths);
-    sample_json = json!({
-      "pages": m,
-      "note": format!("the engine embeds every chunk of a vault, so vectors were measured on a separate {m}-page vault \
-                       from the same generator and seed (not a subset of the {n}-page vault); dense-mode latency is on \
-                       that vault"),
-      "generation": sgen,
-      "index": six.report,
-      "modes": smodes,
-    });
-    sample_ix = Some(six);
-    sample_tmp = Some(stmp);
-  }
-
+    _ => (Value::Null, None, None),
+  };
   let doc = json!({
     "schema": SCHEMA,
     "kind": "scale",
@@ -264,27 +293,49 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
     "pages": n,
     "seed": opts.seed,
     "queries": opts.queries,
-    "generation": generation,
-    "index": ix.report,
+    "generation": main.generation,
+    "index": main.ix.report,
     "editOnePercent": edit_pct,
     "incrementalFloor": floor,
     "modes": mode_json,
     "vectorSample": sample_json,
-    "sampled": match (opts.vector_sample, dense_modes.is_empty()) {
-      (_, true) => "lexical only (no dense mode requested)".to_string(),
-      (Some(m), false) => format!("vectors and dense modes on a separate {m}-page vault; lexical on all {n} pages"),
-      (None, false) => format!("everything on all {n} pages"),
+    "sampled": match (opts.vector_sample, dense) {
+      (_, false) => "lexical only (no dense mode requested)".to_string(),
+      (Some(m), true) => format!("vectors and dense modes on a separate {m}-page vault; lexical on all {n} pages"),
+      (None, true) => format!("everything on all {n} pages"),
     },
   });
   create_dir(&common.out)?;
   let mut out = BenchOutput::default();
-  let json_path = common.out.join(format!("scale-{n}.json"));
-  write_json_file(&json_path, &doc)?;
-  out.files.push(json_path);
+  record_json(&mut out, common.out.join(format!("scale-{n}.json")), &doc)?;
+  let mut index_rows: Vec<(&str, &IndexReport)> = vec![(label.as_str(), &main.ix.report)];
+  let sample_label = opts.vector_sample.map(|m| format!("sample-{m}")).unwrap_or_default();
+  if let Some(six) = &sample_ix {
+    index_rows.push((sample_label.as_str(), &six.report));
+  }
+  let md = scale_markdown(opts, &doc, &main.ix, &index_rows, &edit_pct, &runs);
+  finish_report(&mut out, &common.out, &format!("scale-{n}"), md)?;
+  drop(sample_ix);
+  drop(sample_tmp);
+  drop(tmp);
+  Ok(out)
+}
 
+/// `scale-<n>.md` (before the method notes): generation, index cost, edits, the incremental
+/// floor and warm recall per vault and mode.
+fn scale_markdown(
+  opts: &ScaleOptions,
+  doc: &Value,
+  ix: &Indexed,
+  index_rows: &[(&str, &IndexReport)],
+  edit_pct: &EditCost,
+  runs: &[(String, ModeRun, Value)],
+) -> String {
+  let (n, generation, floor) = (opts.pages, &doc["generation"], &doc["incrementalFloor"]);
+  let label = format!("scale-{n}");
   let mut md = String::new();
   let _ = writeln!(md, "# Scale: {n} synthetic pages (seed {})\n", opts.seed);
-  md.push_str(&context_markdown(&context));
+  md.push_str(&context_markdown(&doc["context"]));
   let _ = writeln!(
     md,
     "- Generated {} pages, {:.1} MiB in {:.0} ms; sampled: {}\n",
@@ -294,12 +345,7 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
     doc["sampled"].as_str().unwrap_or("")
   );
   md.push_str("## Index cost\n\n");
-  let mut rows: Vec<(&str, &IndexReport)> = vec![(label.as_str(), &ix.report)];
-  let sample_label = opts.vector_sample.map(|m| format!("sample-{m}")).unwrap_or_default();
-  if let Some(six) = &sample_ix {
-    rows.push((sample_label.as_str(), &six.report));
-  }
-  index_markdown(&mut md, &rows);
+  index_markdown(&mut md, index_rows);
   let _ = writeln!(
     md,
     "\n{label}: cold lexical phase CPU (whole process, every thread): {} over {:.1} s wall; {} lexical segments after it",
@@ -307,7 +353,7 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
     ix.report.lexical.ms / 1000.0,
     ix.report.disk.lexical_segments
   );
-  let _ = writeln!(md, "\n{}", edit_line(&label, "1%-of-pages edit", &edit_pct));
+  let _ = writeln!(md, "\n{}", edit_line(&label, "1%-of-pages edit", edit_pct));
   let _ = writeln!(
     md,
     "\n{label}: incremental floor (lexical, medians of 3): stat walk alone {} ms ({} pages; every reindex without a \
@@ -331,7 +377,7 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
     "| vault | mode | p50 ms | p95 ms | max ms | first query ms (opens the reader) | query-phase peak (start) RSS MiB | modes used | target@1 | target@10 |\n\
      |---|---|---|---|---|---|---|---|---|---|\n",
   );
-  for (vault, run, t) in &runs {
+  for (vault, run, t) in runs {
     let l = ModeRun::latency_of(&run.ranked);
     let _ = writeln!(
       md,
@@ -347,9 +393,5 @@ pub fn run_scale(opts: &ScaleOptions) -> Result<BenchOutput> {
       t["targetAt10"]
     );
   }
-  finish_report(&mut out, &common.out, &format!("scale-{n}"), md)?;
-  drop(sample_ix);
-  drop(sample_tmp);
-  drop(tmp);
-  Ok(out)
+  md
 }

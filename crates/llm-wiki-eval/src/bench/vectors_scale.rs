@@ -171,6 +171,21 @@ fn scan_line(label: &str, s: &Value) -> String {
   )
 }
 
+/// The head of a scan table ([`scan_line`] rows).
+const SCAN_TABLE_HEAD: &str =
+  "| scan | rows | sequential p50 ms | sequential p95 ms | parallel p50 ms | parallel p95 ms | rayon threads |\n\
+   |---|---|---|---|---|---|---|\n";
+
+/// The vault under test: its synthetic pages, lexical index and name.
+struct ScaleVault<'a> {
+  opts: &'a VectorsScaleOptions,
+  name: String,
+  synth: SynthOptions,
+  paths: VaultPaths,
+  ix: Indexed,
+  chunks: u64,
+}
+
 /// Run the vectors-at-scale benchmark (see the module docs).
 pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
   let common = &opts.common;
@@ -183,7 +198,7 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
   let name = format!("vectors-scale-{n}-{}b", opts.max_bytes);
   let tmp = common.temp(&name)?;
   let (paths, generation) = generate_timed(tmp.path(), &synth, common)?;
-  let mut ix = build_lexical(&paths, &name, common)?;
+  let ix = build_lexical(&paths, &name, common)?;
   let chunks = ix.report.chunks as u64;
   let mut doc = json!({
     "schema": SCHEMA,
@@ -211,37 +226,85 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
     ix.report.lexical.ms,
     fmt_mib(ix.report.lexical.peak_rss_bytes)
   );
-
   let embedder = models::embedder()?;
-  let (model, dims) = (embedder.id().to_string(), embedder.dims());
-
+  let mut v = ScaleVault { opts, name, synth, paths, ix, chunks };
   if opts.embed {
+    doc["embed"] = v.embed(&mut md);
+  }
+  if opts.synthetic {
+    doc["synthetic"] = v.synthetic(&embedder, &mut md)?;
+  }
+  if let Some(rows) = opts.scan_rows {
+    doc["scanOnly"] = scan_only(opts, rows, (embedder.id(), embedder.dims()), &mut md)?;
+  }
+  create_dir(&common.out)?;
+  let mut out = BenchOutput::default();
+  record_json(&mut out, common.out.join(format!("{}.json", v.name)), &doc)?;
+  finish_report(&mut out, &common.out, &v.name, md)?;
+  drop(v);
+  drop(tmp);
+  Ok(out)
+}
+
+/// The vector phase's progress sink: a sample every 10 s (and at the end) into `samples`, a log
+/// line each, and the cancellation once `budget` seconds have passed.
+fn embed_sampler(
+  layout: StoreLayout,
+  started: Instant,
+  samples: Arc<Mutex<Vec<EmbedSample>>>,
+  cancel: CancelFlag,
+  budget: Option<f64>,
+  log: Log,
+) -> ProgressSink {
+  Arc::new(move |p: Progress| {
+    let (Some(done), Some(total)) = (p.current, p.total) else { return };
+    if p.stage != "vectors" {
+      return;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let mut s = samples.lock().unwrap_or_else(|e| e.into_inner());
+    if s.last().is_some_and(|l| secs - l.secs < 10.0 && done < total) {
+      return;
+    }
+    let vector_bytes = layout.current().map_or(0, |c| dir_size(&c.vectors_dir()));
+    s.push(EmbedSample { secs: r3(secs), done, total, rss_bytes: current_rss_bytes(), vector_bytes });
+    log(&format!("embedding {done}/{total} after {secs:.0} s"));
+    if budget.is_some_and(|b| secs >= b) {
+      cancel.cancel();
+    }
+  })
+}
+
+/// Early and late embedding rate (chunks/s over the first and the last third of the samples).
+fn thirds(samples: &[EmbedSample]) -> (f64, f64) {
+  let third = samples.len() / 3;
+  if third >= 1 {
+    (
+      rate(&samples[0], &samples[third]),
+      rate(&samples[samples.len() - 1 - third], &samples[samples.len() - 1]),
+    )
+  } else {
+    (0.0, 0.0)
+  }
+}
+
+impl ScaleVault<'_> {
+  /// `--embed`: the real vector phase over every chunk. Its section goes to `md`; returns its
+  /// JSON.
+  fn embed(&self, md: &mut String) -> Value {
+    let (opts, paths, chunks) = (self.opts, &self.paths, self.chunks);
     let samples: Arc<Mutex<Vec<EmbedSample>>> = Arc::default();
     let cancel = CancelFlag::new();
     let started = Instant::now();
     let layout = StoreLayout::new(paths.retrieval());
-    let sink: ProgressSink = {
-      let (samples, cancel, budget, log) =
-        (samples.clone(), cancel.clone(), opts.embed_budget_secs, common.log.clone());
-      let layout = layout.clone();
-      Arc::new(move |p: Progress| {
-        let (Some(done), Some(total)) = (p.current, p.total) else { return };
-        if p.stage != "vectors" {
-          return;
-        }
-        let secs = started.elapsed().as_secs_f64();
-        let mut s = samples.lock().unwrap_or_else(|e| e.into_inner());
-        if s.last().is_some_and(|l| secs - l.secs < 10.0 && done < total) {
-          return;
-        }
-        let vector_bytes = layout.current().map_or(0, |c| dir_size(&c.vectors_dir()));
-        s.push(EmbedSample { secs: r3(secs), done, total, rss_bytes: current_rss_bytes(), vector_bytes });
-        log(&format!("embedding {done}/{total} after {secs:.0} s"));
-        if budget.is_some_and(|b| secs >= b) {
-          cancel.cancel();
-        }
-      })
-    };
+    let sink = embed_sampler(
+      layout,
+      started,
+      samples.clone(),
+      cancel.clone(),
+      opts.embed_budget_secs,
+      opts.common.log.clone(),
+    );
     reset_peak_rss();
     let ropts = ReindexOptions {
       scope: Scope::Changed,
@@ -250,40 +313,18 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
       cancel: cancel.clone(),
       ..Default::default()
     };
-    let result = reindex_vault(&paths, &ropts);
+    let result = reindex_vault(paths, &ropts);
     let secs = started.elapsed().as_secs_f64();
     let peak = peak_rss_bytes();
-    let disk = disk_usage(&paths);
+    let disk = disk_usage(paths);
     let samples = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let complete = result.ok;
     let generated = result.vectors.generated as u64;
-    let third = samples.len() / 3;
-    let (early, late) = if third >= 1 {
-      (
-        rate(&samples[0], &samples[third]),
-        rate(&samples[samples.len() - 1 - third], &samples[samples.len() - 1]),
-      )
-    } else {
-      (0.0, 0.0)
-    };
+    let (early, late) = thirds(&samples);
     let overall = generated as f64 / secs.max(1e-9);
     let remaining = chunks.saturating_sub(generated);
     let extrapolated_secs =
       if complete { secs } else { secs + remaining as f64 / late.max(overall).max(1e-9) };
-    doc["embed"] = json!({
-      "complete": complete,
-      "cancelledAfterBudget": !complete && cancel.is_cancelled(),
-      "errors": result.errors.iter().map(|e| format!("{}: {}", e.code, e.message)).collect::<Vec<_>>(),
-      "secs": r3(secs),
-      "generated": generated,
-      "chunksPerSec": r3(overall),
-      "chunksPerSecFirstThird": r3(early),
-      "chunksPerSecLastThird": r3(late),
-      "extrapolatedSecsForAllChunks": r3(extrapolated_secs),
-      "peakRssBytes": peak,
-      "disk": disk,
-      "samples": samples,
-    });
     let _ = writeln!(md, "## Full embedding (`--embed`)\n");
     let _ = writeln!(
       md,
@@ -313,61 +354,118 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
       );
     }
     md.push('\n');
+    json!({
+      "complete": complete,
+      "cancelledAfterBudget": !complete && cancel.is_cancelled(),
+      "errors": result.errors.iter().map(|e| format!("{}: {}", e.code, e.message)).collect::<Vec<_>>(),
+      "secs": r3(secs),
+      "generated": generated,
+      "chunksPerSec": r3(overall),
+      "chunksPerSecFirstThird": r3(early),
+      "chunksPerSecLastThird": r3(late),
+      "extrapolatedSecsForAllChunks": r3(extrapolated_secs),
+      "peakRssBytes": peak,
+      "disk": disk,
+      "samples": samples,
+    })
   }
 
-  if opts.synthetic {
-    common.say(format!("{name}: writing synthetic {dims}-dim vectors for {chunks} chunks"));
-    let t = Instant::now();
+  /// Write a synthetic vector for every chunk through the segment writer (`ann`: `LLM_WIKI_ANN`
+  /// for the pass); the vectors written, ms and peak RSS.
+  fn install(&self, (model, dims): (&str, usize), ann: &str) -> Result<(u64, f64, Option<u64>)> {
+    let (seed, clusters) = (self.opts.seed, self.opts.vector_clusters);
+    std::env::set_var("LLM_WIKI_ANN", ann);
     reset_peak_rss();
-    let seed = opts.seed;
-    let clusters = opts.vector_clusters;
+    let t = Instant::now();
+    let written = install_vectors(&self.paths, (model, dims), 1 << 16, &mut |k| {
+      synthetic_vector(k, seed, dims, clusters)
+    })?;
+    Ok((written, ms_since(t), peak_rss_bytes()))
+  }
+
+  /// `--synthetic-vectors`: the real vector count (synthetic vectors), warm lexical and hybrid
+  /// recall, the ANN index against the exact scan. Its section goes to `md`; returns its JSON.
+  fn synthetic(&mut self, embedder: &Arc<Embedder>, md: &mut String) -> Result<Value> {
+    let common = &self.opts.common;
+    let (name, chunks) = (&self.name, self.chunks);
+    let (model, dims) = (embedder.id().to_string(), embedder.dims());
+    common.say(format!("{name}: writing synthetic {dims}-dim vectors for {chunks} chunks"));
     // The exact store first (as before this index existed); the ANN pass is timed on its own.
-    std::env::set_var("LLM_WIKI_ANN", "off");
-    let written =
-      install_vectors(&paths, (&model, dims), 1 << 16, &mut |k| synthetic_vector(k, seed, dims, clusters))?;
-    let install_ms = ms_since(t);
-    let install_peak = peak_rss_bytes();
-    let disk = disk_usage(&paths);
+    let (written, install_ms, install_peak) = self.install((&model, dims), "off")?;
+    let disk = disk_usage(&self.paths);
     common.say(format!("{name}: {written} vectors written in {install_ms:.0} ms"));
-    let queries = synth_queries(&synth, opts.queries);
+    let queries = synth_queries(&self.synth, self.opts.queries);
     let qpairs: Vec<(String, String)> = queries.iter().map(|(q, t, _)| (q.clone(), t.clone())).collect();
-    ix.embedder = Some(embedder.clone());
+    self.ix.embedder = Some(embedder.clone());
     let mut qcommon = common.clone();
     qcommon.modes = vec![RetrievalMode::Lexical, RetrievalMode::Hybrid];
-    let lexical = run_queries(&paths, &qpairs, RetrievalMode::Lexical, 10, false, &qcommon)?;
-    let hybrid = run_queries(&paths, &qpairs, RetrievalMode::Hybrid, 10, false, &qcommon)?;
+    let lexical = run_queries(&self.paths, &qpairs, RetrievalMode::Lexical, 10, false, &qcommon)?;
+    let hybrid = run_queries(&self.paths, &qpairs, RetrievalMode::Hybrid, 10, false, &qcommon)?;
     // ANN: built by the vector writer's own maintenance pass (no vector is missing).
-    release_reader(&paths);
-    std::env::set_var("LLM_WIKI_ANN", "on");
-    reset_peak_rss();
-    let t = Instant::now();
-    install_vectors(&paths, (&model, dims), 1 << 16, &mut |k| synthetic_vector(k, seed, dims, clusters))?;
-    let ann_build_ms = ms_since(t);
-    let ann_build_peak = peak_rss_bytes();
+    release_reader(&self.paths);
+    let (_, ann_build_ms, ann_build_peak) = self.install((&model, dims), "on")?;
     let ann_bytes = {
-      let gen = Generation::open_live(&StoreLayout::new(paths.retrieval()))?;
+      let gen = Generation::open_live(&StoreLayout::new(self.paths.retrieval()))?;
       let a = gen.commit.vectors.as_ref().and_then(|v| v.ann.clone());
       a.and_then(|a| std::fs::metadata(gen.dir.vectors_dir().join(a.file)).ok()).map_or(0, |m| m.len())
     };
     common.say(format!("{name}: ANN index built in {ann_build_ms:.0} ms ({:.1} MiB)", mib(ann_bytes)));
-    // Hybrid recall, exact and ANN in alternating rounds (the machine's load drifts).
+    let rounds = self.hybrid_rounds(&qpairs, &qcommon)?;
+    let dense = self.dense_alone(&queries, embedder)?;
+    let doc = json!({
+      "vectors": written,
+      "segments": dense.segments,
+      "installMs": r3(install_ms),
+      "installPeakRssBytes": install_peak,
+      "disk": &disk,
+      "lexical": lexical.cost_json(),
+      "hybrid": hybrid.cost_json(),
+      "hybridStageMediansMs": hybrid.stage_medians().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
+      "scan": dense.scan,
+      "vectorClusters": self.opts.vector_clusters,
+      "ann": {
+        "buildMs": r3(ann_build_ms),
+        "buildPeakRssBytes": ann_build_peak,
+        "fileBytes": ann_bytes,
+        "diagnostic": dense.ann_diagnostic,
+        "hybridRounds": rounds,
+        "denseRealQueries": dense.ann_real,
+        "denseNearQueries": dense.ann_near,
+      },
+    });
+    let figures = InstallFigures { written, install_ms, disk, ann_build_ms, ann_build_peak, ann_bytes };
+    synthetic_markdown(md, &doc, (&model, dims), [&lexical, &hybrid], &figures, self.opts.vector_clusters);
+    Ok(doc)
+  }
+
+  /// Hybrid recall, exact and ANN in alternating rounds (the machine's load drifts).
+  fn hybrid_rounds(&self, qpairs: &[(String, String)], qcommon: &BenchCommon) -> Result<Vec<Value>> {
     let mut rounds = Vec::new();
     for round in 0..2 {
       let mut r = Map::new();
       for (label, mode) in [("exact", "off"), ("ann", "on")] {
-        release_reader(&paths);
+        release_reader(&self.paths);
         std::env::set_var("LLM_WIKI_ANN", mode);
-        let run = run_queries(&paths, &qpairs, RetrievalMode::Hybrid, 10, false, &qcommon)?;
+        let run = run_queries(&self.paths, qpairs, RetrievalMode::Hybrid, 10, false, qcommon)?;
         let l = ModeRun::latency_of(&run.ranked);
-        common
-          .say(format!("{name}: hybrid {label} round {round}: p50 {:.2} p95 {:.2} ms", l.p50_ms, l.p95_ms));
+        qcommon.say(format!(
+          "{}: hybrid {label} round {round}: p50 {:.2} p95 {:.2} ms",
+          self.name, l.p50_ms, l.p95_ms
+        ));
         r.insert(label.into(), json!({ "latency": l, "stageMediansMs": run.stage_medians().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>() }));
       }
       rounds.push(Value::Object(r));
     }
-    release_reader(&paths);
-    // The scan alone over the store's vectors, with the real query embeddings.
-    let gen = Generation::open_live(&StoreLayout::new(paths.retrieval()))?;
+    release_reader(&self.paths);
+    Ok(rounds)
+  }
+
+  /// The dense search alone over the store's vectors: the exact scan with the real query
+  /// embeddings, and the ANN lists against the exact ones for those and for queries near stored
+  /// vectors.
+  fn dense_alone(&self, queries: &[(String, String, String)], embedder: &Embedder) -> Result<DenseAlone> {
+    let (seed, clusters, dims) = (self.opts.seed, self.opts.vector_clusters, embedder.dims());
+    let gen = Generation::open_live(&StoreLayout::new(self.paths.retrieval()))?;
     let vm = gen.commit.vectors.clone().ok_or_else(|| Error::Index("no vectors after install".into()))?;
     let live = gen.manifest.chunk_keys();
     let idx = VectorIndex::open_with(&gen.dir.vectors_dir(), &vm, &live, AnnMode::On)?;
@@ -375,7 +473,7 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
     let qvecs: Vec<Vec<f32>> =
       queries.iter().map(|(q, _, _)| embedder.embed_query(q)).collect::<Result<_>>()?;
     let scan = scan_latency(&idx, &qvecs);
-    let ann_diag = idx.ann_diagnostic();
+    let ann_diagnostic = idx.ann_diagnostic();
     let ann_real = ann_vs_exact(&idx, &qvecs);
     // Queries near stored vectors: a stored chunk's vector plus 0.3 × a fresh uniform vector.
     let mut keys: Vec<u64> = live.iter().copied().collect();
@@ -392,134 +490,138 @@ pub fn run_vectors_scale(opts: &VectorsScaleOptions) -> Result<BenchOutput> {
       .collect();
     let ann_near = ann_vs_exact(&idx, &near);
     drop(idx);
-    release_reader(&paths);
-    let (ll, hl) = (ModeRun::latency_of(&lexical.ranked), ModeRun::latency_of(&hybrid.ranked));
-    let stages: Vec<String> = hybrid.stage_medians().iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
-    doc["synthetic"] = json!({
-      "vectors": written,
-      "segments": vm.segments.len(),
-      "installMs": r3(install_ms),
-      "installPeakRssBytes": install_peak,
-      "disk": disk,
-      "lexical": lexical.cost_json(),
-      "hybrid": hybrid.cost_json(),
-      "hybridStageMediansMs": hybrid.stage_medians().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
-      "scan": scan,
-      "vectorClusters": clusters,
-      "ann": {
-        "buildMs": r3(ann_build_ms),
-        "buildPeakRssBytes": ann_build_peak,
-        "fileBytes": ann_bytes,
-        "diagnostic": ann_diag,
-        "hybridRounds": rounds,
-        "denseRealQueries": ann_real,
-        "denseNearQueries": ann_near,
-      },
-    });
-    let _ = writeln!(md, "## Warm recall with the real vector count (`--synthetic-vectors`)\n");
-    let _ = writeln!(
-      md,
-      "- {written} synthetic vectors ({dims} dims, model id {model}) written through the segment writer in \
-       {install_ms:.0} ms ({} segment(s)); vectors on disk {:.1} MiB, store {:.1} MiB. Rankings against \
-       random vectors are meaningless; the latency is that of the real work (query embedding, exact scan of \
-       every row, lexical list, fusion).\n",
-      vm.segments.len(),
-      mib(disk.vectors_bytes),
-      mib(disk.total_bytes)
-    );
-    md.push_str(
-      "| mode | p50 ms | p95 ms | max ms | query-phase peak (start) RSS MiB |\n|---|---|---|---|---|\n",
-    );
-    for (run, l) in [(&lexical, &ll), (&hybrid, &hl)] {
-      let _ = writeln!(
-        md,
-        "| {} | {:.2} | {:.2} | {:.2} | {} |",
-        run.mode.as_str(),
-        l.p50_ms,
-        l.p95_ms,
-        l.max_ms,
-        fmt_peak(run.peak_rss, run.start_rss)
-      );
-    }
-    let _ = writeln!(md, "\nhybrid stages, p50 ms: {}\n", stages.join(" · "));
-    md.push_str(
-      "| scan | rows | sequential p50 ms | sequential p95 ms | parallel p50 ms | parallel p95 ms | rayon threads |\n\
-       |---|---|---|---|---|---|---|\n",
-    );
-    let _ = writeln!(md, "{}\n", scan_line("store vectors, real queries", &doc["synthetic"]["scan"]));
-    let a = &doc["synthetic"]["ann"];
-    let _ = writeln!(
-      md,
-      "### ANN index (`store::ann`, usearch HNSW over the int8 rows) vs exact\n\n- vectors: {}; index \
-       built by the vector writer in {ann_build_ms:.0} ms, peak RSS {} MiB, file {:.1} MiB{}\n",
-      if clusters == 0 {
-        "uniformly random (worst case for a graph)".to_string()
-      } else {
-        format!("{clusters} clusters")
-      },
-      fmt_mib(ann_build_peak),
-      mib(ann_bytes),
-      a["diagnostic"].as_str().map(|d| format!("; **not used: {d}**")).unwrap_or_default()
-    );
-    md.push_str("| hybrid recall, 10 results | exact p50 / p95 ms | ANN p50 / p95 ms | p50 ratio | p95 ratio |\n|---|---|---|---|---|\n");
-    for (i, r) in a["hybridRounds"].as_array().into_iter().flatten().enumerate() {
-      let f = |m: &str, p: &str| r[m]["latency"][p].as_f64().unwrap_or(f64::NAN);
-      let _ = writeln!(
-        md,
-        "| round {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {:.2} |",
-        i + 1,
-        f("exact", "p50Ms"),
-        f("exact", "p95Ms"),
-        f("ann", "p50Ms"),
-        f("ann", "p95Ms"),
-        f("ann", "p50Ms") / f("exact", "p50Ms"),
-        f("ann", "p95Ms") / f("exact", "p95Ms")
-      );
-    }
-    md.push_str("\n| dense search alone | queries | exact p50 / p95 ms (k 64) | ANN p50 / p95 ms (k 64) | recall@10 | recall@64 |\n|---|---|---|---|---|---|\n");
-    let _ = writeln!(md, "{}", ann_line("real query embeddings", &a["denseRealQueries"]));
-    let _ = writeln!(md, "{}\n", ann_line("queries near stored vectors", &a["denseNearQueries"]));
+    release_reader(&self.paths);
+    Ok(DenseAlone { segments: vm.segments.len(), scan, ann_diagnostic, ann_real, ann_near })
   }
+}
 
-  if let Some(rows) = opts.scan_rows {
-    common.say(format!("scan: {rows} synthetic rows"));
-    let stmp = common.temp("vectors-scan")?;
-    let dir = stmp.path().join("vectors");
-    let mut segments = Vec::new();
-    let seg_rows = 1usize << 18;
-    for (i, start) in (0..rows).step_by(seg_rows).enumerate() {
-      let batch: Vec<(u64, Vec<f32>)> = (start..rows.min(start + seg_rows))
-        .map(|k| (k as u64, synthetic_unit(k as u64, opts.seed, dims)))
-        .collect();
-      segments.push(write_segment(&dir, &format!("s{i}.vec"), dims, &batch)?);
-    }
-    let vm = VectorManifest { model: model.clone(), dims, segments, ann: None };
-    let live: HashSet<u64> = (0..rows as u64).collect();
-    let idx = VectorIndex::open(&dir, &vm, &live)?;
-    let qvecs: Vec<Vec<f32>> = (0..opts.queries.clamp(20, 200) as u64)
-      .map(|k| synthetic_unit(u64::MAX - k, opts.seed, dims))
+/// What [`ScaleVault::dense_alone`] measured.
+struct DenseAlone {
+  segments: usize,
+  scan: Value,
+  ann_diagnostic: Option<String>,
+  ann_real: Value,
+  ann_near: Value,
+}
+
+/// What installing the synthetic vectors (exact, then with the ANN index) measured.
+struct InstallFigures {
+  written: u64,
+  install_ms: f64,
+  disk: DiskUsage,
+  ann_build_ms: f64,
+  ann_build_peak: Option<u64>,
+  ann_bytes: u64,
+}
+
+/// The `--synthetic-vectors` section of the report, from its JSON `s`, the lexical and hybrid
+/// runs and the install figures `f`.
+fn synthetic_markdown(
+  md: &mut String,
+  s: &Value,
+  (model, dims): (&str, usize),
+  runs: [&ModeRun; 2],
+  f: &InstallFigures,
+  clusters: usize,
+) {
+  let _ = writeln!(md, "## Warm recall with the real vector count (`--synthetic-vectors`)\n");
+  let _ = writeln!(
+    md,
+    "- {} synthetic vectors ({dims} dims, model id {model}) written through the segment writer in \
+     {:.0} ms ({} segment(s)); vectors on disk {:.1} MiB, store {:.1} MiB. Rankings against \
+     random vectors are meaningless; the latency is that of the real work (query embedding, exact scan of \
+     every row, lexical list, fusion).\n",
+    f.written,
+    f.install_ms,
+    s["segments"],
+    mib(f.disk.vectors_bytes),
+    mib(f.disk.total_bytes)
+  );
+  md.push_str(
+    "| mode | p50 ms | p95 ms | max ms | query-phase peak (start) RSS MiB |\n|---|---|---|---|---|\n",
+  );
+  for run in runs {
+    let l = ModeRun::latency_of(&run.ranked);
+    let _ = writeln!(
+      md,
+      "| {} | {:.2} | {:.2} | {:.2} | {} |",
+      run.mode.as_str(),
+      l.p50_ms,
+      l.p95_ms,
+      l.max_ms,
+      fmt_peak(run.peak_rss, run.start_rss)
+    );
+  }
+  let stages: Vec<String> = runs[1].stage_medians().iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+  let _ = writeln!(md, "\nhybrid stages, p50 ms: {}\n", stages.join(" · "));
+  md.push_str(SCAN_TABLE_HEAD);
+  let _ = writeln!(md, "{}\n", scan_line("store vectors, real queries", &s["scan"]));
+  let a = &s["ann"];
+  let _ = writeln!(
+    md,
+    "### ANN index (`store::ann`, usearch HNSW over the int8 rows) vs exact\n\n- vectors: {}; index \
+     built by the vector writer in {:.0} ms, peak RSS {} MiB, file {:.1} MiB{}\n",
+    if clusters == 0 {
+      "uniformly random (worst case for a graph)".to_string()
+    } else {
+      format!("{clusters} clusters")
+    },
+    f.ann_build_ms,
+    fmt_mib(f.ann_build_peak),
+    mib(f.ann_bytes),
+    a["diagnostic"].as_str().map(|d| format!("; **not used: {d}**")).unwrap_or_default()
+  );
+  md.push_str("| hybrid recall, 10 results | exact p50 / p95 ms | ANN p50 / p95 ms | p50 ratio | p95 ratio |\n|---|---|---|---|---|\n");
+  for (i, r) in a["hybridRounds"].as_array().into_iter().flatten().enumerate() {
+    let f = |m: &str, p: &str| r[m]["latency"][p].as_f64().unwrap_or(f64::NAN);
+    let _ = writeln!(
+      md,
+      "| round {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {:.2} |",
+      i + 1,
+      f("exact", "p50Ms"),
+      f("exact", "p95Ms"),
+      f("ann", "p50Ms"),
+      f("ann", "p95Ms"),
+      f("ann", "p50Ms") / f("exact", "p50Ms"),
+      f("ann", "p95Ms") / f("exact", "p95Ms")
+    );
+  }
+  md.push_str("\n| dense search alone | queries | exact p50 / p95 ms (k 64) | ANN p50 / p95 ms (k 64) | recall@10 | recall@64 |\n|---|---|---|---|---|---|\n");
+  let _ = writeln!(md, "{}", ann_line("real query embeddings", &a["denseRealQueries"]));
+  let _ = writeln!(md, "{}\n", ann_line("queries near stored vectors", &a["denseNearQueries"]));
+}
+
+/// `--scan-rows`: the exact scan alone over `rows` synthetic rows (no vault). Its section goes
+/// to `md`; returns its JSON.
+fn scan_only(
+  opts: &VectorsScaleOptions,
+  rows: usize,
+  (model, dims): (&str, usize),
+  md: &mut String,
+) -> Result<Value> {
+  opts.common.say(format!("scan: {rows} synthetic rows"));
+  let stmp = opts.common.temp("vectors-scan")?;
+  let dir = stmp.path().join("vectors");
+  let mut segments = Vec::new();
+  let seg_rows = 1usize << 18;
+  for (i, start) in (0..rows).step_by(seg_rows).enumerate() {
+    let batch: Vec<(u64, Vec<f32>)> = (start..rows.min(start + seg_rows))
+      .map(|k| (k as u64, synthetic_unit(k as u64, opts.seed, dims)))
       .collect();
-    let scan = scan_latency(&idx, &qvecs);
-    let _ = writeln!(md, "## Exact scan alone (`--scan-rows {rows}`)\n");
-    md.push_str(
-      "| scan | rows | sequential p50 ms | sequential p95 ms | parallel p50 ms | parallel p95 ms | rayon threads |\n\
-       |---|---|---|---|---|---|---|\n",
-    );
-    let _ = writeln!(md, "{}\n", scan_line("synthetic rows and queries", &scan));
-    doc["scanOnly"] = scan;
-    drop(idx);
-    drop(stmp);
+    segments.push(write_segment(&dir, &format!("s{i}.vec"), dims, &batch)?);
   }
-
-  create_dir(&common.out)?;
-  let mut out = BenchOutput::default();
-  let json_path = common.out.join(format!("{name}.json"));
-  write_json_file(&json_path, &doc)?;
-  out.files.push(json_path);
-  finish_report(&mut out, &common.out, &name, md)?;
-  drop(ix);
-  drop(tmp);
-  Ok(out)
+  let vm = VectorManifest { model: model.to_string(), dims, segments, ann: None };
+  let live: HashSet<u64> = (0..rows as u64).collect();
+  let idx = VectorIndex::open(&dir, &vm, &live)?;
+  let qvecs: Vec<Vec<f32>> =
+    (0..opts.queries.clamp(20, 200) as u64).map(|k| synthetic_unit(u64::MAX - k, opts.seed, dims)).collect();
+  let scan = scan_latency(&idx, &qvecs);
+  let _ = writeln!(md, "## Exact scan alone (`--scan-rows {rows}`)\n");
+  md.push_str(SCAN_TABLE_HEAD);
+  let _ = writeln!(md, "{}\n", scan_line("synthetic rows and queries", &scan));
+  drop(idx);
+  drop(stmp);
+  Ok(scan)
 }
 
 /// ANN vs exact dense search over the live store of `vault` (which must list an ANN index: index

@@ -14,7 +14,7 @@
 
 use std::sync::mpsc;
 
-use llm_wiki_core::watch::{watch_wiki, WatchEvent, WatchEventKind, WatchOptions};
+use llm_wiki_core::watch::{watch_wiki, WatchEvent, WatchEventKind, WatchHandle, WatchOptions};
 
 use super::*;
 
@@ -75,6 +75,172 @@ fn write(path: &Path, text: &str) -> Result<()> {
   std::fs::write(path, text).map_err(|e| Error::io("write", path, e))
 }
 
+/// Write the page `watch-bench/<name>.md` (titled `title`, its body naming `word`), wait until
+/// recall finds it, then pause 300 ms (so that the next edit is its own batch): the ms from the
+/// write until it was found (`None` after 60 s).
+fn timed_edit(paths: &VaultPaths, name: &str, title: &str, word: &str) -> Result<Option<f64>> {
+  let t0 = Instant::now();
+  write(&paths.wiki.join(format!("watch-bench/{name}.md")), &page(title, &format!("note {word}")))?;
+  let ms = until_found(paths, word, &format!("watch-bench/{name}"), t0);
+  std::thread::sleep(Duration::from_millis(300));
+  Ok(ms)
+}
+
+/// A lexical watcher on the vault and its events; returns once its start-up scan is indexed.
+fn start_watcher(paths: &VaultPaths, debounce_ms: u64) -> Result<(WatchHandle, mpsc::Receiver<WatchEvent>)> {
+  let (tx, rx) = mpsc::channel::<WatchEvent>();
+  let tx = std::sync::Mutex::new(tx);
+  let wopts = WatchOptions {
+    components: vec![Component::Lexical],
+    debounce: Duration::from_millis(debounce_ms),
+    ..Default::default()
+  };
+  let handle = watch_wiki(
+    paths,
+    wopts,
+    Arc::new(move |e| {
+      if let Ok(t) = tx.lock() {
+        let _ = t.send(e);
+      }
+    }),
+  )?;
+  loop {
+    let e = rx.recv_timeout(Duration::from_secs(600)).map_err(|_| Error::Index("no start-up scan".into()))?;
+    if lexical(&e) {
+      break;
+    }
+  }
+  Ok((handle, rx))
+}
+
+/// A lexical reindex of the watcher.
+fn lexical(e: &WatchEvent) -> bool {
+  e.kind == WatchEventKind::Indexed && e.phase == Some("lexical")
+}
+
+/// What the single edits measured.
+struct SingleEdits {
+  /// Edit → searchable, ms.
+  samples: Vec<f64>,
+  /// The watcher's lexical reindexes, ms.
+  reindex_ms: Vec<f64>,
+}
+
+/// `edits` edits, each its own batch; counts the edits never found in `missed`.
+fn single_edits(
+  paths: &VaultPaths,
+  edits: usize,
+  rx: &mpsc::Receiver<WatchEvent>,
+  missed: &mut usize,
+) -> Result<SingleEdits> {
+  let mut samples = Vec::new();
+  for i in 0..edits {
+    match timed_edit(paths, &format!("edit-{i}"), &format!("Edit {i}"), &term(i, 'e'))? {
+      Some(ms) => samples.push(ms),
+      None => *missed += 1,
+    }
+  }
+  let reindex_ms: Vec<f64> = rx.try_iter().filter(lexical).filter_map(|e| e.ms).collect();
+  Ok(SingleEdits { samples, reindex_ms })
+}
+
+/// What the checkout-like burst measured.
+struct Burst {
+  rewritten: usize,
+  added: usize,
+  write_ms: f64,
+  /// When the burst's last new file became searchable (ms after the burst began).
+  searchable_ms: Option<f64>,
+  /// Edit → searchable of the edits timed while the burst is digested, ms.
+  during: Vec<f64>,
+  /// The lexical reindexes after the burst began, and the ms of those that held burst files.
+  reindexes: usize,
+  burst_reindex_ms: Vec<f64>,
+  burst_reindexes: usize,
+}
+
+/// Write the burst's files: half rewrites of existing pages, half new pages (like a branch
+/// checkout). Returns the number rewritten and added.
+fn write_burst(paths: &VaultPaths, burst: usize) -> Result<(usize, usize)> {
+  let existing: Vec<PathBuf> = walkdir::WalkDir::new(&paths.wiki)
+    .into_iter()
+    .flatten()
+    .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md"))
+    .map(|e| e.into_path())
+    .take(burst / 2)
+    .collect();
+  for (i, p) in existing.iter().enumerate() {
+    write(p, &page(&format!("Rewritten {i}"), &format!("rewritten by the checkout {}", term(i, 'r'))))?;
+  }
+  let new_files = burst - existing.len();
+  for i in 0..new_files {
+    write(
+      &paths.wiki.join(format!("checkout/d{}/new-{i}.md", i % 50)),
+      &page(&format!("New {i}"), &format!("added by the checkout {}", term(i, 'n'))),
+    )?;
+  }
+  Ok((existing.len(), new_files))
+}
+
+/// The burst, then `edits` edits timed right away while the burst's last file is awaited on its
+/// own thread; counts the edits never found in `missed`.
+fn burst_and_edits(
+  paths: &VaultPaths,
+  opts: &WatchBenchOptions,
+  rx: &mpsc::Receiver<WatchEvent>,
+  missed: &mut usize,
+) -> Result<Burst> {
+  let t_burst = Instant::now();
+  let (rewritten, added) = write_burst(paths, opts.burst)?;
+  let write_ms = ms_since(t_burst);
+  let last = added.saturating_sub(1);
+  let (last_word, last_id) = (term(last, 'n'), format!("checkout/d{}/new-{last}", last % 50));
+  let mut during = Vec::new();
+  let searchable_ms = std::thread::scope(|scope| -> Result<Option<f64>> {
+    let (w, id) = (&last_word, &last_id);
+    let waiter = scope.spawn(move || if added > 0 { until_found(paths, w, id, t_burst) } else { None });
+    for i in 0..opts.edits {
+      match timed_edit(paths, &format!("burst-edit-{i}"), &format!("Burst edit {i}"), &term(i, 'b'))? {
+        Some(ms) => during.push(ms),
+        None => *missed += 1,
+      }
+    }
+    Ok(waiter.join().unwrap_or(None))
+  })?;
+  let after_burst: Vec<WatchEvent> = rx.try_iter().filter(lexical).collect();
+  // Batches holding burst files (the timed edits' own batches hold one `watch-bench/` path).
+  let burst_events: Vec<&WatchEvent> = after_burst
+    .iter()
+    .filter(|e| {
+      e.full_scan
+        || e.path_count as usize > e.paths.len()
+        || e.paths.iter().any(|p| !p.starts_with("watch-bench/"))
+    })
+    .collect();
+  Ok(Burst {
+    rewritten,
+    added,
+    write_ms,
+    searchable_ms,
+    during,
+    reindexes: after_burst.len(),
+    burst_reindex_ms: burst_events.iter().filter_map(|e| e.ms).map(r3).collect(),
+    burst_reindexes: burst_events.len(),
+  })
+}
+
+/// The idle watcher's cost: wall ms, CPU ms of the process, reindexes.
+fn idle(seconds: f64, rx: &mpsc::Receiver<WatchEvent>) -> (f64, Option<f64>, usize) {
+  std::thread::sleep(Duration::from_millis(500));
+  let _ = rx.try_iter().count();
+  let (c0, t0) = (cpu_ms(), Instant::now());
+  std::thread::sleep(Duration::from_secs_f64(seconds));
+  let idle_cpu = c0.and_then(|c0| cpu_ms().map(|c1| c1 - c0));
+  let idle_wall = ms_since(t0);
+  let idle_events = rx.try_iter().filter(lexical).count();
+  (idle_wall, idle_cpu, idle_events)
+}
+
 /// Run the watch benchmark (see the module docs).
 pub fn run_watch(opts: &WatchBenchOptions) -> Result<BenchOutput> {
   let common = &opts.common;
@@ -94,123 +260,21 @@ pub fn run_watch(opts: &WatchBenchOptions) -> Result<BenchOutput> {
     return Err(Error::Index(format!("cold index failed: {:?}", cold.errors)));
   }
   common.say(format!("cold lexical index: {:.0} ms", cold.elapsed_ms));
-
-  let (tx, rx) = mpsc::channel::<WatchEvent>();
-  let tx = std::sync::Mutex::new(tx);
-  let wopts = WatchOptions {
-    components: vec![Component::Lexical],
-    debounce: Duration::from_millis(opts.debounce_ms),
-    ..Default::default()
-  };
-  let mut handle = watch_wiki(
-    &paths,
-    wopts,
-    Arc::new(move |e| {
-      if let Ok(t) = tx.lock() {
-        let _ = t.send(e);
-      }
-    }),
-  )?;
-  let lexical = |e: &WatchEvent| e.kind == WatchEventKind::Indexed && e.phase == Some("lexical");
-  loop {
-    let e = rx.recv_timeout(Duration::from_secs(600)).map_err(|_| Error::Index("no start-up scan".into()))?;
-    if lexical(&e) {
-      break;
-    }
-  }
-
-  // Single edits.
-  let mut single = Vec::new();
+  let (mut handle, rx) = start_watcher(&paths, opts.debounce_ms)?;
   let mut missed = 0usize;
-  for i in 0..opts.edits {
-    let word = term(i, 'e');
-    let t0 = Instant::now();
-    write(
-      &paths.wiki.join(format!("watch-bench/edit-{i}.md")),
-      &page(&format!("Edit {i}"), &format!("note {word}")),
-    )?;
-    match until_found(&paths, &word, &format!("watch-bench/edit-{i}"), t0) {
-      Some(ms) => single.push(ms),
-      None => missed += 1,
-    }
-    std::thread::sleep(Duration::from_millis(300));
-  }
-  let single_events: Vec<WatchEvent> = rx.try_iter().filter(|e| lexical(e)).collect();
-  let reindex_ms: Vec<f64> = single_events.iter().filter_map(|e| e.ms).collect();
-  common.say(format!("single edits: {:?}", latency(&single)));
-
-  // Checkout-like burst, then edits right away.
-  let existing: Vec<PathBuf> = walkdir::WalkDir::new(&paths.wiki)
-    .into_iter()
-    .flatten()
-    .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md"))
-    .map(|e| e.into_path())
-    .take(opts.burst / 2)
-    .collect();
-  let t_burst = Instant::now();
-  for (i, p) in existing.iter().enumerate() {
-    write(p, &page(&format!("Rewritten {i}"), &format!("rewritten by the checkout {}", term(i, 'r'))))?;
-  }
-  let new_files = opts.burst - existing.len();
-  for i in 0..new_files {
-    write(
-      &paths.wiki.join(format!("checkout/d{}/new-{i}.md", i % 50)),
-      &page(&format!("New {i}"), &format!("added by the checkout {}", term(i, 'n'))),
-    )?;
-  }
-  let burst_write_ms = ms_since(t_burst);
-  let last_word = term(new_files.saturating_sub(1), 'n');
-  let last_id = format!("checkout/d{}/new-{}", new_files.saturating_sub(1) % 50, new_files.saturating_sub(1));
-  let mut during = Vec::new();
-  // The burst's last file is awaited on its own thread while the edits are timed.
-  let burst_searchable_ms = std::thread::scope(|scope| -> Result<Option<f64>> {
-    let (p, w, id) = (&paths, &last_word, &last_id);
-    let waiter = scope.spawn(move || if new_files > 0 { until_found(p, w, id, t_burst) } else { None });
-    for i in 0..opts.edits {
-      let word = term(i, 'b');
-      let t0 = Instant::now();
-      write(
-        &paths.wiki.join(format!("watch-bench/burst-edit-{i}.md")),
-        &page(&format!("Burst edit {i}"), &format!("note {word}")),
-      )?;
-      match until_found(&paths, &word, &format!("watch-bench/burst-edit-{i}"), t0) {
-        Some(ms) => during.push(ms),
-        None => missed += 1,
-      }
-      std::thread::sleep(Duration::from_millis(300));
-    }
-    Ok(waiter.join().unwrap_or(None))
-  })?;
-  let after_burst: Vec<WatchEvent> = rx.try_iter().filter(|e| lexical(e)).collect();
-  // Batches holding burst files (the timed edits' own batches hold one `watch-bench/` path).
-  let burst_events: Vec<&WatchEvent> = after_burst
-    .iter()
-    .filter(|e| {
-      e.full_scan
-        || e.path_count as usize > e.paths.len()
-        || e.paths.iter().any(|p| !p.starts_with("watch-bench/"))
-    })
-    .collect();
+  let single = single_edits(&paths, opts.edits, &rx, &mut missed)?;
+  common.say(format!("single edits: {:?}", latency(&single.samples)));
+  let burst = burst_and_edits(&paths, opts, &rx, &mut missed)?;
   common.say(format!(
-    "burst of {} files written in {burst_write_ms:.0} ms: {} lexical reindexes held burst files ({} in all); edits during: {:?}",
+    "burst of {} files written in {:.0} ms: {} lexical reindexes held burst files ({} in all); edits during: {:?}",
     opts.burst,
-    burst_events.len(),
-    after_burst.len(),
-    latency(&during)
+    burst.write_ms,
+    burst.burst_reindexes,
+    burst.reindexes,
+    latency(&burst.during)
   ));
-
-  // Idle.
-  std::thread::sleep(Duration::from_millis(500));
-  let _ = rx.try_iter().count();
-  let (c0, t0) = (cpu_ms(), Instant::now());
-  std::thread::sleep(Duration::from_secs_f64(opts.idle_seconds));
-  let idle_cpu = c0.and_then(|c0| cpu_ms().map(|c1| c1 - c0));
-  let idle_wall = ms_since(t0);
-  let idle_events = rx.try_iter().filter(|e| lexical(e)).count();
+  let (idle_wall, idle_cpu, idle_events) = idle(opts.idle_seconds, &rx);
   handle.close();
-
-  let single_lat = latency(&single);
-  let during_lat = latency(&during);
   let doc = json!({
     "schema": SCHEMA,
     "suite": "watch",
@@ -219,17 +283,17 @@ pub fn run_watch(opts: &WatchBenchOptions) -> Result<BenchOutput> {
     "seed": opts.seed,
     "debounceMs": opts.debounce_ms,
     "coldLexicalMs": r3(cold.elapsed_ms),
-    "singleEdit": { "latency": single_lat, "reindexMs": latency(&reindex_ms), "samplesMs": single },
+    "singleEdit": { "latency": latency(&single.samples), "reindexMs": latency(&single.reindex_ms), "samplesMs": single.samples },
     "burst": {
       "files": opts.burst,
-      "rewritten": existing.len(),
-      "added": new_files,
-      "writeMs": r3(burst_write_ms),
-      "lexicalReindexes": burst_events.len(),
-      "lexicalReindexesWithTheEdits": after_burst.len(),
-      "reindexMs": burst_events.iter().filter_map(|e| e.ms).map(r3).collect::<Vec<_>>(),
-      "lastFileSearchableMs": burst_searchable_ms.map(r3),
-      "editsDuringDigest": { "latency": during_lat, "samplesMs": during },
+      "rewritten": burst.rewritten,
+      "added": burst.added,
+      "writeMs": r3(burst.write_ms),
+      "lexicalReindexes": burst.burst_reindexes,
+      "lexicalReindexesWithTheEdits": burst.reindexes,
+      "reindexMs": burst.burst_reindex_ms,
+      "lastFileSearchableMs": burst.searchable_ms.map(r3),
+      "editsDuringDigest": { "latency": latency(&burst.during), "samplesMs": burst.during },
     },
     "idle": { "seconds": opts.idle_seconds, "wallMs": r3(idle_wall), "cpuMs": idle_cpu, "reindexes": idle_events },
     "missedEdits": missed,
@@ -240,40 +304,54 @@ pub fn run_watch(opts: &WatchBenchOptions) -> Result<BenchOutput> {
   let dir = common.out.join("watch");
   create_dir(&dir)?;
   let mut out = BenchOutput::default();
-  let json_path = dir.join(format!("watch-{n}.json"));
-  write_json_file(&json_path, &doc)?;
-  out.files.push(json_path);
+  record_json(&mut out, dir.join(format!("watch-{n}.json")), &doc)?;
+  let md =
+    watch_markdown(opts, &doc, cold.elapsed_ms, &single, &burst, (idle_wall, idle_cpu, idle_events), missed);
+  record_markdown(&mut out, dir.join(format!("watch-{n}.md")), md)?;
+  Ok(out)
+}
 
+/// `watch/watch-<n>.md`.
+fn watch_markdown(
+  opts: &WatchBenchOptions,
+  doc: &Value,
+  cold_ms: f64,
+  single: &SingleEdits,
+  burst: &Burst,
+  (idle_wall, idle_cpu, idle_events): (f64, Option<f64>, usize),
+  missed: usize,
+) -> String {
   let mut md = String::new();
-  let _ = writeln!(md, "# Watch: edit → searchable on {n} synthetic pages (seed {})\n", opts.seed);
+  let _ = writeln!(md, "# Watch: edit → searchable on {} synthetic pages (seed {})\n", opts.pages, opts.seed);
   md.push_str(&context_markdown(&doc["context"]));
   let _ = writeln!(
     md,
     "- Watcher: lexical, debounce {} ms; cold lexical index {:.0} ms\n",
-    opts.debounce_ms, cold.elapsed_ms
+    opts.debounce_ms, cold_ms
   );
   let _ = writeln!(md, "| case | samples | p50 ms | p95 ms | max ms |\n|---|---:|---:|---:|---:|");
+  let (single_lat, during_lat) = (latency(&single.samples), latency(&burst.during));
   for (name, l) in [("single edit", &single_lat), ("edit while a burst is digested", &during_lat)] {
     let _ = writeln!(md, "| {name} | {} | {:.0} | {:.0} | {:.0} |", l.samples, l.p50_ms, l.p95_ms, l.max_ms);
   }
   let _ = writeln!(
     md,
     "\n- Single-edit reindex (the watcher's lexical batch): p50 {:.0} ms, p95 {:.0} ms",
-    latency(&reindex_ms).p50_ms,
-    latency(&reindex_ms).p95_ms
+    latency(&single.reindex_ms).p50_ms,
+    latency(&single.reindex_ms).p95_ms
   );
   let _ = writeln!(
     md,
     "- Burst: {} files ({} rewritten, {} added) written in {:.0} ms → {} lexical reindexes held burst files \
      ({} in all with the {} timed edits' own); last burst file searchable {} after the burst began",
     opts.burst,
-    existing.len(),
-    new_files,
-    burst_write_ms,
-    burst_events.len(),
-    after_burst.len(),
+    burst.rewritten,
+    burst.added,
+    burst.write_ms,
+    burst.burst_reindexes,
+    burst.reindexes,
     opts.edits,
-    burst_searchable_ms.map_or("—".to_string(), |ms| format!("{ms:.0} ms")),
+    burst.searchable_ms.map_or("—".to_string(), |ms| format!("{ms:.0} ms")),
   );
   let _ = writeln!(
     md,
@@ -285,9 +363,5 @@ pub fn run_watch(opts: &WatchBenchOptions) -> Result<BenchOutput> {
   if missed > 0 {
     let _ = writeln!(md, "- **{missed} edits were not searchable within 60 s**");
   }
-  let md_path = dir.join(format!("watch-{n}.md"));
-  write_text_file(&md_path, &md)?;
-  out.files.push(md_path);
-  out.markdown = md;
-  Ok(out)
+  md
 }
