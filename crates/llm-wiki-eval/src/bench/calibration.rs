@@ -66,12 +66,12 @@ fn reliability(rows: &[(f64, bool, bool)]) -> Vec<(String, usize, usize, usize)>
     .collect()
 }
 
+/// Page ids and original titles of the split vault's abstracts.
+type Titles = Vec<(String, String)>;
+
 /// The split vault: every `stride`-th abstract of `opts.beir` judged by no test query,
 /// retitled. Its directory's guard, the vault and the (id, original title) of each page.
-fn split_vault(
-  opts: &CalibrationOptions,
-  beir: &BeirSet,
-) -> Result<(TempDir, VaultPaths, Vec<(String, String)>)> {
+fn split_vault(opts: &CalibrationOptions, beir: &BeirSet) -> Result<(TempDir, VaultPaths, Titles)> {
   let common = &opts.common;
   let judged: HashSet<&str> = beir.qrels.values().flat_map(|j| j.keys().map(String::as_str)).collect();
   let split_tmp = common.temp("calibration-split")?;

@@ -68,9 +68,12 @@ fn group_of(p: &Path) -> String {
   }
 }
 
+/// Prompts with the group (file) each is counted in, in file order.
+type Grouped = Vec<(String, Prompt)>;
+
 /// The prompts of `prompts` and the negatives of `unrelated`, each with its group, in file order,
 /// and one description per file for the report.
-fn load_all(prompts: Option<&Path>, unrelated: &[PathBuf]) -> Result<(Vec<(String, Prompt)>, Vec<String>)> {
+fn load_all(prompts: Option<&Path>, unrelated: &[PathBuf]) -> Result<(Grouped, Vec<String>)> {
   let mut all: Vec<(String, Prompt)> = Vec::new();
   let mut described = Vec::new();
   if let Some(p) = prompts {
