@@ -14,6 +14,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use llm_wiki_core::testkit::Rng;
+
 /// Largest input the mutator builds (the libFuzzer runs use 8-16 KiB).
 const MAX_LEN: usize = 64 * 1024;
 /// Mutants kept as further starting points (random, not coverage-guided).
@@ -26,25 +28,6 @@ pub struct SmokeReport {
   pub seeds: usize,
   /// Inputs run in all.
   pub execs: u64,
-}
-
-/// xorshift64*: small, seedable, good enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-  fn next(&mut self) -> u64 {
-    self.0 ^= self.0 >> 12;
-    self.0 ^= self.0 << 25;
-    self.0 ^= self.0 >> 27;
-    self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-  }
-  fn below(&mut self, n: usize) -> usize {
-    if n == 0 {
-      0
-    } else {
-      (self.next() % n as u64) as usize
-    }
-  }
 }
 
 fn seeds_dir(target: &str) -> PathBuf {
@@ -132,11 +115,11 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, pool: &[Vec<u8>], dict: &[Vec<u8>]
       1 if len > 0 => {
         let i = rng.below(len);
         input[i] =
-          if rng.below(2) == 0 { INTERESTING[rng.below(INTERESTING.len())] } else { rng.next() as u8 };
+          if rng.below(2) == 0 { INTERESTING[rng.below(INTERESTING.len())] } else { rng.next_u64() as u8 };
       }
       2 => {
         let i = rng.below(len + 1);
-        input.insert(i, rng.next() as u8);
+        input.insert(i, rng.next_u64() as u8);
       }
       3 if len > 0 => {
         let i = rng.below(len);

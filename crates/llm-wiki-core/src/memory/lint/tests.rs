@@ -4,27 +4,7 @@ use super::*;
 use crate::memory::graph::lint_issues;
 use crate::memory::graph::tests::manifest_of;
 use crate::memory::resolve::resolution_id;
-
-/// xorshift64*: a deterministic sequence per seed.
-struct Rng(u64);
-
-impl Rng {
-  fn next(&mut self) -> u64 {
-    self.0 ^= self.0 >> 12;
-    self.0 ^= self.0 << 25;
-    self.0 ^= self.0 >> 27;
-    self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-  }
-  fn below(&mut self, n: usize) -> usize {
-    (self.next() % n as u64) as usize
-  }
-  fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
-    v[self.below(v.len())]
-  }
-  fn chance(&mut self, percent: u64) -> bool {
-    self.next() % 100 < percent
-  }
-}
+use crate::testkit::Rng;
 
 /// Page ids the vaults draw from: shared last segments in several folders (bare wiki names and
 /// relative links reach different pages as pages come and go), an id differing only by case.
