@@ -199,6 +199,8 @@ pub fn lexical_candidates(
   // Kept terms the user wrote as a name (see `covers_a_written_name`).
   let name_terms: Vec<String> = written_names(query).into_iter().flat_map(query_terms).collect();
   let is_name: Vec<bool> = terms.iter().map(|t| is_word(t) && name_terms.contains(t)).collect();
+  // How much the query says: one figure for every candidate (the factor and the record).
+  let query_units = salient.query_units();
   let mut out = Vec::with_capacity(pages.len());
   for (key, bm25, best, members) in pages {
     let Some(page_id) = snap.keys.get(&key) else {
@@ -247,7 +249,7 @@ pub fn lexical_candidates(
       automatic_confidence: automatic_lexical_confidence(
         confidence,
         units,
-        salient.query_units().unwrap_or(0.0),
+        query_units.unwrap_or(0.0),
         specificity_exempt,
       ),
       exact,
@@ -256,7 +258,7 @@ pub fn lexical_candidates(
       matched_terms: matched.iter().filter(|m| **m).count(),
       total_terms: terms.len(),
       matched_units: units,
-      query_units: salient.query_units(),
+      query_units,
       specificity_exempt,
     });
   }
