@@ -1,6 +1,7 @@
 //! Test helpers: the one preamble of the engine's and the evaluation crate's tests — a vault in a
-//! temporary directory, page files written into it. Compiled for the engine's unit tests and with
-//! the `testkit` feature (dev-dependencies only); never part of a shipped build.
+//! temporary directory, page files written into it — and the seeded generators of randomized tests
+//! and fuzz mutations. Compiled for the engine's unit tests and with the `testkit` feature (the
+//! dev-dependencies, the evaluation crate and the fuzz crate); never part of a shipped build.
 
 use std::path::{Path, PathBuf};
 
