@@ -76,6 +76,18 @@ pub fn query_terms(query: &str) -> Vec<String> {
   out
 }
 
+/// Analyzed terms of the words the user wrote as names ([`written_names`]), words only
+/// (`is_word`), each once.
+pub fn written_name_terms(query: &str) -> Vec<String> {
+  let mut out: Vec<String> = Vec::new();
+  for t in written_names(query).into_iter().flat_map(query_terms) {
+    if is_word(&t) && !out.contains(&t) {
+      out.push(t);
+    }
+  }
+  out
+}
+
 /// The query names the page: its title or an alias occurs in the (longer) query as a whole
 /// phrase (identity-key comparison on word boundaries), and the name carries at least
 /// [`NAMED_PAGE_MIN_UNITS`] of salient weight (a name made of common vault words does not count).
@@ -197,8 +209,8 @@ pub fn lexical_candidates(
   let masks = lex.term_fields(searcher, &addrs, terms)?;
   let query_key = identity_key(query);
   // Kept terms the user wrote as a name (see `covers_a_written_name`).
-  let name_terms: Vec<String> = written_names(query).into_iter().flat_map(query_terms).collect();
-  let is_name: Vec<bool> = terms.iter().map(|t| is_word(t) && name_terms.contains(t)).collect();
+  let name_terms = written_name_terms(query);
+  let is_name: Vec<bool> = terms.iter().map(|t| name_terms.contains(t)).collect();
   // How much the query says: one figure for every candidate (the factor and the record).
   let query_units = salient.query_units();
   let mut out = Vec::with_capacity(pages.len());

@@ -17,10 +17,13 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::confidence::{hybrid_confidence, CalibrationSource, DenseCalibration, EXACT_MATCH_CONFIDENCE};
+use super::confidence::{
+  automatic_dense_evidence, hybrid_confidence, CalibrationSource, DenseCalibration, DenseSupport,
+  EXACT_MATCH_CONFIDENCE,
+};
 use super::dense::{dense_candidates, page_cosines, DenseCandidate};
 use super::fusion::{evidence_fusion, rrf};
-use super::lexical::{exact_match, lexical_candidates, LexicalCandidate};
+use super::lexical::{exact_match, lexical_candidates, written_name_terms, LexicalCandidate};
 use super::query::{identity_key, interrogative_prefix};
 pub use super::ranking::{ModeContext, SubQuery, VaultHit};
 use super::rescore;
@@ -234,6 +237,16 @@ fn jaccard(a: &[String], b: &[String]) -> f64 {
   }
 }
 
+/// Pages that hold a word the user wrote as a name in the query; `None` when the query has none.
+fn pages_with_a_written_name(ctx: &ModeContext) -> Result<Option<HashSet<String>>> {
+  let names = written_name_terms(ctx.query);
+  if names.is_empty() {
+    return Ok(None);
+  }
+  let keys = ctx.snap.reader.lexical.pages_with_any(&ctx.snap.searcher, &names)?;
+  Ok(Some(keys.iter().filter_map(|k| ctx.snap.keys.get(k).cloned()).collect()))
+}
+
 /// Fuse ranked page lists (RRF) and attach confidence from the original query's signals.
 fn fuse_hits(
   ctx: &ModeContext,
@@ -242,7 +255,7 @@ fn fuse_hits(
   lexical: &[LexicalCandidate],
   dense_list: &[DenseCandidate],
   qvec: &[f32],
-) -> Vec<VaultHit> {
+) -> Result<Vec<VaultHit>> {
   let pages: Vec<String> = fused.iter().take(ctx.limit).map(|(p, _)| p.clone()).collect();
   let lex_by: HashMap<&str, &LexicalCandidate> = lexical.iter().map(|c| (c.page_id.as_str(), c)).collect();
   let dense_by: HashMap<&str, &DenseCandidate> = dense_list.iter().map(|c| (c.page_id.as_str(), c)).collect();
@@ -250,62 +263,83 @@ fn fuse_hits(
   let extra = page_cosines(ctx.snap, &dense.vectors, qvec, &missing);
   let lexidx = &ctx.snap.reader.lexical;
   let query_key = identity_key(ctx.query);
-  fused
-    .into_iter()
-    .take(ctx.limit)
-    .enumerate()
-    .map(|(rank, (page_id, score))| {
-      let lx = lex_by.get(page_id.as_str());
-      let (cos, chunk_id) = match dense_by.get(page_id.as_str()) {
-        Some(d) => (d.cosine, Some(d.chunk_id.clone())),
-        None => extra.get(&page_id).map(|(c, id)| (*c, Some(id.clone()))).unwrap_or((0.0, None)),
-      };
-      let exact = lx.and_then(|c| c.exact).or_else(|| {
-        ctx.snap.manifest.entries.get(&page_id).and_then(|e| exact_match(&query_key, &page_id, e))
-      });
-      let named = lx.is_some_and(|c| c.named);
-      // An uncalibrated model's cosine is no evidence for the floors: the page keeps its lexical
-      // confidence (as in lexical mode; an exact match stays certain).
-      let combine = |lex_conf: f64| {
-        if dense.calibration.source == CalibrationSource::Uncalibrated {
-          let c = if exact.is_some() { lex_conf.max(EXACT_MATCH_CONFIDENCE) } else { lex_conf };
-          c.max(dense.calibration.evidence(cos as f64))
-        } else {
-          hybrid_confidence(lex_conf, dense.calibration.evidence(cos as f64), exact.is_some(), named)
+  let named_pages = pages_with_a_written_name(ctx)?;
+  Ok(
+    fused
+      .into_iter()
+      .take(ctx.limit)
+      .enumerate()
+      .map(|(rank, (page_id, score))| {
+        let lx = lex_by.get(page_id.as_str());
+        let (cos, chunk_id) = match dense_by.get(page_id.as_str()) {
+          Some(d) => (d.cosine, Some(d.chunk_id.clone())),
+          None => extra.get(&page_id).map(|(c, id)| (*c, Some(id.clone()))).unwrap_or((0.0, None)),
+        };
+        let exact = lx.and_then(|c| c.exact).or_else(|| {
+          ctx.snap.manifest.entries.get(&page_id).and_then(|e| exact_match(&query_key, &page_id, e))
+        });
+        let named = lx.is_some_and(|c| c.named);
+        // An uncalibrated model's cosine is no evidence for the floors: the page keeps its lexical
+        // confidence (as in lexical mode; an exact match stays certain).
+        let combine = |lex_conf: f64, dense_evidence: f64| {
+          if dense.calibration.source == CalibrationSource::Uncalibrated {
+            let c = if exact.is_some() { lex_conf.max(EXACT_MATCH_CONFIDENCE) } else { lex_conf };
+            c.max(dense_evidence)
+          } else {
+            hybrid_confidence(lex_conf, dense_evidence, exact.is_some(), named)
+          }
+        };
+        let dense_evidence = dense.calibration.evidence(cos as f64);
+        let confidence = combine(lx.map_or(0.0, |c| c.confidence), dense_evidence);
+        // Automatic recall: the lexical lift counts by the lexical match's specificity, the dense
+        // evidence by what the lexical side says of the page (`automatic_dense_evidence`).
+        let support = DenseSupport {
+          unmatched: lx.is_none_or(|c| !c.specificity_exempt && c.matched_units.is_some_and(|u| u <= 0.0)),
+          lacks_every_name: named_pages.as_ref().is_some_and(|p| !p.contains(&page_id)),
+        };
+        let automatic_confidence = combine(
+          lx.map_or(0.0, |c| c.automatic_confidence),
+          automatic_dense_evidence(dense_evidence, support),
+        );
+        let mut reasons = Vec::new();
+        if let Some(e) = exact {
+          reasons.push(e.reason().to_string());
         }
-      };
-      let confidence = combine(lx.map_or(0.0, |c| c.confidence));
-      // Automatic recall: the lexical lift counts by the lexical match's specificity.
-      let automatic_confidence = combine(lx.map_or(0.0, |c| c.automatic_confidence));
-      let mut reasons = Vec::new();
-      if let Some(e) = exact {
-        reasons.push(e.reason().to_string());
-      }
-      if let Some(c) = lx {
-        reasons.push(format!(
-          "lexical: rank {}, {}/{} terms, coverage {:.2}",
-          c.rank + 1,
-          c.matched_terms,
-          c.total_terms,
-          c.coverage
-        ));
-        reasons.extend(c.matched_fields.iter().map(|f| format!("field:{f}")));
-        if c.named {
-          reasons.push("named_in_query".into());
+        if let Some(c) = lx {
+          reasons.push(format!(
+            "lexical: rank {}, {}/{} terms, coverage {:.2}",
+            c.rank + 1,
+            c.matched_terms,
+            c.total_terms,
+            c.coverage
+          ));
+          reasons.extend(c.matched_fields.iter().map(|f| format!("field:{f}")));
+          if c.named {
+            reasons.push("named_in_query".into());
+          }
         }
-      }
-      if let Some(d) = dense_by.get(page_id.as_str()) {
-        reasons.push(format!("dense: rank {}, cosine {:.3}", d.rank + 1, d.cosine));
-      } else if cos > 0.0 {
-        reasons.push(format!("dense: cosine {cos:.3}"));
-      }
-      // Show the passage the dense side matched when it is a real match, else the lexical one.
-      let chunk = chunk_id
-        .filter(|_| lx.is_none() || cos as f64 >= dense.calibration.floor)
-        .and_then(|cid| lexidx.chunk_by_id(&ctx.snap.searcher, &page_id, &cid).ok().flatten());
-      VaultHit { page_id, rank, confidence, automatic_confidence, exact, reasons, chunk, engine_score: score }
-    })
-    .collect()
+        if let Some(d) = dense_by.get(page_id.as_str()) {
+          reasons.push(format!("dense: rank {}, cosine {:.3}", d.rank + 1, d.cosine));
+        } else if cos > 0.0 {
+          reasons.push(format!("dense: cosine {cos:.3}"));
+        }
+        // Show the passage the dense side matched when it is a real match, else the lexical one.
+        let chunk = chunk_id
+          .filter(|_| lx.is_none() || cos as f64 >= dense.calibration.floor)
+          .and_then(|cid| lexidx.chunk_by_id(&ctx.snap.searcher, &page_id, &cid).ok().flatten());
+        VaultHit {
+          page_id,
+          rank,
+          confidence,
+          automatic_confidence,
+          exact,
+          reasons,
+          chunk,
+          engine_score: score,
+        }
+      })
+      .collect(),
+  )
 }
 
 /// [`evidence_fusion`] of a vault's lexical and dense list: the lexical list weighted by its own
@@ -414,7 +448,7 @@ fn hybrid(ctx: &ModeContext, dense: &Dense, trace: &mut Vec<String>) -> Result<(
   } else {
     (rrf(&lists), "rrf k=60")
   };
-  let hits = fuse_hits(ctx, dense, fused.clone(), &lexical, &dense_list, &qvec);
+  let hits = fuse_hits(ctx, dense, fused.clone(), &lexical, &dense_list, &qvec)?;
   #[cfg(feature = "evidence")]
   super::evidence::record(&ctx.snap.reader.layout.dir, ctx.query, "hybrid", &lexical, &dense_list, &hits);
   trace.push(format!(
@@ -560,7 +594,7 @@ fn quality(
     sentence_rescore: ctx.sentence_rescore,
     cancel: ctx.cancel,
   };
-  let mut hits = fuse_hits(&sub, dense, pool, &lists.lexical, &lists.dense, &lists.query_vec);
+  let mut hits = fuse_hits(&sub, dense, pool, &lists.lexical, &lists.dense, &lists.query_vec)?;
   trace.push(format!(
     "quality: prf {} expansion terms [{}], rocchio over {} pages; {} candidates ({} from expansion) ({:.1} ms)",
     expansion.len(),

@@ -16,7 +16,7 @@
 //! Each document carries a `page_key` fast field (64-bit hash of the page id), so ranking never
 //! touches the compressed document store.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -664,6 +664,32 @@ impl LexicalIndex {
   /// Document frequency of a term among sections (scoring field).
   pub fn doc_freq(&self, searcher: &Searcher, term: &str) -> Result<u64> {
     Ok(self.doc_freq_of(searcher, &Term::from_field_text(self.fields.all, term))?)
+  }
+
+  /// Keys of the pages with a section that holds any of `terms` (scoring field, analyzed
+  /// terms). Reads each term's postings once per segment; deleted documents do not count.
+  pub fn pages_with_any(&self, searcher: &Searcher, terms: &[String]) -> Result<HashSet<u64>> {
+    use tantivy::DocSet;
+    let mut keys = HashSet::new();
+    for seg in searcher.segment_readers() {
+      let page_keys = seg.fast_fields().u64("page_key")?;
+      let inverted = seg.inverted_index(self.fields.all)?;
+      let alive = seg.alive_bitset();
+      for t in terms {
+        let term = Term::from_field_text(self.fields.all, t);
+        let postings =
+          inverted.read_postings(&term, IndexRecordOption::Basic).map_err(|e| Error::Index(e.to_string()))?;
+        let Some(mut postings) = postings else { continue };
+        while postings.doc() != tantivy::TERMINATED {
+          let doc = postings.doc();
+          if alive.is_none_or(|a| a.is_alive(doc)) {
+            keys.extend(page_keys.first(doc));
+          }
+          postings.advance();
+        }
+      }
+    }
+    Ok(keys)
   }
 
   /// For each document in `addrs` and each of `terms`, a bit mask of the [`MATCH_FIELDS`] in
