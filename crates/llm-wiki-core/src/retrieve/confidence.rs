@@ -274,20 +274,27 @@ pub struct DenseSupport {
   pub lacks_every_name: bool,
 }
 
-/// Dense evidence that counts where the automatic floor decides. A page that holds none of the
-/// names the user wrote keeps none: an embedding places "remind Sarah about the slides" next to
-/// Caroline's session about slides — names are what it cannot tell apart, and a memory about
-/// someone else is not the one asked for. Its hybrid confidence is then at most
-/// [`LEXICAL_LIFT`], under the automatic floor: only an exact or named match injects it. A page
-/// that shares no word with the query keeps
-/// [`UNMATCHED_DENSE_SHARE`] of it below [`DENSE_ALONE`]. Explicit recall never sees this.
-pub fn automatic_dense_evidence(dense: f64, support: DenseSupport) -> f64 {
+/// Hybrid confidence where the automatic floor decides ([`hybrid_confidence`] otherwise). Below
+/// [`DENSE_ALONE`], a page that shares no word with the query keeps [`UNMATCHED_DENSE_SHARE`] of
+/// its dense evidence. A page that holds none of the names the user wrote cannot be carried by
+/// its dense evidence at all: an embedding places "remind Sarah about the slides" next to another
+/// person's session about slides — names are what it cannot tell apart, and a memory about someone
+/// else is not the one asked for. Such a page keeps its lexical evidence, still bounded by the
+/// dense evidence plus [`LEXICAL_LIFT`] (a page about the query's other words keeps its place).
+/// Explicit recall never sees this.
+pub fn automatic_hybrid_confidence(
+  lexical: f64,
+  dense: f64,
+  exact: bool,
+  named: bool,
+  support: DenseSupport,
+) -> f64 {
+  let dense = if support.unmatched && dense < DENSE_ALONE { dense * UNMATCHED_DENSE_SHARE } else { dense };
   if support.lacks_every_name {
-    0.0
-  } else if support.unmatched && dense < DENSE_ALONE {
-    dense * UNMATCHED_DENSE_SHARE
+    let c = lexical.min(dense + LEXICAL_LIFT).clamp(0.0, 1.0);
+    hybrid_confidence(c, 0.0, exact, named).max(c)
   } else {
-    dense
+    hybrid_confidence(lexical, dense, exact, named)
   }
 }
 
@@ -448,22 +455,27 @@ mod tests {
 
   #[test]
   fn dense_evidence_needs_a_name_or_a_word_of_the_query_where_the_automatic_floor_decides() {
+    let auto = |l: f64, d: f64, s: DenseSupport| automatic_hybrid_confidence(l, d, false, false, s);
     let d = dense_confidence(0.46); // just over the automatic floor (cosine 0.4275)
     assert!(d > 0.5 && d < DENSE_ALONE);
-    assert_eq!(automatic_dense_evidence(d, DenseSupport::default()), d);
-    // No word of the query in the page: half, below the floor.
+    assert_eq!(auto(0.1, d, DenseSupport::default()), hybrid_confidence(0.1, d, false, false));
+    // No word of the query in the page: half the dense evidence, below the floor.
     let unmatched = DenseSupport { unmatched: true, ..Default::default() };
-    assert!((automatic_dense_evidence(d, unmatched) - d * UNMATCHED_DENSE_SHARE).abs() < 1e-12);
-    assert!(automatic_dense_evidence(d, unmatched) < 0.5);
+    assert!((auto(0.0, d, unmatched) - d * UNMATCHED_DENSE_SHARE).abs() < 1e-12);
+    assert!(auto(0.0, d, unmatched) < 0.5);
     // A near paraphrase keeps its evidence without a shared word (another language, synonyms).
     let strong = dense_confidence(0.60);
     assert!(strong >= DENSE_ALONE);
-    assert_eq!(automatic_dense_evidence(strong, unmatched), strong);
-    // None of the names the user wrote in the page: no dense evidence, however close.
+    assert_eq!(auto(0.0, strong, unmatched), strong);
+    // None of the names the user wrote in the page: the dense evidence cannot carry it...
     let nameless = DenseSupport { lacks_every_name: true, ..Default::default() };
-    assert_eq!(automatic_dense_evidence(strong, nameless), 0.0);
-    // Lexical evidence alone lifts zero dense evidence by at most the lift: under the floor.
-    assert!((hybrid_confidence(0.9, 0.0, false, false) - LEXICAL_LIFT).abs() < 1e-12);
+    assert_eq!(auto(0.1, strong, nameless), 0.1);
+    // ...but its lexical evidence counts, bounded by the dense evidence plus the lift.
+    assert_eq!(auto(0.9, strong, nameless), 0.9);
+    assert!((auto(0.9, 0.3, nameless) - (0.3 + LEXICAL_LIFT)).abs() < 1e-12);
+    // Exact and named matches keep their minimum.
+    assert_eq!(automatic_hybrid_confidence(0.1, 0.0, true, false, nameless), EXACT_MATCH_CONFIDENCE);
+    assert_eq!(automatic_hybrid_confidence(0.1, 0.0, false, true, nameless), NAMED_PAGE_CONFIDENCE);
   }
 
   #[test]

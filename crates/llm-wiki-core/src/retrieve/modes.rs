@@ -18,8 +18,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::confidence::{
-  automatic_dense_evidence, hybrid_confidence, CalibrationSource, DenseCalibration, DenseSupport,
-  EXACT_MATCH_CONFIDENCE,
+  automatic_hybrid_confidence, CalibrationSource, DenseCalibration, DenseSupport, EXACT_MATCH_CONFIDENCE,
 };
 use super::dense::{dense_candidates, page_cosines, DenseCandidate};
 use super::fusion::{evidence_fusion, rrf};
@@ -281,26 +280,23 @@ fn fuse_hits(
         let named = lx.is_some_and(|c| c.named);
         // An uncalibrated model's cosine is no evidence for the floors: the page keeps its lexical
         // confidence (as in lexical mode; an exact match stays certain).
-        let combine = |lex_conf: f64, dense_evidence: f64| {
+        let combine = |lex_conf: f64, support: DenseSupport| {
+          let dense_evidence = dense.calibration.evidence(cos as f64);
           if dense.calibration.source == CalibrationSource::Uncalibrated {
             let c = if exact.is_some() { lex_conf.max(EXACT_MATCH_CONFIDENCE) } else { lex_conf };
             c.max(dense_evidence)
           } else {
-            hybrid_confidence(lex_conf, dense_evidence, exact.is_some(), named)
+            automatic_hybrid_confidence(lex_conf, dense_evidence, exact.is_some(), named, support)
           }
         };
-        let dense_evidence = dense.calibration.evidence(cos as f64);
-        let confidence = combine(lx.map_or(0.0, |c| c.confidence), dense_evidence);
+        let confidence = combine(lx.map_or(0.0, |c| c.confidence), DenseSupport::default());
         // Automatic recall: the lexical lift counts by the lexical match's specificity, the dense
-        // evidence by what the lexical side says of the page (`automatic_dense_evidence`).
+        // evidence by what the lexical side says of the page (`automatic_hybrid_confidence`).
         let support = DenseSupport {
           unmatched: lx.is_none_or(|c| !c.specificity_exempt && c.matched_units.is_some_and(|u| u <= 0.0)),
           lacks_every_name: named_pages.as_ref().is_some_and(|p| !p.contains(&page_id)),
         };
-        let automatic_confidence = combine(
-          lx.map_or(0.0, |c| c.automatic_confidence),
-          automatic_dense_evidence(dense_evidence, support),
-        );
+        let automatic_confidence = combine(lx.map_or(0.0, |c| c.automatic_confidence), support);
         let mut reasons = Vec::new();
         if let Some(e) = exact {
           reasons.push(e.reason().to_string());
