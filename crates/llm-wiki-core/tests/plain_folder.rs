@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
-use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions};
+use llm_wiki_core::store::{read_index_status, reindex_vault, Component, IndexState, ReindexOptions};
 use llm_wiki_core::vault::init::{codes, init_vault};
 use llm_wiki_core::vault::VaultPaths;
 
@@ -128,6 +128,10 @@ fn init_then_index_and_recall_a_flat_folder_of_notes() {
   let hit = recall_wiki(&p, "raised beds", &RecallOptions::new(policy, RetrievalMode::Lexical)).unwrap();
   assert_eq!(hit.results[0].title, "Raised beds", "title from the first heading");
   assert_eq!(recall(&p, "home note")[0], "index", "index.md is an ordinary note in a plain folder");
+  // The store as the next process reads it: its untyped notes are cards, not a corrupt manifest.
+  let status = read_index_status(&p);
+  assert_eq!(status.state, IndexState::Ready, "{:?}", status.issues);
+  assert!(status.issues.iter().all(|i| i.code == "relation_missing_target"), "{:?}", status.issues);
 }
 
 #[test]

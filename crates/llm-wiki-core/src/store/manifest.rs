@@ -471,7 +471,9 @@ fn parse_entry_block(block: &[u8]) -> serde_json::Result<Vec<EntryPair>> {
   Ok(map.into_iter().collect())
 }
 
-/// Check one manifest entry: a safe id matching its path, a well-formed hash and chunk ids, a type.
+/// Check one manifest entry: a safe id matching its path, a well-formed hash and chunk ids, a type
+/// — or none for a card: an untyped note of a plain folder (`vault::PageModel::Note`) is the
+/// user's own card, and a wiki page without a type never reaches the index.
 fn validate_entry(id: &str, e: &ManifestEntry) -> Result<()> {
   let bad = |msg: String| Err(Error::ManifestInvalid(msg));
   let safe = !id.is_empty()
@@ -492,8 +494,8 @@ fn validate_entry(id: &str, e: &ManifestEntry) -> Result<()> {
   if !e.chunks.valid() {
     return bad(format!("manifest entry '{id}' has malformed chunk ids"));
   }
-  if e.meta.page_type.trim().is_empty() {
-    return bad(format!("manifest entry '{id}' has an empty type"));
+  if e.meta.page_type.trim().is_empty() && e.role != Role::Canonical {
+    return bad(format!("manifest entry '{id}' has an empty type and is not a card"));
   }
   Ok(())
 }
