@@ -14,25 +14,6 @@ use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, Retrieva
 use llm_wiki_core::store::{read_index_status, reindex_vault, Component, ReindexOptions};
 use llm_wiki_core::vault::VaultPaths;
 
-/// The model root, configured engine-wide; `None` (test skipped) when it is absent.
-fn models() -> Option<PathBuf> {
-  let root = std::env::var_os("LLM_WIKI_MODELS_DIR")
-    .map(PathBuf::from)
-    .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.models"));
-  if !root.join("runtime/runtime.json").is_file()
-    || !root.join("all-MiniLM-L6-v2-int8/manifest.json").is_file()
-  {
-    eprintln!("SKIPPED: no model root at {} (run scripts/fetch_models.py)", root.display());
-    return None;
-  }
-  llm_wiki_core::models::configure(llm_wiki_core::models::ConfigChange {
-    model_roots: llm_wiki_core::models::Setting::Set(vec![root.clone()]),
-    threads: llm_wiki_core::models::Setting::Set(2),
-    ..Default::default()
-  });
-  Some(root)
-}
-
 fn vault(t: &Path) -> VaultPaths {
   llm_wiki_core::testkit::init_vault(t, "T")
 }
@@ -79,7 +60,7 @@ fn assert_fully_embedded(p: &VaultPaths, r: &llm_wiki_core::store::ReindexResult
 
 #[test]
 fn vectors_come_from_the_vaults_own_wiki_directory() {
-  let Some(_) = models() else { return };
+  let Some(_) = common::models() else { return };
   let t = tempfile::tempdir().unwrap();
   // Pages kept outside `<meta>/../wiki`, as a host may configure through VaultPaths.
   let mut p = vault(t.path());
@@ -95,7 +76,7 @@ fn vectors_come_from_the_vaults_own_wiki_directory() {
 
 #[test]
 fn custom_chunking_gets_vectors() {
-  let Some(_) = models() else { return };
+  let Some(_) = common::models() else { return };
   let t = tempfile::tempdir().unwrap();
   let p = vault(t.path());
   for i in 0..3 {
@@ -112,7 +93,7 @@ fn custom_chunking_gets_vectors() {
 
 #[test]
 fn a_cold_build_of_many_batches_leaves_few_segments_and_keeps_the_page_manifest() {
-  let Some(_) = models() else { return };
+  let Some(_) = common::models() else { return };
   let t = tempfile::tempdir().unwrap();
   let p = vault(t.path());
   // 2,100 short chunks: more than four commit batches of 512.
@@ -147,7 +128,7 @@ fn a_cold_build_of_many_batches_leaves_few_segments_and_keeps_the_page_manifest(
 
 #[test]
 fn dense_recalls_racing_forced_rebuilds_stay_hybrid() {
-  let Some(_) = models() else { return };
+  let Some(_) = common::models() else { return };
   const PAGES: usize = 40;
   let t = tempfile::tempdir().unwrap();
   let p = vault(t.path());
@@ -205,7 +186,7 @@ fn a_store_of_an_older_format_is_rebuilt_with_its_vectors() {
   use llm_wiki_core::store::layout::{StoreLayout, INDEX_FORMAT_VERSION};
   use llm_wiki_core::store::lexical::LexicalIndex;
   use tantivy::schema::{NumericOptions, Schema, STORED, STRING, TEXT};
-  let Some(_) = models() else { return };
+  let Some(_) = common::models() else { return };
   let t = tempfile::tempdir().unwrap();
   let p = vault(t.path());
   write(&p, "concepts/backups", "Keep three copies of important data, two media, one off site.");
