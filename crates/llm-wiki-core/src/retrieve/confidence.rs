@@ -270,7 +270,8 @@ pub struct DenseSupport {
   /// The page matches no word of the query (no lexical candidate, or none of its words), and
   /// the match is not exempt from specificity (exact, named, one-word query).
   pub unmatched: bool,
-  /// The query has words the user wrote as names and the page holds none of them.
+  /// The query has proper names the user wrote (`retrieve::query::is_proper_name`) and the page
+  /// holds none of them.
   pub lacks_every_name: bool,
 }
 

@@ -11,7 +11,7 @@ use super::confidence::{
   NAMED_PAGE_MIN_UNITS,
 };
 use super::engine::Snapshot;
-use super::query::{identity_key, written_names};
+use super::query::{identity_key, is_proper_name, written_names};
 use super::salience::{count_terms, SalientTerms};
 use crate::analysis::{analyze, wiki_analyzer};
 use crate::error::Result;
@@ -79,8 +79,17 @@ pub fn query_terms(query: &str) -> Vec<String> {
 /// Analyzed terms of the words the user wrote as names ([`written_names`]), words only
 /// (`is_word`), each once.
 pub fn written_name_terms(query: &str) -> Vec<String> {
+  name_terms(written_names(query))
+}
+
+/// [`written_name_terms`] of the proper names only ([`is_proper_name`]).
+pub fn proper_name_terms(query: &str) -> Vec<String> {
+  name_terms(written_names(query).into_iter().filter(|w| is_proper_name(w)).collect())
+}
+
+fn name_terms(names: Vec<&str>) -> Vec<String> {
   let mut out: Vec<String> = Vec::new();
-  for t in written_names(query).into_iter().flat_map(query_terms) {
+  for t in names.into_iter().flat_map(query_terms) {
     if is_word(&t) && !out.contains(&t) {
       out.push(t);
     }

@@ -22,7 +22,7 @@ use super::confidence::{
 };
 use super::dense::{dense_candidates, page_cosines, DenseCandidate};
 use super::fusion::{evidence_fusion, rrf};
-use super::lexical::{exact_match, lexical_candidates, written_name_terms, LexicalCandidate};
+use super::lexical::{exact_match, lexical_candidates, proper_name_terms, LexicalCandidate};
 use super::query::{identity_key, interrogative_prefix};
 pub use super::ranking::{ModeContext, SubQuery, VaultHit};
 use super::rescore;
@@ -236,9 +236,9 @@ fn jaccard(a: &[String], b: &[String]) -> f64 {
   }
 }
 
-/// Pages that hold a word the user wrote as a name in the query; `None` when the query has none.
+/// Pages that hold a proper name the user wrote in the query; `None` when the query has none.
 fn pages_with_a_written_name(ctx: &ModeContext) -> Result<Option<HashSet<String>>> {
-  let names = written_name_terms(ctx.query);
+  let names = proper_name_terms(ctx.query);
   if names.is_empty() {
     return Ok(None);
   }

@@ -182,6 +182,19 @@ pub fn written_names(query: &str) -> Vec<&str> {
   }
 }
 
+/// A written name in the case of a proper noun — a person, place, day, product ("Sarah",
+/// "Monday", "Zürich", "Jean-Luc", "O'Brien"): each part capitalized, the rest lowercase letters.
+/// Acronyms and identifiers ("IBP", "Bcl2", "aPKCz", "SHP-2") are names too, but technical text
+/// spells them many ways (Bcl-2, PKCζ), which an exact term cannot follow.
+pub fn is_proper_name(word: &str) -> bool {
+  let word = ["'s", "\u{2019}s", "'", "\u{2019}"].iter().find_map(|p| word.strip_suffix(p)).unwrap_or(word);
+  word.chars().any(char::is_lowercase)
+    && word.split(['-', '\'', '\u{2019}']).all(|part| {
+      let mut c = part.chars();
+      c.next().is_some_and(char::is_uppercase) && c.all(char::is_lowercase)
+    })
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -301,6 +314,16 @@ mod tests {
     assert!(written_names("when did melanie go to the museum").is_empty());
     assert!(written_names("").is_empty());
     assert_eq!(written_names("Über den Zürich-Bericht"), vec!["Zürich-Bericht"]);
+  }
+
+  #[test]
+  fn proper_names_are_capitalized_words() {
+    for w in ["Sarah", "Monday", "Zürich", "Jean-Luc", "O'Brien", "Sarah\u{2019}s"] {
+      assert!(is_proper_name(w), "{w}");
+    }
+    for w in ["IBP", "Bcl2", "aPKCz", "SHP-2", "AI", "I", "TatAd", "iPhone", "", "-", "A-"] {
+      assert!(!is_proper_name(w), "{w}");
+    }
   }
 
   #[test]
