@@ -18,6 +18,8 @@ DIR holds the evidence of one model (paths relative to a checkout next to `share
   python3 scripts/quiet_replay.py DIR --model minilm|e5 [--shared ../shared] [--mode hybrid|lexical]
 
 Rows: the confidences as recorded; the specificity factor of main before issue 45 (3 units);
+issue 45's hybrid rule (proper names, dense evidence without a shared word, the share) and its
+variants — names read from the pages' text, roughly stemmed, as an approximation of the index;
 required units scaled with the number of salient terms, or with the query's whole salient weight
 (`query_units`: the rule shipped, `MIN_MATCHED_SHARE` 0.40); a matched-term share; in hybrid mode,
 dense evidence counted only with some lexical support.
@@ -124,7 +126,11 @@ class Replay:
                 gate = getattr(rule, "dense_units", None)
                 if gate is not None and not (c and (c["exempt"] or (c["units"] or 0.0) >= gate)):
                     d = 0.0
-                a = min(1.0, max(d, min(l, d + LEXICAL_LIFT)))
+                qualified = getattr(rule, "hybrid", None)
+                if qualified is not None:
+                    a = qualified(r, h, c, l, d)
+                else:
+                    a = min(1.0, max(d, min(l, d + LEXICAL_LIFT)))
                 if h["exact"]:
                     a = max(a, EXACT)
                 elif c and c["named"]:
@@ -179,6 +185,76 @@ def share_rule(s0):
         return c["automatic"] * min(1.0, share / s0)
 
     return rule
+
+
+TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def stem(t):
+    """A rough stand-in for the index's Snowball stemmer: plural and possessive endings."""
+    return re.sub(r"(?:'s|s')$|(?<=[a-z]{3})s$", "", t)
+
+
+def page_terms(shared):
+    """Terms of every benchmark page (locomo-dev, SciFact, pi): lowercase alphanumeric runs,
+    roughly stemmed — an approximation of the index's analyzed terms for the name rule."""
+    out = {}
+    for v in ("locomo-dev", "scifact"):
+        root = os.path.join(shared, "bench", v, "vault")
+        for f in os.listdir(root):
+            if f.endswith(".md"):
+                text = open(os.path.join(root, f), encoding="utf-8").read().lower()
+                out[f[:-3]] = {stem(t) for t in TOKEN.findall(text)}
+    for page in json.load(open(os.path.join(shared, "bench", "pi", "fixture.json")))["pages"]:
+        out[page["id"]] = {stem(t) for t in TOKEN.findall(page["markdown"].lower())}
+    return out
+
+
+def written_names(query):
+    """`retrieve::query::written_names`."""
+    names, cased, start = [], False, True
+    for raw in query.split():
+        w = raw.strip("".join(c for c in set(raw) if not c.isalnum()))
+        if not w:
+            continue
+        cased |= w[0].islower()
+        pronoun = w[0] == "I" and (len(w) == 1 or w[1] in "'\u2019")
+        if not pronoun and ((w[0].isupper() and not start) or any(c.isupper() for c in w[1:])):
+            names.append(w)
+        start = raw.endswith((".", "?", "!", ":", ";"))
+    return names if cased else []
+
+
+def is_proper_name(w):
+    """`retrieve::query::is_proper_name`."""
+    for suffix in ("'s", "\u2019s", "'", "\u2019"):
+        if w.endswith(suffix):
+            w = w[: -len(suffix)]
+            break
+    parts = re.split(r"[-'\u2019]", w)
+    return any(c.islower() for c in w) and all(p and p[0].isupper() and all(c.islower() for c in p[1:]) for p in parts)
+
+
+def name_terms(query, proper_only):
+    names = [n for n in written_names(query) if is_proper_name(n) or not proper_only]
+    return {stem(t) for n in names for t in TOKEN.findall(n.lower()) if len(t) > 1}
+
+
+def qualified_dense(terms, proper_only=True, share=0.5, alone=0.76, names=True):
+    """Issue 45's hybrid rule (`confidence::automatic_hybrid_confidence`): a page with none of the
+    query's proper names keeps its lexical evidence only (bounded by dense + lift); a page with no
+    query word keeps `share` of its dense evidence below `alone`."""
+
+    def hybrid(r, h, c, l, d):
+        if d < alone and not (c and c["exempt"]) and (c is None or (c["units"] is not None and c["units"] <= 0.0)):
+            d *= share
+        want = name_terms(r["query"], proper_only) if names else set()
+        page = terms.get(h["page"])
+        if want and page is not None and not (want & page):
+            return min(l, d + LEXICAL_LIFT)
+        return min(1.0, max(d, min(l, d + LEXICAL_LIFT)))
+
+    return hybrid
 
 
 def n_terms(r):
@@ -307,6 +383,25 @@ def main():
     for s0 in (0.6,):
         rules.append((f"specificity × min(1, matched share / {s0})", share_rule(s0)))
     if mode == "hybrid":
+        terms = page_terms(shared)
+        for k, proper, share, alone, names in (
+            (0.40, True, 0.5, 0.76, False),
+            (0.40, True, 0.5, 0.76, True),
+            (0.45, True, 1.0, 0.76, True),
+            (0.45, True, 0.5, 0.76, False),
+            (0.45, False, 0.5, 0.76, True),
+            (0.45, True, 0.5, 2.0, True),
+            (0.45, True, 0.6, 0.76, True),
+            (0.45, True, 0.5, 0.76, True),
+        ):
+            rule = weight_rule(k)
+            rule.hybrid = qualified_dense(terms, proper, share, alone, names)
+            label = "proper names" if proper else "every written name"
+            rules.append((
+                f"share {k:.2f}; {label if names else 'no name rule'}; no shared word: dense × {share} below {alone}"
+                + (" (shipped)" if (k, proper, share, alone, names) == (0.45, True, 0.5, 0.76, True) else ""),
+                rule,
+            ))
         for u0 in (0.5, 1.0, 1.5):
             rule = lambda r, c: c["automatic"]
             rule.dense_units = u0
