@@ -19,6 +19,34 @@ export interface ChunkCounts {
   removed: number
 }
 
+/** Result of `compactFeedback` ([`compact_feedback`]). */
+export interface CompactFeedbackResult {
+  /** `compacted`, `nothing_to_move`, `dry_run`, or `no_stream`. */
+  status: string
+  /** Stream size before and after. */
+  bytesBefore: number
+  /** Stream size after (equal to before for a dry run). */
+  bytesAfter: number
+  /** Lines read (a final line without newline counts). */
+  lines: number
+  /** `recall_feedback` lines moved (or that would move). */
+  movedLines: number
+  /** Bytes moved (or that would move). */
+  movedBytes: number
+  /** Lines longer than the line cap, kept in place. */
+  longLines: number
+  /** Malformed lines, kept in place (feedback stays disabled until they are fixed by hand). */
+  malformedLines: number
+  /** Archive file written, relative to `meta/`. */
+  archive?: string
+  /** What recovery of an interrupted run did. */
+  recovered: Array<string>
+  /** Bytes a writer appended without the lock during the run, carried over to the new stream. */
+  carriedBytes: number
+  /** Milliseconds the events lock was held. */
+  lockMs: number
+}
+
 /** The spec's `ConflictResolution` (structured result and `bundle.resolution`). */
 export interface ConflictResolution {
   /** Resolution id. */
@@ -95,6 +123,46 @@ export interface FeedbackOutcome {
   observation?: string
   /** Why something was not written. */
   diagnostics: Array<RecallDiagnostic>
+}
+
+/** Result of `rebuildFeedback` ([`rebuild_feedback`]). */
+export interface FeedbackRebuildResult {
+  /** Whether feedback is enabled (the stream is well-formed). */
+  enabled: boolean
+  /** Feedback events folded. */
+  events: number
+  /** Pages with a signal. */
+  pages: number
+  /** Correction observations replayed (their event was missing). */
+  replayed: Array<string>
+  /** `feedback_events_corrupt` when the stream is malformed (the last projection is kept). */
+  diagnostics: Array<RecallDiagnostic>
+}
+
+/** What `feedbackStatus` and the CLI report about a vault's stream. */
+export interface FeedbackStreamStatus {
+  /** Size of `meta/events.jsonl`. */
+  streamBytes: number
+  /** Bytes of `recall_feedback` lines in it (from the projection, as of its last fold). */
+  feedbackBytes: number
+  /**
+   * Bytes a compaction at the default cutoff would move (whole months older than it; an
+   * estimate from the projection).
+   */
+  compactableBytes: number
+  /** Committed archives and their bytes. */
+  archives: number
+  /** Bytes in committed archives. */
+  archivedBytes: number
+  /** An interrupted compaction is waiting for recovery (the next compaction or rebuild does it). */
+  recoveryPending: boolean
+  /** Lines longer than the line cap the projection skipped. */
+  skippedLines: number
+  /**
+   * Status issue codes: `feedback_events_large` (compaction would help),
+   * `feedback_compaction_pending`, `feedback_events_line_skipped`.
+   */
+  issues: Array<string>
 }
 
 /** A labelled edge. */
@@ -200,6 +268,14 @@ export interface GraphQueryResult {
   diagnostics: Array<RecallDiagnostic>
 }
 
+/** A label (type, folder, domain, tag) with its page count. */
+export interface IndexCount {
+  /** Type, folder, domain or tag. */
+  name: string
+  /** Pages. */
+  pages: number
+}
+
 /** A structured warning or error of an index operation: `{code, message, path?}`. */
 export interface IndexIssue {
   /** Stable code. */
@@ -208,6 +284,22 @@ export interface IndexIssue {
   message: string
   /** Page path it concerns, if any. */
   path?: string
+}
+
+/** A page named by the index. */
+export interface IndexPage {
+  /** Page id. */
+  id: string
+  /** Title. */
+  title: string
+  /** Frontmatter `type`. */
+  type: string
+  /** Pages linking to it (distinct linking pages). */
+  inbound: number
+  /** Frontmatter `updated`, else `created`, as written. */
+  date?: string
+  /** File modification time when indexed (ms since the epoch). */
+  modifiedMs: number
 }
 
 /** Result of `linkPath` ([`link_path`]). */
@@ -716,6 +808,51 @@ export interface WatchStatus {
   lastError?: IndexIssue
 }
 
+/** Result of `wikiIndex` ([`wiki_index`]): orientation from the index alone. */
+export interface WikiIndex {
+  /** Vault id. */
+  vaultId: string
+  /** Store generation the index describes. */
+  generation: number
+  /** Indexed pages. */
+  pages: number
+  /** Canonical pages. */
+  canonical: number
+  /** Evidence pages. */
+  evidence: number
+  /** Pages per frontmatter `type`, most first. */
+  byType: Array<IndexCount>
+  /** Pages per top-level folder, most first. */
+  byFolder: Array<IndexCount>
+  /** Pages per frontmatter `domain` (pages without one are not counted), most first. */
+  byDomain: Array<IndexCount>
+  /** Pages per tag, most first. */
+  byTag: Array<IndexCount>
+  /** Current (not superseded) canonical pages with the most linking pages. */
+  mostLinked: Array<IndexPage>
+  /** Pages changed last (file modification time as indexed). */
+  recent: Array<IndexPage>
+  /** `contradicts` pairs without an active user resolution. */
+  unresolvedConflicts: number
+  /**
+   * The first of them (at most [`MAX_CONFLICTS_LISTED`]), each as its two page ids, the page
+   * declaring `contradicts` first.
+   */
+  conflicts: Array<Array<string>>
+  /** Pages a `supersedes` relation or a user resolution made historical. */
+  historical: number
+  /** Everything above as compact Markdown within the budget. */
+  text: string
+  /** Estimated tokens of `text`. */
+  tokensUsed: number
+  /** The budget applied. */
+  budgetTokens: number
+  /** True when `text` leaves out list entries the structured fields hold. */
+  truncated: boolean
+  /** `{code, message}` pairs (`budget_clamped`, an unavailable index). */
+  diagnostics: Array<RecallDiagnostic>
+}
+
 /** A running watcher (`watchWiki`). `close()` stops it; dropping the last reference does too. */
 export declare class WikiWatcher {
   /**
@@ -765,29 +902,6 @@ export interface CompactFeedbackOptions {
   dryRun?: boolean
   /** Called on the JS thread as the stream is read. */
   onProgress?: ((arg: FeedbackStreamProgress) => void)
-}
-
-/** Result of `compactFeedback`. */
-export interface CompactFeedbackResult {
-  /** `compacted` | `nothing_to_move` | `dry_run` | `no_stream`. */
-  status: string
-  bytesBefore: number
-  bytesAfter: number
-  lines: number
-  movedLines: number
-  movedBytes: number
-  /** Lines over the line cap, kept in place. */
-  longLines: number
-  /** Malformed lines, kept in place. */
-  malformedLines: number
-  /** The archive written, relative to `meta/` (`events-archive/recall-feedback-….jsonl`). */
-  archive?: string
-  /** What was done to settle an interrupted earlier run. */
-  recovered: Array<string>
-  /** Bytes appended during the run by a writer that ignored the lock, carried over. */
-  carriedBytes: number
-  /** Milliseconds the events lock was held. */
-  lockMs: number
 }
 
 /**
@@ -981,17 +1095,6 @@ export interface FeedbackConfig {
   recallFeedback?: boolean
 }
 
-/** Result of `rebuildFeedback`. */
-export interface FeedbackRebuildResult {
-  /** False when the stream is malformed (feedback disabled; last projection kept). */
-  enabled: boolean
-  events: number
-  pages: number
-  /** Correction observations replayed because their event was missing. */
-  replayed: Array<string>
-  diagnostics: Array<RecallDiagnostic>
-}
-
 /**
  * The active vault's event stream: size, feedback bytes, what `compactFeedback` would move,
  * archives, pending recovery. Reads the projection incrementally, never the whole stream.
@@ -1005,29 +1108,6 @@ export declare function feedbackStatus(paths: VaultPaths): Promise<FeedbackStrea
 export interface FeedbackStreamProgress {
   bytesRead: number
   totalBytes: number
-}
-
-/** `feedbackStatus`: the event stream's size and what a compaction could move. */
-export interface FeedbackStreamStatus {
-  streamBytes: number
-  /** Bytes of `recall_feedback` lines in the stream. */
-  feedbackBytes: number
-  /** Bytes a compaction at the default cutoff (360 days) would move (estimate by event month). */
-  compactableBytes: number
-  archives: number
-  archivedBytes: number
-  /**
-   * An interrupted compaction awaits recovery (done by the next rebuild, compaction or recall
-   * when the lock is free).
-   */
-  recoveryPending: boolean
-  /** Lines over the line cap the projection skipped. */
-  skippedLines: number
-  /**
-   * `feedback_events_large` (≥ 256 MiB: compaction would help), `feedback_compaction_pending`,
-   * `feedback_events_line_skipped`.
-   */
-  issues: Array<string>
 }
 
 /**
@@ -1056,25 +1136,6 @@ export interface GraphQueryOptions {
   signal?: AbortSignal
   /** Treat the call as already cancelled (set by the JS wrapper when `signal` was already aborted). */
   aborted?: boolean
-}
-
-/** A label (type, folder, domain, tag) with its page count. */
-export interface IndexCount {
-  name: string
-  pages: number
-}
-
-/** A page named by the index. */
-export interface IndexPage {
-  id: string
-  title: string
-  type: string
-  /** Distinct pages linking to it. */
-  inbound: number
-  /** Frontmatter `updated`, else `created`, as written. */
-  date?: string
-  /** File modification time when indexed (ms since the epoch). */
-  modifiedMs: number
 }
 
 /** A progress event of a long operation. */
@@ -1539,38 +1600,6 @@ export interface WatchWikiOptions {
  * only. An unavailable index is a diagnostic with an empty index.
  */
 export declare function wikiIndex(paths: VaultPaths, opts?: WikiIndexOptions | undefined | null): Promise<WikiIndex>
-
-/** Result of `wikiIndex`: orientation from the index alone (no page file is read). */
-export interface WikiIndex {
-  vaultId: string
-  generation: number
-  pages: number
-  canonical: number
-  evidence: number
-  byType: Array<IndexCount>
-  /** Top-level folders. */
-  byFolder: Array<IndexCount>
-  /** Frontmatter `domain` (pages without one are not counted). */
-  byDomain: Array<IndexCount>
-  byTag: Array<IndexCount>
-  /** Current (not superseded) canonical pages with the most linking pages. */
-  mostLinked: Array<IndexPage>
-  /** Pages changed last. */
-  recent: Array<IndexPage>
-  /** `contradicts` pairs without an active user resolution. */
-  unresolvedConflicts: number
-  /** The first of them (exact page ids, the declaring page first). */
-  conflicts: Array<Array<string>>
-  /** Superseded pages. */
-  historical: number
-  /** Compact Markdown within the budget. */
-  text: string
-  tokensUsed: number
-  budgetTokens: number
-  /** True when `text` leaves out entries the structured fields hold. */
-  truncated: boolean
-  diagnostics: Array<RecallDiagnostic>
-}
 
 /** Options of `wikiIndex`. */
 export interface WikiIndexOptions {

@@ -1,8 +1,7 @@
 //! Feedback exports: `confirmRecallShown`, `recordRecallFeedback`, `rebuildFeedback`,
 //! `compactFeedback`, `feedbackStatus`, and the
-//! session ledger's small synchronous helpers. `FeedbackOutcome` is the
-//! engine's shape; the rebuild, compaction and stream results are converted here (their `u64`
-//! counts would reach JS as BigInt); errors map through `error.rs`.
+//! session ledger's small synchronous helpers. Their results are the engine's shapes
+//! (`llm_wiki_core::feedback`), declared there only; errors map through `error.rs`.
 
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -12,7 +11,7 @@ use llm_wiki_core::feedback::{self as core_feedback, ledger as core_ledger, reco
 
 use crate::error::{core_err, invalid};
 use crate::task;
-use crate::types::{RecallDiagnostic, VaultPaths};
+use crate::types::VaultPaths;
 
 /// The host's feedback setting.
 #[napi(object, object_to_js = false)]
@@ -44,30 +43,6 @@ pub struct RecallFeedbackInput {
   /// The user's correction; required for `corrected`, refused otherwise.
   pub correction: Option<String>,
   pub config: Option<FeedbackConfig>,
-}
-
-/// Result of `rebuildFeedback`.
-#[napi(object)]
-pub struct FeedbackRebuildResult {
-  /// False when the stream is malformed (feedback disabled; last projection kept).
-  pub enabled: bool,
-  pub events: f64,
-  pub pages: u32,
-  /// Correction observations replayed because their event was missing.
-  pub replayed: Vec<String>,
-  pub diagnostics: Vec<RecallDiagnostic>,
-}
-
-impl From<core_record::RebuildOutcome> for FeedbackRebuildResult {
-  fn from(o: core_record::RebuildOutcome) -> Self {
-    FeedbackRebuildResult {
-      enabled: o.enabled,
-      events: o.events as f64,
-      pages: o.pages,
-      replayed: o.replayed,
-      diagnostics: o.diagnostics,
-    }
-  }
 }
 
 /// Totals of a session in the ledger.
@@ -175,11 +150,11 @@ pub fn rebuild_feedback<'env>(
   env: &'env Env,
   paths: VaultPaths,
   options: Option<RebuildFeedbackOptions>,
-) -> Result<PromiseRaw<'env, FeedbackRebuildResult>> {
+) -> Result<PromiseRaw<'env, core_record::RebuildOutcome>> {
   let mut progress = progress_sink(options.and_then(|o| o.on_progress));
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.resolve()?;
-    Ok(core_record::rebuild_feedback_with(&paths, &mut progress).map_err(core_err)?.into())
+    core_record::rebuild_feedback_with(&paths, &mut progress).map_err(core_err)
   })
 }
 
@@ -197,49 +172,6 @@ pub struct CompactFeedbackOptions {
     Option<ThreadsafeFunction<FeedbackStreamProgress, (), FeedbackStreamProgress, Status, false, true>>,
 }
 
-/// Result of `compactFeedback`.
-#[napi(object)]
-pub struct CompactFeedbackResult {
-  /// `compacted` | `nothing_to_move` | `dry_run` | `no_stream`.
-  pub status: String,
-  pub bytes_before: f64,
-  pub bytes_after: f64,
-  pub lines: f64,
-  pub moved_lines: f64,
-  pub moved_bytes: f64,
-  /// Lines over the line cap, kept in place.
-  pub long_lines: f64,
-  /// Malformed lines, kept in place.
-  pub malformed_lines: f64,
-  /// The archive written, relative to `meta/` (`events-archive/recall-feedback-….jsonl`).
-  pub archive: Option<String>,
-  /// What was done to settle an interrupted earlier run.
-  pub recovered: Vec<String>,
-  /// Bytes appended during the run by a writer that ignored the lock, carried over.
-  pub carried_bytes: f64,
-  /// Milliseconds the events lock was held.
-  pub lock_ms: f64,
-}
-
-impl From<core_feedback::compact::CompactOutcome> for CompactFeedbackResult {
-  fn from(o: core_feedback::compact::CompactOutcome) -> Self {
-    CompactFeedbackResult {
-      status: o.status,
-      bytes_before: o.bytes_before as f64,
-      bytes_after: o.bytes_after as f64,
-      lines: o.lines as f64,
-      moved_lines: o.moved_lines as f64,
-      moved_bytes: o.moved_bytes as f64,
-      long_lines: o.long_lines as f64,
-      malformed_lines: o.malformed_lines as f64,
-      archive: o.archive,
-      recovered: o.recovered,
-      carried_bytes: o.carried_bytes as f64,
-      lock_ms: o.lock_ms as f64,
-    }
-  }
-}
-
 /// Explicit, user-invoked compaction of the active vault's `meta/events.jsonl`: under the events
 /// lock, moves `recall_feedback` lines older than the cutoff into
 /// `meta/events-archive/recall-feedback-<time>-<run>.jsonl` (its manifest keeps their sums, so
@@ -252,7 +184,7 @@ pub fn compact_feedback<'env>(
   env: &'env Env,
   paths: VaultPaths,
   options: Option<CompactFeedbackOptions>,
-) -> Result<PromiseRaw<'env, CompactFeedbackResult>> {
+) -> Result<PromiseRaw<'env, core_feedback::compact::CompactOutcome>> {
   let (older, dry, cb) = match options {
     Some(o) => (o.older_than_days, o.dry_run, o.on_progress),
     None => (None, None, None),
@@ -265,28 +197,8 @@ pub fn compact_feedback<'env>(
       opts.older_than_days = d;
     }
     opts.dry_run = dry.unwrap_or(false);
-    Ok(core_record::compact_feedback(&paths, &opts, &mut progress).map_err(core_err)?.into())
+    core_record::compact_feedback(&paths, &opts, &mut progress).map_err(core_err)
   })
-}
-
-/// `feedbackStatus`: the event stream's size and what a compaction could move.
-#[napi(object)]
-pub struct FeedbackStreamStatus {
-  pub stream_bytes: f64,
-  /// Bytes of `recall_feedback` lines in the stream.
-  pub feedback_bytes: f64,
-  /// Bytes a compaction at the default cutoff (360 days) would move (estimate by event month).
-  pub compactable_bytes: f64,
-  pub archives: u32,
-  pub archived_bytes: f64,
-  /// An interrupted compaction awaits recovery (done by the next rebuild, compaction or recall
-  /// when the lock is free).
-  pub recovery_pending: bool,
-  /// Lines over the line cap the projection skipped.
-  pub skipped_lines: f64,
-  /// `feedback_events_large` (≥ 256 MiB: compaction would help), `feedback_compaction_pending`,
-  /// `feedback_events_line_skipped`.
-  pub issues: Vec<String>,
 }
 
 /// The active vault's event stream: size, feedback bytes, what `compactFeedback` would move,
@@ -295,20 +207,10 @@ pub struct FeedbackStreamStatus {
 pub fn feedback_status<'env>(
   env: &'env Env,
   paths: VaultPaths,
-) -> Result<PromiseRaw<'env, FeedbackStreamStatus>> {
+) -> Result<PromiseRaw<'env, core_feedback::compact::StreamStatus>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.resolve()?;
-    let s = core_feedback::compact::stream_status(&paths.meta);
-    Ok(FeedbackStreamStatus {
-      stream_bytes: s.stream_bytes as f64,
-      feedback_bytes: s.feedback_bytes as f64,
-      compactable_bytes: s.compactable_bytes as f64,
-      archives: s.archives,
-      archived_bytes: s.archived_bytes as f64,
-      recovery_pending: s.recovery_pending,
-      skipped_lines: s.skipped_lines as f64,
-      issues: s.issues,
-    })
+    Ok(core_feedback::compact::stream_status(&paths.meta))
   })
 }
 

@@ -12,7 +12,7 @@ use llm_wiki_core::store::job::{ChunkCounts, DocumentCounts, VectorCounts};
 use llm_wiki_core::store::reindex as core_reindex;
 use llm_wiki_core::store::status::{self as core_status, PendingPages, StatusModels};
 
-pub use llm_wiki_core::retrieve::recall::{RecallDiagnostic, RecallResponse};
+pub use llm_wiki_core::retrieve::recall::RecallResponse;
 pub use llm_wiki_core::store::IndexIssue;
 
 pub use llm_wiki_core::vault::paths::VaultPathsSpec as VaultPaths;

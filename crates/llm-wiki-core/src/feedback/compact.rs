@@ -45,6 +45,7 @@ use crate::error::{Error, Result};
 use crate::events_lock::{self, EXPLICIT_WAIT};
 use crate::fsutil::{iso_from_ms, now_ms, sync_dir};
 use crate::util::hash::hex;
+use crate::util::num::sat_i64;
 
 /// Default age cutoff: four half-lives (360 days; an event's weight is below 1/16 of its start).
 /// The projection keeps archived sums exactly, so the cutoff only decides what leaves the stream.
@@ -71,34 +72,40 @@ impl Default for CompactOptions {
   }
 }
 
-/// Result of [`compact_feedback`].
+/// Result of `compactFeedback` ([`compact_feedback`]).
+// Sizes, line counts and the lock time are `i64`, a JavaScript number (`crate::util::num`); no
+// count exceeds the stream's size, itself an `i64`, so the plain additions below cannot overflow.
+#[cfg_attr(
+  feature = "napi",
+  napi_derive::napi(object, object_from_js = false, js_name = "CompactFeedbackResult")
+)]
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactOutcome {
   /// `compacted`, `nothing_to_move`, `dry_run`, or `no_stream`.
   pub status: String,
   /// Stream size before and after.
-  pub bytes_before: u64,
+  pub bytes_before: i64,
   /// Stream size after (equal to before for a dry run).
-  pub bytes_after: u64,
+  pub bytes_after: i64,
   /// Lines read (a final line without newline counts).
-  pub lines: u64,
+  pub lines: i64,
   /// `recall_feedback` lines moved (or that would move).
-  pub moved_lines: u64,
+  pub moved_lines: i64,
   /// Bytes moved (or that would move).
-  pub moved_bytes: u64,
+  pub moved_bytes: i64,
   /// Lines longer than the line cap, kept in place.
-  pub long_lines: u64,
+  pub long_lines: i64,
   /// Malformed lines, kept in place (feedback stays disabled until they are fixed by hand).
-  pub malformed_lines: u64,
+  pub malformed_lines: i64,
   /// Archive file written, relative to `meta/`.
   pub archive: Option<String>,
   /// What recovery of an interrupted run did.
   pub recovered: Vec<String>,
   /// Bytes a writer appended without the lock during the run, carried over to the new stream.
-  pub carried_bytes: u64,
+  pub carried_bytes: i64,
   /// Milliseconds the events lock was held.
-  pub lock_ms: u64,
+  pub lock_ms: i64,
 }
 
 /// A step of a run, for crash tests ([`compact_with`]).
@@ -221,8 +228,8 @@ pub fn compact_with(
     return Ok(out);
   };
   let total = src.metadata().map_err(|e| Error::io("stat", &stream, e))?.len();
-  out.bytes_before = total;
-  out.bytes_after = total;
+  out.bytes_before = sat_i64(total);
+  out.bytes_after = out.bytes_before;
   let now = crate::retrieve::trust::now_secs();
   let cutoff = now - (opts.older_than_days * 86_400.0) as i64;
   let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
@@ -263,7 +270,7 @@ pub fn compact_with(
     split.kept.put(&tail)?;
     split.source.update(&tail);
     source_len = grown;
-    out.carried_bytes += tail.len() as u64;
+    out.carried_bytes = out.carried_bytes.saturating_add(sat_i64(tail.len()));
   }
   let Split { archive, kept, source, mut sums } = split;
   let (archive_sha256, bytes) = archive.finish()?;
@@ -278,7 +285,7 @@ pub fn compact_with(
     created_at: iso_from_ms(ms),
     cutoff: iso_from_ms(cutoff * 1000),
     archive: format!("{base}.jsonl"),
-    lines: out.moved_lines,
+    lines: out.moved_lines.unsigned_abs(),
     bytes,
     archive_sha256,
     source_len,
@@ -290,8 +297,8 @@ pub fn compact_with(
   publish(meta, &dir.join(format!("{base}.json")), manifest, &tmp_path, &mut src, &mut out, hook)?;
   out.status = "compacted".into();
   out.archive = Some(format!("{ARCHIVE_DIR}/{base}.jsonl"));
-  out.bytes_after = fs::metadata(&stream).map(|m| m.len()).unwrap_or(result_len);
-  out.lock_ms = started.elapsed().as_millis() as u64;
+  out.bytes_after = sat_i64(fs::metadata(&stream).map(|m| m.len()).unwrap_or(result_len));
+  out.lock_ms = sat_i64(started.elapsed().as_millis());
   Ok(out)
 }
 
@@ -332,7 +339,7 @@ fn split_lines(
         } else if !line.is_empty() {
           // A final line without newline (torn by a dead writer): kept as it is.
           out.lines += 1;
-          out.malformed_lines += u64::from(parse_line(line.trim_ascii()).is_err());
+          out.malformed_lines += i64::from(parse_line(line.trim_ascii()).is_err());
           kept.put(&line)?;
           source.update(&line);
         }
@@ -381,13 +388,13 @@ fn split_lines(
       }
       Ok(_) => false,
       Err(_) => {
-        out.malformed_lines += u64::from(!text.is_empty());
+        out.malformed_lines += i64::from(!text.is_empty());
         false
       }
     };
     if moved {
       out.moved_lines += 1;
-      out.moved_bytes += line.len() as u64;
+      out.moved_bytes = out.moved_bytes.saturating_add(sat_i64(line.len()));
       archive.put(&line)?;
     } else {
       kept.put(&line)?;
@@ -428,7 +435,7 @@ fn publish(
     let tail = read_tail(src, &stream, source_len, late)?;
     let mut f = OpenOptions::new().append(true).open(&stream).map_err(|e| Error::io("open", &stream, e))?;
     f.write_all(&tail).and_then(|_| f.sync_data()).map_err(|e| Error::io("append", &stream, e))?;
-    out.carried_bytes += tail.len() as u64;
+    out.carried_bytes = out.carried_bytes.saturating_add(sat_i64(tail.len()));
   }
   hook(Step::Renamed)?;
   manifest.state = ArchiveState::Committed;
@@ -437,25 +444,30 @@ fn publish(
   hook(Step::Committed)
 }
 
-/// What status and the CLI report about a vault's stream.
+/// What `feedbackStatus` and the CLI report about a vault's stream.
+// Sizes and line counts are `i64`, a JavaScript number (`crate::util::num`).
+#[cfg_attr(
+  feature = "napi",
+  napi_derive::napi(object, object_from_js = false, js_name = "FeedbackStreamStatus")
+)]
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamStatus {
   /// Size of `meta/events.jsonl`.
-  pub stream_bytes: u64,
+  pub stream_bytes: i64,
   /// Bytes of `recall_feedback` lines in it (from the projection, as of its last fold).
-  pub feedback_bytes: u64,
+  pub feedback_bytes: i64,
   /// Bytes a compaction at the default cutoff would move (whole months older than it; an
   /// estimate from the projection).
-  pub compactable_bytes: u64,
+  pub compactable_bytes: i64,
   /// Committed archives and their bytes.
   pub archives: u32,
   /// Bytes in committed archives.
-  pub archived_bytes: u64,
+  pub archived_bytes: i64,
   /// An interrupted compaction is waiting for recovery (the next compaction or rebuild does it).
   pub recovery_pending: bool,
   /// Lines longer than the line cap the projection skipped.
-  pub skipped_lines: u64,
+  pub skipped_lines: i64,
   /// Status issue codes: `feedback_events_large` (compaction would help),
   /// `feedback_compaction_pending`, `feedback_events_line_skipped`.
   pub issues: Vec<String>,
@@ -495,21 +507,22 @@ pub fn stream_status(meta: &Path) -> StreamStatus {
   let cutoff_month = &cutoff[..7];
   let compactable_bytes: u64 =
     proj.bytes_by_month.iter().filter(|(m, _)| m.as_str() < cutoff_month).map(|(_, b)| *b).sum();
+  let stream_bytes = super::events::events_len(meta);
   let mut st = StreamStatus {
-    stream_bytes: super::events::events_len(meta),
-    feedback_bytes: proj.feedback_bytes,
-    compactable_bytes,
+    stream_bytes: sat_i64(stream_bytes),
+    feedback_bytes: sat_i64(proj.feedback_bytes),
+    compactable_bytes: sat_i64(compactable_bytes),
     recovery_pending: needs_recovery(meta),
-    skipped_lines: proj.skipped_lines,
+    skipped_lines: sat_i64(proj.skipped_lines),
     ..Default::default()
   };
   for (_, m) in manifests(meta) {
     if let Some(m) = m.filter(|m| m.state == ArchiveState::Committed) {
       st.archives += 1;
-      st.archived_bytes += m.bytes;
+      st.archived_bytes = st.archived_bytes.saturating_add(sat_i64(m.bytes));
     }
   }
-  if st.stream_bytes >= LARGE_STREAM_BYTES {
+  if stream_bytes >= LARGE_STREAM_BYTES {
     st.issues.push("feedback_events_large".into());
   }
   if st.recovery_pending {

@@ -18,6 +18,7 @@ use crate::events_lock::{EXPLICIT_WAIT, IMPLICIT_WAIT};
 use crate::fsutil::now_iso;
 use crate::retrieve::recall::{corrupt_diagnostic, recall_vaults, RecallDiagnostic, RecallPolicy};
 use crate::retrieve::trust::now_secs;
+use crate::util::num::{sat_i64, sat_u32};
 use crate::vault::config::{read_config, vault_id_of};
 use crate::vault::VaultPaths;
 
@@ -287,14 +288,19 @@ pub fn conflict_selected_event(vault_id: &str, page_id: &str, query_hash: Option
   }
 }
 
-/// Result of [`rebuild_feedback`].
+/// Result of `rebuildFeedback` ([`rebuild_feedback`]).
+#[cfg_attr(
+  feature = "napi",
+  napi_derive::napi(object, object_from_js = false, js_name = "FeedbackRebuildResult")
+)]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RebuildOutcome {
   /// Whether feedback is enabled (the stream is well-formed).
   pub enabled: bool,
   /// Feedback events folded.
-  pub events: u64,
+  // `i64`, a JavaScript number (`crate::util::num`).
+  pub events: i64,
   /// Pages with a signal.
   pub pages: u32,
   /// Correction observations replayed (their event was missing).
@@ -347,7 +353,7 @@ fn rebuild_unlocked(paths: &VaultPaths, progress: &mut dyn FnMut(u64, u64)) -> R
   if let Some(why) = scan.corrupt {
     return Ok(RebuildOutcome {
       enabled: false,
-      events: scan.events,
+      events: sat_i64(scan.events),
       pages: 0,
       replayed: vec![],
       diagnostics: vec![corrupt_diagnostic(&why)],
@@ -371,8 +377,8 @@ fn rebuild_unlocked(paths: &VaultPaths, progress: &mut dyn FnMut(u64, u64)) -> R
   }
   Ok(RebuildOutcome {
     enabled: proj.corrupt.is_none(),
-    events: proj.events,
-    pages: (proj.pages.len() + proj.global.len()) as u32,
+    events: sat_i64(proj.events),
+    pages: sat_u32(proj.pages.len() + proj.global.len()),
     replayed: proj.replayed.clone(),
     diagnostics,
   })

@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::retrieve::engine::{open_snapshot, Unavailable};
 use crate::store::manifest::Manifest;
 use crate::util::diagnostic::RecallDiagnostic;
+use crate::util::num::{sat_i64, sat_u32};
 use crate::vault::{Role, VaultPaths};
 
 /// Default budget of the rendered index (seed 004: "≈500 tokens").
@@ -29,17 +30,19 @@ pub const MAX_LIST: usize = 12;
 /// Competing pairs listed (the count covers all).
 pub const MAX_CONFLICTS_LISTED: usize = 5;
 
-/// A label with its page count.
+/// A label (type, folder, domain, tag) with its page count.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "IndexCount"))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Count {
   /// Type, folder, domain or tag.
   pub name: String,
   /// Pages.
-  pub pages: usize,
+  pub pages: u32,
 }
 
 /// A page named by the index.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IndexPage {
@@ -49,37 +52,32 @@ pub struct IndexPage {
   pub title: String,
   /// Frontmatter `type`.
   #[serde(rename = "type")]
+  #[cfg_attr(feature = "napi", napi(js_name = "type"))]
   pub page_type: String,
   /// Pages linking to it (distinct linking pages).
-  pub inbound: usize,
+  pub inbound: u32,
   /// Frontmatter `updated`, else `created`, as written.
   pub date: Option<String>,
   /// File modification time when indexed (ms since the epoch).
   pub modified_ms: i64,
 }
 
-/// A competing pair without a user resolution.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConflictPair {
-  /// The two page ids (the page declaring `contradicts` first).
-  pub page_ids: [String; 2],
-}
-
-/// Result of [`wiki_index`].
+/// Result of `wikiIndex` ([`wiki_index`]): orientation from the index alone.
+// Counts are `u32` and the generation `i64`: JavaScript numbers (`crate::util::num`).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WikiIndex {
   /// Vault id.
   pub vault_id: String,
   /// Store generation the index describes.
-  pub generation: u64,
+  pub generation: i64,
   /// Indexed pages.
-  pub pages: usize,
+  pub pages: u32,
   /// Canonical pages.
-  pub canonical: usize,
+  pub canonical: u32,
   /// Evidence pages.
-  pub evidence: usize,
+  pub evidence: u32,
   /// Pages per frontmatter `type`, most first.
   pub by_type: Vec<Count>,
   /// Pages per top-level folder, most first.
@@ -93,17 +91,18 @@ pub struct WikiIndex {
   /// Pages changed last (file modification time as indexed).
   pub recent: Vec<IndexPage>,
   /// `contradicts` pairs without an active user resolution.
-  pub unresolved_conflicts: usize,
-  /// The first of them (at most [`MAX_CONFLICTS_LISTED`]).
-  pub conflicts: Vec<ConflictPair>,
+  pub unresolved_conflicts: u32,
+  /// The first of them (at most [`MAX_CONFLICTS_LISTED`]), each as its two page ids, the page
+  /// declaring `contradicts` first.
+  pub conflicts: Vec<Vec<String>>,
   /// Pages a `supersedes` relation or a user resolution made historical.
-  pub historical: usize,
+  pub historical: u32,
   /// Everything above as compact Markdown within the budget.
   pub text: String,
   /// Estimated tokens of `text`.
-  pub tokens_used: usize,
+  pub tokens_used: u32,
   /// The budget applied.
-  pub budget_tokens: usize,
+  pub budget_tokens: u32,
   /// True when `text` leaves out list entries the structured fields hold.
   pub truncated: bool,
   /// `{code, message}` pairs (`budget_clamped`, an unavailable index).
@@ -111,7 +110,8 @@ pub struct WikiIndex {
 }
 
 fn top(counts: HashMap<String, usize>) -> Vec<Count> {
-  let mut v: Vec<Count> = counts.into_iter().map(|(name, pages)| Count { name, pages }).collect();
+  let mut v: Vec<Count> =
+    counts.into_iter().map(|(name, pages)| Count { name, pages: sat_u32(pages) }).collect();
   v.sort_by(|a, b| b.pages.cmp(&a.pages).then_with(|| a.name.cmp(&b.name)));
   v.truncate(MAX_LIST);
   v
@@ -123,7 +123,7 @@ fn index_page(manifest: &Manifest, id: &str, inbound: usize) -> IndexPage {
     id: id.to_string(),
     title: e.meta.title.clone(),
     page_type: e.meta.page_type.clone(),
-    inbound,
+    inbound: sat_u32(inbound),
     date: e.meta.date().map(str::to_string),
     modified_ms: e.mtime_ns / 1_000_000,
   }
@@ -160,18 +160,18 @@ fn link_counts(manifest: &Manifest) -> (HashMap<&str, usize>, Vec<(String, Strin
 pub fn wiki_index_in(manifest: &Manifest, historical: &HashSet<String>, budget_tokens: usize) -> WikiIndex {
   let mut ix = WikiIndex {
     vault_id: manifest.vault_id.clone(),
-    generation: manifest.generation,
-    pages: manifest.entries.len(),
-    budget_tokens,
-    historical: historical.len(),
+    generation: sat_i64(manifest.generation),
+    pages: sat_u32(manifest.entries.len()),
+    budget_tokens: sat_u32(budget_tokens),
+    historical: sat_u32(historical.len()),
     ..Default::default()
   };
   let (mut types, mut folders, mut domains, mut tags) =
     (HashMap::new(), HashMap::new(), HashMap::new(), HashMap::<String, usize>::new());
   for (id, e) in &manifest.entries {
     match e.role {
-      Role::Canonical => ix.canonical += 1,
-      Role::Evidence => ix.evidence += 1,
+      Role::Canonical => ix.canonical = ix.canonical.saturating_add(1),
+      Role::Evidence => ix.evidence = ix.evidence.saturating_add(1),
     }
     let ty = if e.meta.page_type.is_empty() { "(none)" } else { e.meta.page_type.as_str() };
     *types.entry(ty.to_string()).or_insert(0) += 1;
@@ -222,9 +222,8 @@ pub fn wiki_index_in(manifest: &Manifest, historical: &HashSet<String>, budget_t
     .collect();
   pairs.sort();
   pairs.dedup();
-  ix.unresolved_conflicts = pairs.len();
-  ix.conflicts =
-    pairs.into_iter().take(MAX_CONFLICTS_LISTED).map(|(a, b)| ConflictPair { page_ids: [a, b] }).collect();
+  ix.unresolved_conflicts = sat_u32(pairs.len());
+  ix.conflicts = pairs.into_iter().take(MAX_CONFLICTS_LISTED).map(|(a, b)| vec![a, b]).collect();
   render(&mut ix);
   ix
 }
@@ -240,7 +239,7 @@ fn counts_line(label: &str, v: &[Count], n: usize) -> String {
 /// entry added while it fits. Lists are filled round by round so a small budget shows the head of
 /// every section rather than one whole section.
 fn render(ix: &mut WikiIndex) {
-  let budget = ix.budget_tokens;
+  let budget = ix.budget_tokens as usize;
   let head = format!(
     "# Wiki index ({} pages: {} canonical, {} evidence; {} historical; {} unresolved conflicts)",
     ix.pages, ix.canonical, ix.evidence, ix.historical, ix.unresolved_conflicts
@@ -258,8 +257,7 @@ fn render(ix: &mut WikiIndex) {
       None => format!("- {} — {}", p.id, p.title),
     })
     .collect();
-  let conflicts: Vec<String> =
-    ix.conflicts.iter().map(|c| format!("- {} ⟷ {}", c.page_ids[0], c.page_ids[1])).collect();
+  let conflicts: Vec<String> = ix.conflicts.iter().map(|c| format!("- {}", c.join(" ⟷ "))).collect();
   // (heading, entries); count sections are one line each, grown entry by entry.
   let count_sections: [(&str, &Vec<Count>); 4] =
     [("Types", &ix.by_type), ("Folders", &ix.by_folder), ("Domains", &ix.by_domain), ("Tags", &ix.by_tag)];
@@ -314,7 +312,7 @@ fn render(ix: &mut WikiIndex) {
   }
   ix.truncated = count_sections.iter().zip(shown_counts).any(|((_, v), n)| v.len() > n)
     || list_sections.iter().zip(shown_lists).any(|((_, v), n)| v.len() > n);
-  ix.tokens_used = tokens(&text);
+  ix.tokens_used = sat_u32(tokens(&text));
   ix.text = text;
 }
 
@@ -340,7 +338,7 @@ pub fn wiki_index(paths: &VaultPaths, max_tokens: Option<u64>) -> Result<WikiInd
         Unavailable::Failed(e) => RecallDiagnostic::new("qmd_index_error", format!("index cannot open: {e}")),
       };
       return Ok(WikiIndex {
-        budget_tokens: b.tokens,
+        budget_tokens: sat_u32(b.tokens),
         diagnostics: clamp.into_iter().chain([d]).collect(),
         ..Default::default()
       });
@@ -374,7 +372,7 @@ pub fn wiki_index(paths: &VaultPaths, max_tokens: Option<u64>) -> Result<WikiInd
 
 /// Counts by label as a map (for tests and benches).
 pub fn counts_map(v: &[Count]) -> BTreeMap<&str, usize> {
-  v.iter().map(|c| (c.name.as_str(), c.pages)).collect()
+  v.iter().map(|c| (c.name.as_str(), c.pages as usize)).collect()
 }
 
 #[cfg(test)]
@@ -427,15 +425,15 @@ mod tests {
     assert_eq!(counts_map(&ix.by_tag), BTreeMap::from([("core", 2), ("memory", 1)]));
     assert_eq!(counts_map(&ix.by_domain), BTreeMap::from([("retrieval", 1)]));
     // The historical page has more links than b but is not listed; links are counted per page.
-    let linked: Vec<(&str, usize)> = ix.most_linked.iter().map(|p| (p.id.as_str(), p.inbound)).collect();
+    let linked: Vec<(&str, u32)> = ix.most_linked.iter().map(|p| (p.id.as_str(), p.inbound)).collect();
     assert_eq!(linked[0], ("concepts/hub", 5));
     assert!(!linked.iter().any(|(id, _)| *id == "concepts/old"), "{linked:?}");
     assert!(linked.contains(&("concepts/b", 1)));
     // a ⟷ b counts (relation + body link); s2 → hub has no body link and does not.
     assert_eq!(ix.unresolved_conflicts, 1);
-    assert_eq!(ix.conflicts[0].page_ids, ["concepts/a".to_string(), "concepts/b".to_string()]);
+    assert_eq!(ix.conflicts[0], ["concepts/a".to_string(), "concepts/b".to_string()]);
     assert!(ix.text.contains("concepts/a ⟷ concepts/b"), "{}", ix.text);
-    assert!(ix.tokens_used <= DEFAULT_INDEX_TOKENS && !ix.truncated, "{}", ix.text);
+    assert!(ix.tokens_used as usize <= DEFAULT_INDEX_TOKENS && !ix.truncated, "{}", ix.text);
     // A small budget shows the head of the sections and says it is truncated.
     let small = wiki_index_in(&m, &hist, 60);
     assert!(small.tokens_used <= 60 && small.truncated, "{}", small.text);

@@ -6,6 +6,7 @@ pub mod diagnostic;
 pub mod file_lock;
 pub mod hash;
 pub mod host;
+pub mod num;
 pub mod time;
 
 pub use cancel::CancelFlag;

@@ -113,7 +113,7 @@ fn moves_old_feedback_keeps_every_other_line_and_the_projection() {
   // Every other line byte-identical and in order; the archive holds exactly the moved lines.
   assert_eq!(fs::read(events_path(&meta)).unwrap(), kept);
   assert_eq!(archived_lines(&meta), moved);
-  assert_eq!(out.bytes_after, kept.len() as u64);
+  assert_eq!(out.bytes_after, kept.len() as i64);
   // The projection is the same from the compacted stream (archived sums + stream) …
   assert_same(&fresh(&meta), &before);
   // … through the process cache, and from the rebuilt projection file.
@@ -349,7 +349,7 @@ fn bytes_of_a_writer_ignoring_the_lock_are_carried_over() {
     Ok(())
   })
   .unwrap();
-  assert_eq!(out.carried_bytes, rogue.len() as u64);
+  assert_eq!(out.carried_bytes, rogue.len() as i64);
   assert!(fs::read(&path).unwrap().ends_with(rogue));
 }
 
@@ -360,7 +360,7 @@ fn status_reports_size_compactable_bytes_and_pending_recovery() {
   mixed_stream(&meta);
   projection::invalidate(&meta);
   let st = stream_status(&meta);
-  assert_eq!(st.stream_bytes, events_len_of(&meta));
+  assert_eq!(st.stream_bytes, events_len_of(&meta) as i64);
   assert!(st.feedback_bytes > 0 && st.compactable_bytes > 0 && st.compactable_bytes < st.feedback_bytes);
   assert!(st.issues.is_empty(), "{:?}", st.issues);
   {
