@@ -302,6 +302,65 @@ export interface IndexPage {
   modifiedMs: number
 }
 
+/** A progress event of a long operation. */
+export interface IndexProgress {
+  /** `mirror` (scan + parse), `copy`, `lexical`, `vectors`, `validate` or `swap`. */
+  stage: 'mirror' | 'copy' | 'lexical' | 'vectors' | 'validate' | 'swap'
+  /** Human-readable progress. */
+  message: string
+  /** Items (pages or chunks) done in this stage. */
+  current?: number
+  /** Items of this stage. */
+  total?: number
+}
+
+/** Index status (the contract's `QmdGeneratedStatus`, §4.1, plus neutral extras). */
+export interface IndexStatus {
+  /** Overall state. */
+  state: 'missing' | 'ready' | 'stale' | 'recovering' | 'error'
+  /** The vault's id, when its config is readable. */
+  vaultId?: string
+  /** Running engine version (the field keeps its QMD-era name). */
+  qmdVersion: string
+  /** Running engine version. */
+  engineVersion: string
+  /** Index format of the running engine. */
+  formatVersion: number
+  /** Models recall would use now. */
+  models: StatusModels
+  /** Indexed pages (canonical + evidence). */
+  totalDocuments: number
+  /** Indexed canonical pages (the wiki's own notes). */
+  canonicalDocuments: number
+  /** Indexed evidence pages (sources and other supporting material). */
+  evidenceDocuments: number
+  /** Chunk documents in the lexical index. */
+  totalChunks: number
+  /** Distinct live chunks (by id) without a vector for the recorded embedding model. */
+  needsEmbedding: number
+  /** Distinct live chunks with a vector. */
+  embeddedChunks: number
+  /** The commit lists at least one vector segment. */
+  hasVectorIndex: boolean
+  /** Hash of the pages on disk (when compared). */
+  manifestHash?: string
+  /** Hash of the pages at the last index. */
+  indexedManifestHash?: string
+  /** When the last index was committed (RFC 3339). */
+  lastIndexedAt?: string
+  /** Phase of an interrupted swap journal (contract field; format 2 has no journal: always unset). */
+  swapPhase?: 'prepared' | 'previous-moved' | 'current-promoted' | 'validated'
+  /** Pages that differ from the index (when compared). */
+  pendingPages?: PendingPages
+  /** Components a repair reindex should target (sorted; empty when ready, missing or recovering). */
+  repairComponents: Array<'lexical' | 'vectors'>
+  /**
+   * Why the state is not `ready`; then relation and link lint findings (`relation_*`,
+   * `page_links_truncated`), which never change the state.
+   */
+  issues: Array<IndexIssue>
+}
+
 /** Result of `linkPath` ([`link_path`]). */
 export interface LinkPath {
   /** True when a path within `max_hops` exists. */
@@ -602,6 +661,50 @@ export interface RecoverResult {
   diagnostics: Array<RecoverDiagnostic>
 }
 
+/**
+ * A progress event of a reindex with the vault it concerns (`onProgress` payload of
+ * `reindexWiki`).
+ */
+export interface ReindexProgressEvent {
+  /**
+   * Root of the vault being indexed (set by [`crate::store::reindex::reindex_wiki`]; empty
+   * when a single vault is reindexed directly).
+   */
+  vault: string
+  /** Its progress. */
+  progress: IndexProgress
+}
+
+/** Outcome of reindexing one vault (the contract's `QmdReindexResult`). */
+export interface ReindexResult {
+  /** True when every requested component was committed. */
+  ok: boolean
+  /** The vault's id (unset when its config is unreadable). */
+  vaultId?: string
+  /** The scope used. */
+  scope: 'changed' | 'all'
+  /** The components requested (de-duplicated). */
+  components: Array<'lexical' | 'vectors'>
+  /** Page counts. */
+  documents: DocumentCounts
+  /** Chunk counts. */
+  chunks: ChunkCounts
+  /** Vector counts. */
+  vectors: VectorCounts
+  /** Wall-clock time of the run. */
+  elapsedMs: number
+  /** True when the store was rebuilt from scratch (a new store directory published by `CURRENT`). */
+  fullRebuild: boolean
+  /** Store generation after the run (unchanged when nothing was committed). */
+  generation: number
+  /** Index status after the run. */
+  status: IndexStatus
+  /** Pages excluded and degraded components (`{code, message, path?}`). */
+  warnings: Array<IndexIssue>
+  /** Why the run failed (empty when `ok`). */
+  errors: Array<IndexIssue>
+}
+
 /** Result of `resolveConflict`. */
 export interface ResolveConflictResult {
   /** The resolution (new or existing). */
@@ -741,6 +844,16 @@ export interface VaultPaths {
   qmdSwap?: string
 }
 
+/** One vault's outcome in `WikiReindexResult.results`. */
+export interface VaultReindexResult {
+  /** The vault root. */
+  root: string
+  /** `active`, `personal` or `project`. */
+  label: 'active' | 'personal' | 'project'
+  /** Its outcome. */
+  result: ReindexResult
+}
+
 /** Vector work of a reindex. */
 export interface VectorCounts {
   /** Chunks embedded by this run. */
@@ -851,6 +964,14 @@ export interface WikiIndex {
   truncated: boolean
   /** `{code, message}` pairs (`budget_clamped`, an unavailable index). */
   diagnostics: Array<RecallDiagnostic>
+}
+
+/** Result of `reindexWiki`. */
+export interface WikiReindexResult {
+  /** The target that was asked for (`active`, `personal`, `project`, `all`). */
+  vault: 'active' | 'personal' | 'project' | 'all'
+  /** One outcome per vault. */
+  results: Array<VaultReindexResult>
 }
 
 /** A running watcher (`watchWiki`). `close()` stops it; dropping the last reference does too. */
@@ -1138,42 +1259,6 @@ export interface GraphQueryOptions {
   aborted?: boolean
 }
 
-/** A progress event of a long operation. */
-export interface IndexProgress {
-  /** `mirror` (scan + parse), `copy`, `lexical`, `vectors`, `validate` or `swap`. */
-  stage: 'mirror' | 'copy' | 'lexical' | 'vectors' | 'validate' | 'swap'
-  message: string
-  current?: number
-  total?: number
-}
-
-/** Index status (the contract's `QmdGeneratedStatus`, plus neutral extras). */
-export interface IndexStatus {
-  state: 'missing' | 'ready' | 'stale' | 'recovering' | 'error'
-  vaultId?: string
-  /** Running engine version (kept under its QMD-era name). */
-  qmdVersion: string
-  engineVersion: string
-  formatVersion: number
-  models: StatusModels
-  totalDocuments: number
-  canonicalDocuments: number
-  evidenceDocuments: number
-  totalChunks: number
-  needsEmbedding: number
-  embeddedChunks: number
-  hasVectorIndex: boolean
-  manifestHash?: string
-  indexedManifestHash?: string
-  lastIndexedAt?: string
-  /** Only when `state` is `recovering`. */
-  swapPhase?: 'prepared' | 'previous-moved' | 'current-promoted' | 'validated'
-  pendingPages?: PendingPages
-  /** Components a repair reindex should target (sorted; empty when ready/missing/recovering). */
-  repairComponents: Array<'lexical' | 'vectors'>
-  issues: Array<IndexIssue>
-}
-
 /**
  * Make a plain folder of Markdown notes (an Obsidian vault, a `docs/` folder) indexable: the one
  * explicit step before `reindexWiki({root})` on a folder without `.llm-wiki/`. Creates only
@@ -1439,32 +1524,6 @@ export declare function recordToolCall(paths: VaultPaths, call: ToolCallInput): 
  */
 export declare function recoverIndex(paths: VaultPaths): Promise<RecoverResult>
 
-/** `onProgress` payload of `reindexWiki`: the vault root and its progress. */
-export interface ReindexProgressEvent {
-  /** Root of the vault being indexed. */
-  vault: string
-  progress: IndexProgress
-}
-
-/** Outcome of one vault (the contract's `QmdReindexResult`). */
-export interface ReindexResult {
-  ok: boolean
-  vaultId?: string
-  scope: 'changed' | 'all'
-  components: Array<'lexical' | 'vectors'>
-  documents: DocumentCounts
-  chunks: ChunkCounts
-  vectors: VectorCounts
-  elapsedMs: number
-  /** True when the store was rebuilt from scratch and swapped in. */
-  fullRebuild: boolean
-  /** Store generation after the run. */
-  generation: number
-  status: IndexStatus
-  warnings: Array<IndexIssue>
-  errors: Array<IndexIssue>
-}
-
 /**
  * Reindex the vaults selected by `input.vault` (default: the active vault), sequentially.
  * Resolves with one result per vault; a busy lock, a cancellation or a failure is reported in
@@ -1550,13 +1609,6 @@ export interface SubQuery {
   query: string
 }
 
-/** One vault's outcome in `WikiReindexResult.results`. */
-export interface VaultReindexResult {
-  root: string
-  label: 'active' | 'personal' | 'project'
-  result: ReindexResult
-}
-
 /**
  * Watch a vault and keep its index current: a catch-up reindex first, then every debounced
  * batch of page changes (lexical first, vectors in the background). Resolves with the watcher
@@ -1637,10 +1689,4 @@ export interface WikiReindexInput {
    * are written, nothing is built where no index is published, `force` is ignored.
    */
   removalsOnly?: boolean
-}
-
-/** Result of `reindexWiki`. */
-export interface WikiReindexResult {
-  vault: 'active' | 'personal' | 'project' | 'all'
-  results: Array<VaultReindexResult>
 }

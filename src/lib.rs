@@ -29,7 +29,7 @@ use napi_derive::napi;
 use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 use llm_wiki_core::store::reindex::{reindex_wiki as core_reindex_wiki, VaultTarget};
 use llm_wiki_core::store::status::{read_index_status_with, StatusOptions as CoreStatusOptions};
-use llm_wiki_core::store::{Component, Progress, ProgressSink, ReindexOptions, Scope};
+use llm_wiki_core::store::{Component, ProgressSink, ReindexOptions, ReindexProgressEvent, Scope};
 use llm_wiki_core::vault::paths as core_paths;
 
 use crate::args::{cancel_flag, thread_count};
@@ -59,16 +59,7 @@ pub fn reindex_wiki<'env>(
   let cancel = cancel_flag(input.signal.as_ref(), input.aborted.unwrap_or(false));
   let progress: Option<ProgressSink> = input.on_progress.map(|cb| {
     let cb = Arc::new(cb);
-    Arc::new(move |p: Progress| {
-      let event = ReindexProgressEvent {
-        vault: p.vault.clone().unwrap_or_default(),
-        progress: IndexProgress {
-          stage: p.stage.to_string(),
-          message: p.message,
-          current: p.current.map(|v| v as f64),
-          total: p.total.map(|v| v as f64),
-        },
-      };
+    Arc::new(move |event: ReindexProgressEvent| {
       cb.call(event, ThreadsafeFunctionCallMode::NonBlocking);
     }) as ProgressSink
   });
@@ -99,7 +90,7 @@ pub fn reindex_wiki<'env>(
       removals_only,
       ..Default::default()
     };
-    Ok(WikiReindexResult::from(&core_reindex_wiki(&paths, target, &opts)))
+    Ok(core_reindex_wiki(&paths, target, &opts))
   })
 }
 
@@ -115,7 +106,7 @@ pub fn read_index_status<'env>(
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.resolve()?;
     let opts = CoreStatusOptions { check_pages, ..Default::default() };
-    Ok(IndexStatus::from(&read_index_status_with(&paths, &opts)))
+    Ok(read_index_status_with(&paths, &opts))
   })
 }
 

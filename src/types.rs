@@ -8,33 +8,12 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 
-use llm_wiki_core::store::job::{ChunkCounts, DocumentCounts, VectorCounts};
-use llm_wiki_core::store::reindex as core_reindex;
-use llm_wiki_core::store::status::{self as core_status, PendingPages, StatusModels};
-
 pub use llm_wiki_core::retrieve::recall::RecallResponse;
-pub use llm_wiki_core::store::IndexIssue;
+pub use llm_wiki_core::store::job::WikiReindexResult;
+pub use llm_wiki_core::store::status::IndexStatus;
+pub use llm_wiki_core::store::ReindexProgressEvent;
 
 pub use llm_wiki_core::vault::paths::VaultPathsSpec as VaultPaths;
-
-/// A progress event of a long operation.
-#[napi(object)]
-pub struct IndexProgress {
-  /// `mirror` (scan + parse), `copy`, `lexical`, `vectors`, `validate` or `swap`.
-  #[napi(ts_type = "'mirror' | 'copy' | 'lexical' | 'vectors' | 'validate' | 'swap'")]
-  pub stage: String,
-  pub message: String,
-  pub current: Option<f64>,
-  pub total: Option<f64>,
-}
-
-/// `onProgress` payload of `reindexWiki`: the vault root and its progress.
-#[napi(object)]
-pub struct ReindexProgressEvent {
-  /// Root of the vault being indexed.
-  pub vault: String,
-  pub progress: IndexProgress,
-}
 
 /// Input of `reindexWiki` (the `wiki_reindex` tool's parameters).
 #[napi(object, object_to_js = false)]
@@ -64,140 +43,6 @@ pub struct WikiReindexInput {
   /// indexed pages that no longer validate are removed; no page is added or updated, no vectors
   /// are written, nothing is built where no index is published, `force` is ignored.
   pub removals_only: Option<bool>,
-}
-
-/// Index status (the contract's `QmdGeneratedStatus`, plus neutral extras).
-#[napi(object, object_from_js = false)]
-pub struct IndexStatus {
-  #[napi(ts_type = "'missing' | 'ready' | 'stale' | 'recovering' | 'error'")]
-  pub state: String,
-  pub vault_id: Option<String>,
-  /// Running engine version (kept under its QMD-era name).
-  pub qmd_version: String,
-  pub engine_version: String,
-  pub format_version: u32,
-  pub models: StatusModels,
-  pub total_documents: u32,
-  pub canonical_documents: u32,
-  pub evidence_documents: u32,
-  pub total_chunks: u32,
-  pub needs_embedding: u32,
-  pub embedded_chunks: u32,
-  pub has_vector_index: bool,
-  pub manifest_hash: Option<String>,
-  pub indexed_manifest_hash: Option<String>,
-  pub last_indexed_at: Option<String>,
-  /// Only when `state` is `recovering`.
-  #[napi(ts_type = "'prepared' | 'previous-moved' | 'current-promoted' | 'validated'")]
-  pub swap_phase: Option<String>,
-  pub pending_pages: Option<PendingPages>,
-  /// Components a repair reindex should target (sorted; empty when ready/missing/recovering).
-  #[napi(ts_type = "Array<'lexical' | 'vectors'>")]
-  pub repair_components: Vec<String>,
-  pub issues: Vec<IndexIssue>,
-}
-
-impl From<&core_status::IndexStatus> for IndexStatus {
-  fn from(s: &core_status::IndexStatus) -> Self {
-    IndexStatus {
-      state: s.state.as_str().to_string(),
-      vault_id: s.vault_id.clone(),
-      qmd_version: s.qmd_version.clone(),
-      engine_version: s.engine_version.clone(),
-      format_version: s.format_version,
-      models: s.models.clone(),
-      total_documents: s.counts.total_documents,
-      canonical_documents: s.counts.canonical_documents,
-      evidence_documents: s.counts.evidence_documents,
-      total_chunks: s.counts.total_chunks,
-      needs_embedding: s.counts.needs_embedding,
-      embedded_chunks: s.counts.embedded_chunks,
-      has_vector_index: s.counts.has_vector_index,
-      manifest_hash: s.manifest_hash.clone(),
-      indexed_manifest_hash: s.indexed_manifest_hash.clone(),
-      last_indexed_at: s.last_indexed_at.clone(),
-      swap_phase: s.swap_phase.clone(),
-      pending_pages: s.pending_pages.clone(),
-      repair_components: s.repair_components.iter().map(|c| c.as_str().to_string()).collect(),
-      issues: s.issues.clone(),
-    }
-  }
-}
-
-/// Outcome of one vault (the contract's `QmdReindexResult`).
-#[napi(object, object_from_js = false)]
-pub struct ReindexResult {
-  pub ok: bool,
-  pub vault_id: Option<String>,
-  #[napi(ts_type = "'changed' | 'all'")]
-  pub scope: String,
-  #[napi(ts_type = "Array<'lexical' | 'vectors'>")]
-  pub components: Vec<String>,
-  pub documents: DocumentCounts,
-  pub chunks: ChunkCounts,
-  pub vectors: VectorCounts,
-  pub elapsed_ms: f64,
-  /// True when the store was rebuilt from scratch and swapped in.
-  pub full_rebuild: bool,
-  /// Store generation after the run.
-  pub generation: f64,
-  pub status: IndexStatus,
-  pub warnings: Vec<IndexIssue>,
-  pub errors: Vec<IndexIssue>,
-}
-
-impl From<&core_reindex::ReindexResult> for ReindexResult {
-  fn from(r: &core_reindex::ReindexResult) -> Self {
-    ReindexResult {
-      ok: r.ok,
-      vault_id: r.vault_id.clone(),
-      scope: r.scope.as_str().to_string(),
-      components: r.components.iter().map(|c| c.as_str().to_string()).collect(),
-      documents: r.documents.clone(),
-      chunks: r.chunks.clone(),
-      vectors: r.vectors.clone(),
-      elapsed_ms: r.elapsed_ms,
-      full_rebuild: r.full_rebuild,
-      generation: r.generation as f64,
-      status: IndexStatus::from(&r.status),
-      warnings: r.warnings.clone(),
-      errors: r.errors.clone(),
-    }
-  }
-}
-
-/// One vault's outcome in `WikiReindexResult.results`.
-#[napi(object, object_from_js = false)]
-pub struct VaultReindexResult {
-  pub root: String,
-  #[napi(ts_type = "'active' | 'personal' | 'project'")]
-  pub label: String,
-  pub result: ReindexResult,
-}
-
-/// Result of `reindexWiki`.
-#[napi(object, object_from_js = false)]
-pub struct WikiReindexResult {
-  #[napi(ts_type = "'active' | 'personal' | 'project' | 'all'")]
-  pub vault: String,
-  pub results: Vec<VaultReindexResult>,
-}
-
-impl From<&core_reindex::WikiReindexResult> for WikiReindexResult {
-  fn from(r: &core_reindex::WikiReindexResult) -> Self {
-    WikiReindexResult {
-      vault: r.vault.clone(),
-      results: r
-        .results
-        .iter()
-        .map(|v| VaultReindexResult {
-          root: v.root.clone(),
-          label: v.label.to_string(),
-          result: ReindexResult::from(&v.result),
-        })
-        .collect(),
-    }
-  }
 }
 
 /// Options of `readIndexStatus`.

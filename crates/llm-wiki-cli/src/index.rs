@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use llm_wiki_core::error::{Error, Result};
-use llm_wiki_core::store::{read_index_status, reindex_vault, Component, Progress, ReindexOptions, Scope};
+use llm_wiki_core::store::{
+  read_index_status, reindex_vault, Component, ProgressSink, ReindexOptions, ReindexProgressEvent, Scope,
+};
 use llm_wiki_core::vault::VaultPaths;
 
 use crate::PROGRAM;
@@ -47,8 +49,9 @@ pub(crate) fn index(
   out: &mut impl Write,
 ) -> Result<()> {
   let (bar, sink) = progress_bar();
-  let events: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(|p: Progress| {
-    eprintln!("{}", serde_json::to_string(&p).unwrap_or_default());
+  // One vault: the event's `vault` is empty; the line is its progress alone.
+  let events: ProgressSink = Arc::new(|e: ReindexProgressEvent| {
+    eprintln!("{}", serde_json::to_string(&e.progress).unwrap_or_default());
   });
   let progress = if progress_events { Some(events) } else { (!json).then_some(sink) };
   let opts = ReindexOptions {
@@ -108,11 +111,11 @@ pub(crate) fn status(paths: &VaultPaths, json: bool, out: &mut impl Write) -> Re
       out,
       "state: {}\ndocuments: {} ({} canonical, {} evidence)\nchunks: {}\nembeddings pending: {}\nengine: {}",
       s.state.as_str(),
-      s.counts.total_documents,
-      s.counts.canonical_documents,
-      s.counts.evidence_documents,
-      s.counts.total_chunks,
-      s.counts.needs_embedding,
+      s.total_documents,
+      s.canonical_documents,
+      s.evidence_documents,
+      s.total_chunks,
+      s.needs_embedding,
       s.engine_version
     )
     .ok();
@@ -132,7 +135,7 @@ pub(crate) fn parse_components(names: &[String]) -> Result<Vec<Component>> {
 }
 
 /// A progress bar, and the sink that moves it with a run's progress events.
-fn progress_bar() -> (ProgressBar, Arc<dyn Fn(Progress) + Send + Sync>) {
+fn progress_bar() -> (ProgressBar, ProgressSink) {
   let bar = ProgressBar::new(0);
   bar.set_style(
     ProgressStyle::with_template("{spinner} {prefix:>8} [{bar:30}] {pos}/{len} {msg}")
@@ -140,11 +143,12 @@ fn progress_bar() -> (ProgressBar, Arc<dyn Fn(Progress) + Send + Sync>) {
       .progress_chars("=> "),
   );
   let b = bar.clone();
-  let sink = Arc::new(move |p: Progress| {
+  let sink = Arc::new(move |e: ReindexProgressEvent| {
+    let p = e.progress;
     b.set_prefix(p.stage);
     if let (Some(c), Some(t)) = (p.current, p.total) {
-      b.set_length(t);
-      b.set_position(c);
+      b.set_length(t.into());
+      b.set_position(c.into());
     }
     b.set_message(p.message);
   });

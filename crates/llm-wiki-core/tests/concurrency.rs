@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use llm_wiki_core::retrieve::{recall_wiki, RecallOptions, RecallPolicy, RetrievalMode};
-use llm_wiki_core::store::{reindex_vault, Component, Progress, ReindexOptions, StoreLayout};
+use llm_wiki_core::store::{reindex_vault, Component, ReindexOptions, ReindexProgressEvent, StoreLayout};
 use llm_wiki_core::vault::VaultPaths;
 
 fn vault(pages: usize) -> (tempfile::TempDir, VaultPaths) {
@@ -86,7 +86,7 @@ fn a_second_reindex_of_a_vault_being_indexed_is_busy_at_once() {
   let (release_tx, release_rx) = mpsc::channel::<()>();
   let release_rx = std::sync::Mutex::new(release_rx);
   let entered_tx = std::sync::Mutex::new(Some(entered_tx));
-  let progress = Arc::new(move |_: Progress| {
+  let progress = Arc::new(move |_: ReindexProgressEvent| {
     if let Some(tx) = entered_tx.lock().unwrap().take() {
       tx.send(()).unwrap();
       release_rx.lock().unwrap().recv().unwrap();

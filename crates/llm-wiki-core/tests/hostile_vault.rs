@@ -393,6 +393,6 @@ fn pages_with_nfd_file_names_get_vectors() {
   assert!(r.warnings.is_empty(), "{:?}", r.warnings);
   assert_eq!(r.chunks.total, 2);
   assert_eq!(r.vectors.generated, 2, "{}", serde_json::to_string_pretty(&r).unwrap());
-  assert_eq!(r.status.counts.needs_embedding, 0);
-  assert!(r.status.counts.has_vector_index);
+  assert_eq!(r.status.needs_embedding, 0);
+  assert!(r.status.has_vector_index);
 }

@@ -35,7 +35,7 @@ fn commit(p: &VaultPaths, ids: &[&str]) -> u64 {
     ReindexOptions { components: vec![Component::Lexical], changed_paths: Some(hints), ..Default::default() };
   let r = reindex_vault(p, &opts);
   assert!(r.ok, "{:?}", r.errors);
-  r.generation
+  r.generation as u64
 }
 
 fn snapshot(p: &VaultPaths) -> Snapshot {
@@ -73,7 +73,7 @@ fn a_reader_follows_commits_through_the_journal_and_equals_a_whole_load() {
   assert!(first.ok, "{:?}", first.errors);
   // As in a fresh process (the writer's copy forgotten): the first snapshot parses the manifest.
   forget_committed();
-  let opened = check(&p, first.generation);
+  let opened = check(&p, first.generation as u64);
   let (loads, shares) = (opened.reader.manifest_loads(), opened.reader.manifest_shares());
   assert_eq!((loads, shares), (1, 0));
   drop(opened);

@@ -45,11 +45,7 @@ fn lifecycle() {
   assert_eq!(r.warnings.iter().filter(|w| w.code == "frontmatter_missing").count(), 1);
   assert_eq!(r.status.state, IndexState::Ready, "{:?}", r.status.issues);
   assert_eq!(
-    (
-      r.status.counts.total_documents,
-      r.status.counts.canonical_documents,
-      r.status.counts.evidence_documents
-    ),
+    (r.status.total_documents, r.status.canonical_documents, r.status.evidence_documents),
     (2, 1, 1)
   );
   assert!(r.vault_id.is_some());
@@ -76,13 +72,13 @@ fn lifecycle() {
   );
   assert_eq!(r.generation, gen + 1);
   assert_eq!(r.status.state, IndexState::Ready);
-  assert_eq!(r.status.counts.total_documents, 2);
+  assert_eq!(r.status.total_documents, 2);
 
   // Forced rebuild keeps counts; its generations continue above the replaced store's.
   let r = reindex_vault(&p, &ReindexOptions { force: true, scope: Scope::All, ..opts() });
   assert!(r.ok);
   assert!(r.full_rebuild);
-  assert_eq!(r.status.counts.total_documents, 2);
+  assert_eq!(r.status.total_documents, 2);
   assert_eq!(r.generation, gen + 2);
 
   // A page turning malformed is removed with a warning.
@@ -119,7 +115,7 @@ fn cancel_keeps_last_good_index() {
   let r = reindex_vault(&p, &ReindexOptions { cancel, force: true, ..opts() });
   assert!(!r.ok);
   assert!(r.errors.is_empty());
-  assert_eq!(r.status.counts.total_documents, 50);
+  assert_eq!(r.status.total_documents, 50);
   assert_eq!(r.status.state, IndexState::Stale);
 }
 
@@ -146,7 +142,7 @@ fn a_rebuild_over_a_store_with_an_unreadable_manifest_continues_its_generations(
   let r = reindex_vault(&p, &ReindexOptions { force: true, scope: Scope::All, ..opts() });
   assert!(r.ok, "{:?}", r.errors);
   assert_eq!(r.generation, 3);
-  assert_eq!(r.status.counts.total_documents, 2);
+  assert_eq!(r.status.total_documents, 2);
 }
 
 #[test]

@@ -69,7 +69,7 @@ fn walk_agrees(p: &VaultPaths) {
   let before = on_disk(p);
   let r = run(p, None);
   assert_eq!((r.documents.indexed, r.documents.updated, r.documents.removed), (0, 0, 0), "walk disagreed");
-  assert_eq!(r.generation, before.generation, "a walk after a hinted run committed again");
+  assert_eq!(r.generation as u64, before.generation, "a walk after a hinted run committed again");
 }
 
 #[test]
@@ -80,22 +80,24 @@ fn page_commits_append_journal_records_and_checkpoint_into_a_new_base() {
   }
   let first = run(&p, None);
   let dir = store(&p);
-  assert_eq!(dir.manifest_generations(), vec![first.generation]);
-  assert!(!dir.journal_file(first.generation).exists());
+  assert_eq!(dir.manifest_generations(), vec![first.generation as u64]);
+  assert!(!dir.journal_file(first.generation as u64).exists());
 
   page(&p, "concepts/p03", "Edited body.");
   let r = run(&p, None);
   assert_eq!(r.documents.updated, 1);
   // No second base: one record appended to the first base's journal.
-  assert_eq!(dir.manifest_generations(), vec![first.generation]);
-  let journal = fs::read_to_string(dir.journal_file(first.generation)).unwrap();
+  assert_eq!(dir.manifest_generations(), vec![first.generation as u64]);
+  let journal = fs::read_to_string(dir.journal_file(first.generation as u64)).unwrap();
   assert_eq!(journal.lines().count(), 1, "{journal}");
   let m = on_disk(&p);
-  assert_eq!(m.generation, r.generation);
+  assert_eq!(m.generation, r.generation as u64);
   assert!(m.entries["concepts/p03"].size < 100);
   assert_eq!(m.entries.len(), 30);
   // A record holds the change only (one page), not the vault.
-  assert!(journal.len() < fs::metadata(dir.manifest_file(first.generation)).unwrap().len() as usize / 10);
+  assert!(
+    journal.len() < fs::metadata(dir.manifest_file(first.generation as u64)).unwrap().len() as usize / 10
+  );
 
   // Many edits: the journal outgrows a quarter of its base plus the slack, and a commit writes a
   // new base; the old base and journal go once no kept commit reads them.
@@ -106,15 +108,15 @@ fn page_commits_append_journal_records_and_checkpoint_into_a_new_base() {
       page(&p, &format!("concepts/p{i:02}"), &format!("{long} round {round}"));
     }
     last = run(&p, None).generation;
-    if dir.manifest_generations().iter().any(|g| *g > first.generation) {
+    if dir.manifest_generations().iter().any(|g| *g > first.generation as u64) {
       break;
     }
   }
   let bases = dir.manifest_generations();
-  assert!(bases.iter().any(|g| *g > first.generation), "no checkpoint after many edits: {bases:?}");
+  assert!(bases.iter().any(|g| *g > first.generation as u64), "no checkpoint after many edits: {bases:?}");
   assert!(bases.len() <= 2, "{bases:?}");
   let m = on_disk(&p);
-  assert_eq!(m.generation, last);
+  assert_eq!(m.generation, last as u64);
   assert!(m.entries.values().all(|e| e.size > 10_000));
   walk_agrees(&p);
 }
@@ -132,7 +134,7 @@ fn uncommitted_records_and_bases_are_ignored_by_readers_and_cut_by_the_next_writ
   let committed = on_disk(&p);
   // A crashed writer's leftovers: a whole record of the next generation removing p0, a torn
   // record after it, and a base file of the next generation that lost p2.
-  let jpath = dir.journal_file(first.generation);
+  let jpath = dir.journal_file(first.generation as u64);
   let mut journal = fs::read(&jpath).unwrap();
   let fake =
     format!("{{\"generation\":{},\"builtAtMs\":1,\"del\":[\"concepts/p0\"]}}\n", second.generation + 1);
@@ -141,8 +143,8 @@ fn uncommitted_records_and_bases_are_ignored_by_readers_and_cut_by_the_next_writ
   fs::write(&jpath, &journal).unwrap();
   let mut bogus = committed.clone();
   bogus.entries.remove("concepts/p2");
-  bogus.generation = second.generation + 1;
-  bogus.save(&dir.manifest_file(second.generation + 1)).unwrap();
+  bogus.generation = second.generation as u64 + 1;
+  bogus.save(&dir.manifest_file(second.generation as u64 + 1)).unwrap();
 
   // Readers see the committed generation.
   assert_eq!(on_disk(&p), committed);
@@ -175,14 +177,15 @@ fn a_record_after_the_asked_generation_is_never_read_even_out_of_order() {
   assert_eq!(second.generation, first.generation + 1);
   let dir = store(&p);
   let committed = on_disk(&p);
-  let jpath = dir.journal_file(first.generation);
+  let jpath = dir.journal_file(first.generation as u64);
   let mut journal = fs::read(&jpath).unwrap();
   assert_eq!(journal.iter().filter(|b| **b == b'\n').count(), 1, "one record");
   // An uncommitted record numbered before the committed one (a writer that lost its place).
   let stale = format!("{{\"generation\":{},\"builtAtMs\":1,\"del\":[\"concepts/p0\"]}}\n", first.generation);
   journal.extend_from_slice(stale.as_bytes());
   fs::write(&jpath, &journal).unwrap();
-  let m = Manifest::load_generation(&dir, second.generation, None).expect("the committed generation loads");
+  let m =
+    Manifest::load_generation(&dir, second.generation as u64, None).expect("the committed generation loads");
   assert_eq!(m, committed);
 }
 
@@ -246,7 +249,7 @@ fn hints_follow_edits_creates_deletes_and_renames_without_a_walk() {
     Some(vec![hint(&p, "concepts/a"), PathBuf::from("notes.txt"), PathBuf::from(".obsidian/x.json")]),
   );
   assert_eq!((r.documents.indexed, r.documents.updated, r.documents.removed), (0, 0, 0));
-  assert_eq!(r.generation, g);
+  assert_eq!(r.generation as u64, g);
   assert!(r.warnings.iter().all(|w| w.code != "reindex_hint_outside_vault"), "{:?}", r.warnings);
 
   // Paths outside the vault are ignored with a diagnostic (and read nothing).
@@ -256,7 +259,7 @@ fn hints_follow_edits_creates_deletes_and_renames_without_a_walk() {
     run(&p, Some(vec![outside.clone(), PathBuf::from("../elsewhere.md"), PathBuf::from("wiki/../../x.md")]));
   let outside_warnings = r.warnings.iter().filter(|w| w.code == "reindex_hint_outside_vault").count();
   assert_eq!(outside_warnings, 3, "{:?}", r.warnings);
-  assert_eq!(r.generation, g);
+  assert_eq!(r.generation as u64, g);
 
   // An edit that is not hinted is not seen by a hinted run (the hint is trusted) ...
   page(&p, "concepts/a", "Alpha text, edited again.");

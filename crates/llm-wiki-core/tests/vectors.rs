@@ -52,10 +52,10 @@ fn assert_fully_embedded(p: &VaultPaths, r: &llm_wiki_core::store::ReindexResult
   assert!(r.ok, "{:?}", r.errors);
   assert!(!r.warnings.iter().any(|w| w.code == "vectors_unavailable"), "{:?}", r.warnings);
   let s = read_index_status(p);
-  assert!(s.counts.total_chunks > 0);
-  assert_eq!(r.vectors.generated, s.counts.total_chunks, "{:?}", r.vectors);
-  assert_eq!((s.counts.embedded_chunks, s.counts.needs_embedding), (s.counts.total_chunks, 0));
-  assert!(s.counts.has_vector_index);
+  assert!(s.total_chunks > 0);
+  assert_eq!(r.vectors.generated, s.total_chunks, "{:?}", r.vectors);
+  assert_eq!((s.embedded_chunks, s.needs_embedding), (s.total_chunks, 0));
+  assert!(s.has_vector_index);
 }
 
 #[test]
@@ -70,7 +70,7 @@ fn vectors_come_from_the_vaults_own_wiki_directory() {
   write(&p, "concepts/backups", "Keep three copies of important data, two media, one off site.");
   write(&p, "concepts/sourdough", "Feed the starter flour and water twice a day.");
   let r = reindex_vault(&p, &both());
-  assert_eq!(r.status.counts.total_documents, 2);
+  assert_eq!(r.status.total_documents, 2);
   assert_fully_embedded(&p, &r);
 }
 
@@ -175,7 +175,7 @@ fn dense_recalls_racing_forced_rebuilds_stay_hybrid() {
   });
   assert!(failures.is_empty(), "{} of {n} dense recalls failed: {failures:#?}", failures.len());
   let s = read_index_status(&p);
-  assert_eq!((s.counts.embedded_chunks, s.counts.needs_embedding), (s.counts.total_chunks, 0));
+  assert_eq!((s.embedded_chunks, s.needs_embedding), (s.total_chunks, 0));
 }
 
 /// A store of an older index format (another lexical schema) is rebuilt by the next reindex and
@@ -232,5 +232,5 @@ fn a_store_of_an_older_format_is_rebuilt_with_its_vectors() {
   assert_eq!(r.vectors.generated, 0, "vectors were embedded again: {:?}", r.vectors);
   let s = read_index_status(&p);
   assert_eq!(s.state, llm_wiki_core::store::status::IndexState::Ready);
-  assert_eq!((s.counts.embedded_chunks, s.counts.needs_embedding), (s.counts.total_chunks, 0));
+  assert_eq!((s.embedded_chunks, s.needs_embedding), (s.total_chunks, 0));
 }

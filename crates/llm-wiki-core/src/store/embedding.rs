@@ -24,11 +24,12 @@ use super::manifest::{Manifest, ManifestEntry};
 use super::state::{StateFile, StateModels, StateVectors};
 use super::swap::crash_point;
 use super::vectors::{chunk_key, merge_segments, write_segment, SegmentRef, VectorIndex, VectorManifest};
-use super::{Component, IndexIssue, Progress};
+use super::{Component, IndexIssue, Progress, ReindexProgressEvent};
 use crate::chunk::Chunker;
 use crate::error::{Error, Result};
 use crate::fsutil::sync_dir;
 use crate::models::{self, TextKind};
+use crate::util::num::{sat_i64, sat_u32};
 use crate::vault::{Page, PageModel, VaultPaths};
 
 /// Most chunks embedded per committed batch.
@@ -54,12 +55,14 @@ const MERGE_RATIO: u32 = 2;
 
 fn emit(opts: &ReindexOptions, message: &str, current: u64, total: u64) {
   if let Some(p) = &opts.progress {
-    p(Progress {
-      vault: None,
-      stage: "vectors",
-      message: message.to_string(),
-      current: Some(current),
-      total: Some(total),
+    p(ReindexProgressEvent {
+      vault: String::new(),
+      progress: Progress {
+        stage: "vectors",
+        message: message.to_string(),
+        current: Some(sat_u32(current)),
+        total: Some(sat_u32(total)),
+      },
     });
   }
 }
@@ -472,7 +475,7 @@ pub fn vector_phase(
     if ann_due {
       // Only the ANN index needs work: no model load.
       let vw = VectorWriter::new(&gen, &live, (model_id, dims), present.len() as u32)?;
-      res.generation = vw.finish()?;
+      res.generation = sat_i64(vw.finish()?);
     }
     return Ok(());
   }
@@ -496,7 +499,7 @@ pub fn vector_phase(
       // Nothing is live: publish an empty vector list for the new model.
       vw.publish(Vec::new())?;
     }
-    res.generation = vw.finish()?;
+    res.generation = sat_i64(vw.finish()?);
     return Ok(());
   }
   let mut texts =
@@ -526,7 +529,7 @@ pub fn vector_phase(
     done += rows.len() as u64;
     res.vectors.generated += rows.len() as u32;
   }
-  res.generation = vw.finish()?;
+  res.generation = sat_i64(vw.finish()?);
   Ok(())
 }
 

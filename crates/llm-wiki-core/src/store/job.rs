@@ -87,7 +87,8 @@ pub struct VectorCounts {
   pub errors: u32,
 }
 
-/// Outcome of reindexing one vault.
+/// Outcome of reindexing one vault (the contract's `QmdReindexResult`).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReindexResult {
@@ -96,8 +97,10 @@ pub struct ReindexResult {
   /// The vault's id (unset when its config is unreadable).
   pub vault_id: Option<String>,
   /// The scope used.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'changed' | 'all'"))]
   pub scope: Scope,
   /// The components requested (de-duplicated).
+  #[cfg_attr(feature = "napi", napi(ts_type = "Array<'lexical' | 'vectors'>"))]
   pub components: Vec<Component>,
   /// Page counts.
   pub documents: DocumentCounts,
@@ -109,8 +112,9 @@ pub struct ReindexResult {
   pub elapsed_ms: f64,
   /// True when the store was rebuilt from scratch (a new store directory published by `CURRENT`).
   pub full_rebuild: bool,
-  /// Generation committed by this run (unchanged when nothing was committed).
-  pub generation: u64,
+  /// Store generation after the run (unchanged when nothing was committed).
+  // `i64`, a JavaScript number (`crate::util::num`); the store counts generations in `u64`.
+  pub generation: i64,
   /// Index status after the run.
   pub status: IndexStatus,
   /// Pages excluded and degraded components (`{code, message, path?}`).
@@ -119,21 +123,25 @@ pub struct ReindexResult {
   pub errors: Vec<IndexIssue>,
 }
 
-/// One vault's outcome within a multi-vault reindex.
+/// One vault's outcome in `WikiReindexResult.results`.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 pub struct VaultReindexResult {
   /// The vault root.
   pub root: String,
   /// `active`, `personal` or `project`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'active' | 'personal' | 'project'"))]
   pub label: &'static str,
   /// Its outcome.
   pub result: ReindexResult,
 }
 
-/// Outcome of `reindexWiki`.
+/// Result of `reindexWiki`.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Serialize)]
 pub struct WikiReindexResult {
   /// The target that was asked for (`active`, `personal`, `project`, `all`).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'active' | 'personal' | 'project' | 'all'"))]
   pub vault: String,
   /// One outcome per vault.
   pub results: Vec<VaultReindexResult>,

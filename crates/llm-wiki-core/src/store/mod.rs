@@ -26,4 +26,4 @@ pub use crate::util::CancelFlag;
 pub use layout::StoreLayout;
 pub use reindex::{reindex_vault, reindex_wiki, ReindexOptions, ReindexResult, WikiReindexResult};
 pub use status::{read_index_status, IndexState, IndexStatus};
-pub use terms::{Component, IndexIssue, Progress, ProgressSink, Scope};
+pub use terms::{Component, IndexIssue, Progress, ProgressSink, ReindexProgressEvent, Scope};

@@ -23,6 +23,7 @@ use crate::vault::config::{read_config, vault_id_of};
 use crate::vault::{discover_pages, VaultPaths};
 
 /// Lifecycle state of a store.
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "lowercase", skip_typescript))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum IndexState {
@@ -81,11 +82,13 @@ pub struct PendingPages {
   pub removed: u32,
 }
 
-/// The status object of the contract (§4.1), plus neutral extras.
+/// Index status (the contract's `QmdGeneratedStatus`, §4.1, plus neutral extras).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IndexStatus {
   /// Overall state.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'missing' | 'ready' | 'stale' | 'recovering' | 'error'"))]
   pub state: IndexState,
   /// The vault's id, when its config is readable.
   pub vault_id: Option<String>,
@@ -97,9 +100,22 @@ pub struct IndexStatus {
   pub format_version: u32,
   /// Models recall would use now.
   pub models: StatusModels,
-  /// Page, chunk and vector counts of the indexed generation (flattened into the object).
-  #[serde(flatten)]
-  pub counts: IndexCounts,
+  // The counts of the indexed generation, as `state.json` records them ([`IndexCounts`], copied
+  // by `with_state`); flat here, as the contract has them.
+  /// Indexed pages (canonical + evidence).
+  pub total_documents: u32,
+  /// Indexed canonical pages (the wiki's own notes).
+  pub canonical_documents: u32,
+  /// Indexed evidence pages (sources and other supporting material).
+  pub evidence_documents: u32,
+  /// Chunk documents in the lexical index.
+  pub total_chunks: u32,
+  /// Distinct live chunks (by id) without a vector for the recorded embedding model.
+  pub needs_embedding: u32,
+  /// Distinct live chunks with a vector.
+  pub embedded_chunks: u32,
+  /// The commit lists at least one vector segment.
+  pub has_vector_index: bool,
   /// Hash of the pages on disk (when compared).
   pub manifest_hash: Option<String>,
   /// Hash of the pages at the last index.
@@ -107,10 +123,15 @@ pub struct IndexStatus {
   /// When the last index was committed (RFC 3339).
   pub last_indexed_at: Option<String>,
   /// Phase of an interrupted swap journal (contract field; format 2 has no journal: always unset).
+  #[cfg_attr(
+    feature = "napi",
+    napi(ts_type = "'prepared' | 'previous-moved' | 'current-promoted' | 'validated'")
+  )]
   pub swap_phase: Option<String>,
   /// Pages that differ from the index (when compared).
   pub pending_pages: Option<PendingPages>,
-  /// Components a repair reindex should target.
+  /// Components a repair reindex should target (sorted; empty when ready, missing or recovering).
+  #[cfg_attr(feature = "napi", napi(ts_type = "Array<'lexical' | 'vectors'>"))]
   pub repair_components: Vec<Component>,
   /// Why the state is not `ready`; then relation and link lint findings (`relation_*`,
   /// `page_links_truncated`), which never change the state.
@@ -167,7 +188,19 @@ impl IndexStatus {
   }
 
   fn with_state(mut self, s: &StateFile) -> Self {
-    self.counts = s.status.clone();
+    let IndexCounts {
+      total_documents,
+      canonical_documents,
+      evidence_documents,
+      total_chunks,
+      needs_embedding,
+      embedded_chunks,
+      has_vector_index,
+    } = s.status;
+    (self.total_documents, self.canonical_documents, self.evidence_documents) =
+      (total_documents, canonical_documents, evidence_documents);
+    (self.total_chunks, self.needs_embedding, self.embedded_chunks, self.has_vector_index) =
+      (total_chunks, needs_embedding, embedded_chunks, has_vector_index);
     self.indexed_manifest_hash = Some(s.manifest_hash.clone());
     self.last_indexed_at = Some(s.indexed_at.clone());
     self

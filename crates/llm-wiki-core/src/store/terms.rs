@@ -37,6 +37,7 @@ impl IndexIssue {
 }
 
 /// An index component a reindex can target.
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "lowercase", skip_typescript))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Component {
@@ -65,6 +66,7 @@ impl Component {
 }
 
 /// Which pages a reindex examines closely: `changed` trusts size + mtime, `all` re-hashes every page.
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "lowercase", skip_typescript))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
@@ -94,22 +96,36 @@ impl Scope {
 }
 
 /// A progress event of a long operation.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "IndexProgress"))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Progress {
-  /// Root of the vault being processed (set by multi-vault operations).
-  #[serde(skip_serializing_if = "Option::is_none")]
-  pub vault: Option<String>,
   /// `mirror` (scan + parse), `copy`, `lexical`, `vectors`, `validate` or `swap`.
+  #[cfg_attr(
+    feature = "napi",
+    napi(ts_type = "'mirror' | 'copy' | 'lexical' | 'vectors' | 'validate' | 'swap'")
+  )]
   pub stage: &'static str,
   /// Human-readable progress.
   pub message: String,
-  /// Items done in this stage.
+  /// Items (pages or chunks) done in this stage.
   #[serde(skip_serializing_if = "Option::is_none")]
-  pub current: Option<u64>,
+  pub current: Option<u32>,
   /// Items of this stage.
   #[serde(skip_serializing_if = "Option::is_none")]
-  pub total: Option<u64>,
+  pub total: Option<u32>,
+}
+
+/// A progress event of a reindex with the vault it concerns (`onProgress` payload of
+/// `reindexWiki`).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReindexProgressEvent {
+  /// Root of the vault being indexed (set by [`crate::store::reindex::reindex_wiki`]; empty
+  /// when a single vault is reindexed directly).
+  pub vault: String,
+  /// Its progress.
+  pub progress: Progress,
 }
 
 /// Receiver of progress events; called from worker threads.
-pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+pub type ProgressSink = Arc<dyn Fn(ReindexProgressEvent) + Send + Sync>;

@@ -562,7 +562,7 @@ impl Worker {
       ev.ms = Some(r.elapsed_ms);
       ev.latency_ms = Some((done - first_seen).as_secs_f64() * 1000.0);
       ev.documents = Some(r.documents.clone());
-      ev.generation = Some(i64::try_from(r.generation).unwrap_or(i64::MAX));
+      ev.generation = Some(r.generation);
       self.emit(ev);
     } else if self.closing.is_cancelled() || is_cancelled(&r) {
       self.pending.restore(batch, first_seen);
@@ -655,7 +655,7 @@ impl Worker {
       ev.phase = Some("vectors");
       ev.ms = Some(r.elapsed_ms);
       ev.documents = Some(r.documents.clone());
-      ev.generation = Some(i64::try_from(r.generation).unwrap_or(i64::MAX));
+      ev.generation = Some(r.generation);
       self.emit(ev);
     } else if is_busy(&r) {
       self.vectors_due = true;

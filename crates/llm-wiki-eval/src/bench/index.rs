@@ -214,7 +214,7 @@ pub(super) fn build_lexical(paths: &VaultPaths, label: &str, common: &BenchCommo
     Some(throttled_progress(common.log.clone(), format!("{label} lexical"))),
   )?;
   note_warnings(&mut report, &lex.result);
-  report.pages = lex.result.status.counts.total_documents;
+  report.pages = lex.result.status.total_documents;
   report.chunks = lex.result.chunks.total;
   report.lexical = lex.cost;
   common.say(format!(

@@ -58,7 +58,7 @@ use llm_wiki_core::store::generation::Generation;
 use llm_wiki_core::store::layout::{StoreLayout, ENGINE_NAME, ENGINE_VERSION, INDEX_FORMAT_VERSION};
 use llm_wiki_core::store::manifest::Manifest;
 use llm_wiki_core::store::{
-  reindex_vault, Component, Progress, ProgressSink, ReindexOptions, ReindexResult, Scope,
+  reindex_vault, Component, ProgressSink, ReindexOptions, ReindexProgressEvent, ReindexResult, Scope,
 };
 use llm_wiki_core::vault::page::Role;
 use llm_wiki_core::vault::VaultPaths;

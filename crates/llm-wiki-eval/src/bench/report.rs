@@ -294,7 +294,8 @@ pub(super) fn score_distribution(values: &[f64], floor: f64) -> Value {
 /// A progress sink that logs at most every 20 s (plus each stage's first event).
 pub(super) fn throttled_progress(log: Log, label: String) -> ProgressSink {
   let last: Mutex<(Option<Instant>, &'static str)> = Mutex::new((None, ""));
-  Arc::new(move |p: Progress| {
+  Arc::new(move |e: ReindexProgressEvent| {
+    let p = e.progress;
     let mut g = last.lock().unwrap_or_else(|e| e.into_inner());
     let due = g.0.is_none_or(|t| t.elapsed() >= Duration::from_secs(20)) || g.1 != p.stage;
     if due {

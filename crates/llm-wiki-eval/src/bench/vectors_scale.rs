@@ -256,8 +256,9 @@ fn embed_sampler(
   budget: Option<f64>,
   log: Log,
 ) -> ProgressSink {
-  Arc::new(move |p: Progress| {
-    let (Some(done), Some(total)) = (p.current, p.total) else { return };
+  Arc::new(move |e: ReindexProgressEvent| {
+    let p = e.progress;
+    let (Some(done), Some(total)) = (p.current.map(u64::from), p.total.map(u64::from)) else { return };
     if p.stage != "vectors" {
       return;
     }

@@ -309,10 +309,10 @@ fn after_kill(
   if st.state != IndexState::Ready {
     failures.push(format!("status after recovery is {status_after_recovery} ({:?})", st.issues));
   }
-  if st.counts.needs_embedding > 0 || !st.counts.has_vector_index || st.models.embed != embed_model {
+  if st.needs_embedding > 0 || !st.has_vector_index || st.models.embed != embed_model {
     failures.push(format!(
       "vectors after recovery: {} chunks pending, vector index {}",
-      st.counts.needs_embedding, st.counts.has_vector_index
+      st.needs_embedding, st.has_vector_index
     ));
   }
 
@@ -354,7 +354,7 @@ fn after_kill(
     recovery_ms,
     recovery_detail,
     status_after_recovery,
-    needs_embedding: st.counts.needs_embedding,
+    needs_embedding: st.needs_embedding,
     pages: pages.summary(),
     recall_edit,
     recall_hybrid: hybrid.label(),

@@ -505,7 +505,7 @@ fn update_index(paths: &VaultPaths) -> DerivedUpdate {
     ReindexOptions { scope: Scope::Changed, components: vec![Component::Lexical], ..Default::default() };
   let r = crate::store::reindex_vault(paths, &opts);
   let res = if r.ok {
-    Ok(i64::try_from(r.generation).unwrap_or(i64::MAX))
+    Ok(r.generation)
   } else {
     Err(
       r.errors

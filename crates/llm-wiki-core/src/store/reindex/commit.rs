@@ -15,6 +15,7 @@ use crate::store::lexical::{CommitInfo, LexicalIndex};
 use crate::store::manifest::{JournalPos, Manifest, ManifestDelta};
 use crate::store::state::{remember_tally, tally_of, StateFile, StateModels, StateVectors, Tally};
 use crate::store::swap::{self, crash_point};
+use crate::util::num::sat_i64;
 use crate::vault::VaultPaths;
 
 /// Publish an incremental run's `scan` as the generation after `committed` in `dir`: the
@@ -65,7 +66,7 @@ pub(super) fn commit_update(
   crash_point("after-state");
   gc_manifests(dir, &[committed.manifest_generation, next]);
   crate::store::manifest::remember_committed(dir, Arc::new(manifest), counts);
-  res.generation = next;
+  res.generation = sat_i64(next);
   Ok(())
 }
 
@@ -77,7 +78,7 @@ pub(super) fn keep_generation(
   hinted_run: bool,
   res: &mut ReindexResult,
 ) -> Result<()> {
-  res.generation = gen.generation();
+  res.generation = sat_i64(gen.generation());
   res.chunks.total = crate::store::manifest::counts_of(&gen.manifest).chunks;
   if !hinted_run {
     res.warnings.extend(crate::memory::graph::lint_issues_cached(&gen.dir.dir, &gen.manifest));

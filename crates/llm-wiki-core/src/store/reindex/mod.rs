@@ -37,10 +37,11 @@ use super::lock;
 use super::spill::{EntrySpill, SPILL_FILE};
 use super::status::{read_index_status_with, IndexStatus, StatusOptions};
 use super::swap::{self, crash_point};
-use super::{Component, IndexIssue, Progress, ProgressSink};
+use super::{Component, IndexIssue, ProgressSink, ReindexProgressEvent};
 use crate::chunk::Chunker;
 use crate::error::{Error, Result};
 use crate::fsutil::{now_iso, remove_dir_all_if_exists, write_json};
+use crate::util::num::sat_i64;
 use crate::vault::config::{ensure_vault_id, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
 use crate::vault::{PageFile, VaultPaths};
@@ -223,7 +224,7 @@ fn rebuild(
   let name = new_store_name();
   let staging = layout.store_dir(&name);
   match build_new_store(paths, layout, opts, components, vault_id, chunker, files, &name, res) {
-    Ok(first) => res.generation = first,
+    Ok(first) => res.generation = sat_i64(first),
     Err(e) => {
       super::manifest::forget_store(&staging);
       let _ = remove_dir_all_if_exists(&staging.dir);
@@ -371,8 +372,8 @@ pub fn reindex_wiki(active: &VaultPaths, target: VaultTarget, opts: &ReindexOpti
     let root = paths.root.to_string_lossy().into_owned();
     let progress: Option<ProgressSink> = opts.progress.clone().map(|p| {
       let root = root.clone();
-      Arc::new(move |mut ev: Progress| {
-        ev.vault = Some(root.clone());
+      Arc::new(move |mut ev: ReindexProgressEvent| {
+        ev.vault = root.clone();
         p(ev)
       }) as ProgressSink
     });

@@ -10,7 +10,8 @@ use crate::store::generation::Generation;
 use crate::store::job::{ReindexOptions, ReindexResult};
 use crate::store::layout::StoreLayout;
 use crate::store::manifest::Manifest;
-use crate::store::{Component, IndexIssue, Progress, Scope};
+use crate::store::{Component, IndexIssue, Progress, ReindexProgressEvent, Scope};
+use crate::util::num::sat_u32;
 use crate::vault::{discover_pages, PageFile, VaultPaths};
 
 /// Send a progress event of the run (when it has a progress sink).
@@ -22,7 +23,11 @@ pub(super) fn emit(
   total: Option<u64>,
 ) {
   if let Some(p) = &opts.progress {
-    p(Progress { vault: None, stage, message: message.into(), current, total });
+    let (current, total) = (current.map(sat_u32), total.map(sat_u32));
+    p(ReindexProgressEvent {
+      vault: String::new(),
+      progress: Progress { stage, message: message.into(), current, total },
+    });
   }
 }
 

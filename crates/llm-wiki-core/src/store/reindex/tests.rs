@@ -76,7 +76,7 @@ fn a_staged_store_whose_counts_disagree_is_refused_and_the_previous_one_serves()
   assert_eq!(layout.current().unwrap().name(), published);
   assert_eq!(layout.store_dirs(), vec![published.clone()], "the staged store directory remains");
   let live = crate::store::generation::Generation::open_live(&layout).unwrap();
-  assert_eq!(live.generation(), first.generation);
+  assert_eq!(live.generation(), first.generation as u64);
   drop(live);
   let policy = RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: 10, max_results: 5 };
   let answer = recall_wiki(&p, "zstango", &RecallOptions::new(policy, RetrievalMode::Lexical)).unwrap();
@@ -125,7 +125,7 @@ fn pages_the_walk_cannot_read_are_kept_not_removed() {
     assert!(r.ok, "{:?}", r.errors);
     assert_eq!(r.documents.removed, 0, "{scope:?}: {:?} {:?}", r.documents, r.warnings);
     assert!(r.warnings.iter().any(|w| w.code == "page_unreadable"), "{:?}", r.warnings);
-    assert_eq!(r.status.counts.total_documents, 6);
+    assert_eq!(r.status.total_documents, 6);
     let r = reindex_vault(&p, &scoped);
     assert!(r.ok && r.documents.removed == 0 && r.warnings.iter().all(|w| w.code != "page_unreadable"));
   }
@@ -234,7 +234,7 @@ fn a_transient_read_error_keeps_the_page_and_the_next_scan_retries_it() {
   assert!(codes.contains(&"page_unreadable"), "{codes:?}");
   assert!(!codes.contains(&"frontmatter_parse_error"), "an I/O error is not a parse error: {codes:?}");
   assert_eq!(failed.documents.removed, 0, "{:?}", failed.documents);
-  assert_eq!(failed.status.counts.total_documents, 6);
+  assert_eq!(failed.status.total_documents, 6);
   assert_eq!(recall("zqcharlieold"), vec!["concepts/flaky2".to_string()], "the page left recall");
   // The next incremental scan (the watcher's) reads it again: no edit needed.
   let again = reindex_vault(&p, &opts);
@@ -332,7 +332,7 @@ fn a_spilled_cold_build_commits_the_same_manifest() {
     let store = StoreLayout::new(p.retrieval()).current().expect("a published store");
     assert!(!store.dir.join(SPILL_FILE).exists(), "a spill file was left in the store");
     crate::store::manifest::forget_store(&store);
-    let m = Manifest::load(&store.manifest_file(r.generation), None).unwrap();
+    let m = Manifest::load(&store.manifest_file(r.generation as u64), None).unwrap();
     assert_eq!(m.excluded.len(), 1);
     (m, r)
   };
@@ -373,11 +373,11 @@ fn a_process_that_did_not_commit_parses_the_manifest_once() {
   }
   assert_eq!(loads(), before + 1, "each no-op parsed the manifest");
   let status = || crate::store::status::read_index_status(&p);
-  assert_eq!(status().counts.total_documents, 20);
+  assert_eq!(status().total_documents, 20);
   assert_eq!(loads(), before + 1, "status parsed the manifest again");
   // Status does read the manifest: without the shared copy it parses one.
   crate::store::manifest::forget_store(&store);
-  assert_eq!(status().counts.total_documents, 20);
+  assert_eq!(status().total_documents, 20);
   assert_eq!(loads(), before + 2);
 }
 
@@ -417,6 +417,6 @@ fn a_panicking_page_is_one_diagnostic_and_the_others_are_indexed_as_themselves()
     let again = reindex_vault(&p, &ReindexOptions { scope, ..opts.clone() });
     assert!(again.ok, "{:?}", again.errors);
     assert_eq!(again.warnings.iter().filter(|w| w.code == "page_index_panic").count(), 1);
-    assert_eq!(again.status.counts.total_documents, 39);
+    assert_eq!(again.status.total_documents, 39);
   }
 }
