@@ -361,6 +361,27 @@ export interface IndexStatus {
   issues: Array<IndexIssue>
 }
 
+/**
+ * What `initVault` ([`init_vault`]) did. Paths are strings (as JavaScript and the CLI's JSON
+ * show them).
+ */
+export interface InitVaultResult {
+  /** The folder (absolute). */
+  root: string
+  /**
+   * `plain` (a plain folder of notes, created or found), `llm-wiki` (`.llm-wiki/`) or `legacy`
+   * (`.wiki/`): an existing vault is reported and left alone.
+   */
+  layout: 'plain' | 'llm-wiki' | 'legacy'
+  /**
+   * Absolute paths created, in order (`<root>/.llm-wiki-retrieval/`, its `.gitignore` and
+   * `config.json`); empty when the folder already was a vault.
+   */
+  created: Array<string>
+  /** Markdown notes found (what a reindex will read). */
+  pages: number
+}
+
 /** Result of `linkPath` ([`link_path`]). */
 export interface LinkPath {
   /** True when a path within `max_hops` exists. */
@@ -515,6 +536,22 @@ export interface Neighbourhood {
   diagnostics: Array<RecallDiagnostic>
 }
 
+/** Options of `neighbours` ([`neighbours`]); an absent option takes its default. */
+export interface NeighboursOptions {
+  /** Hops from the page (default 1, at most 3; 0 is `invalid_argument`). */
+  depth?: number
+  /** Edges followed (default `both`; an unknown value is `invalid_argument`). */
+  direction?: 'outbound' | 'inbound' | 'both'
+  /** Output budget in bytes (default 32768). */
+  maxBytes?: number
+  /**
+   * Output budget in estimated tokens of `text` (default 2000, at most 10000 — more is clamped
+   * with a `budget_clamped` diagnostic; 0, negative or fractional is `invalid_argument`). With
+   * `maxBytes` both apply: the smaller one binds.
+   */
+  budgetTokens?: number
+}
+
 /** One step of a path. */
 export interface PathHop {
   /** The edge (as written in the vault: `from` links to `to`). */
@@ -539,6 +576,24 @@ export interface RecallDiagnostic {
   code: string
   /** Human-readable explanation. */
   message: string
+}
+
+/**
+ * Recall policy (the phase-3 plan's `RecallPolicy`): how many results, from which vaults, above
+ * which floor.
+ */
+export interface RecallPolicy {
+  /** Also search the personal vault (explicit recall: true; automatic: false). */
+  includePersonal: boolean
+  /**
+   * Floor on the final bounded score (confidence × multiplier; explicit 0.25, automatic 0.50);
+   * within [0, 1].
+   */
+  minScore: number
+  /** Candidates per vault before fusion (both policies: 10; 1..=1000). */
+  maxPerVault: number
+  /** Results returned (explicit: `max_results` ≤ 10, default 5; automatic: 3; 1..=1000). */
+  maxResults: number
 }
 
 /** Result of `recallWiki`. Empty `results` ("no reliable memory") is a valid outcome. */
@@ -703,6 +758,29 @@ export interface ReindexResult {
   warnings: Array<IndexIssue>
   /** Why the run failed (empty when `ok`). */
   errors: Array<IndexIssue>
+}
+
+/** Arguments of `resolveConflict` (the spec's `wiki_resolve_conflict` parameters). */
+export interface ResolveConflictOptions {
+  /** The vault of both pages, relative to the active vault `paths`. */
+  vault: 'project' | 'personal'
+  /** The user-endorsed claim (folder-qualified page id). */
+  selectedPageId: string
+  /** The competing claim. */
+  otherPageId: string
+  /**
+   * Direction selected → other: `supersedes` (other becomes historical), `qualifies` (both
+   * current, selected narrows other), `applies_under` (selected applies within `scope`).
+   */
+  relation: 'supersedes' | 'qualifies' | 'applies_under'
+  /** Required for `applies_under`, rejected for the other relations. */
+  scope?: string
+  /** Why; recorded in the page body. */
+  rationale?: string
+  /** The pair's active resolution id that this decision replaces (required to change a choice). */
+  replaces?: string
+  /** Update the vault's index afterwards (default true). */
+  updateIndex?: boolean
 }
 
 /** Result of `resolveConflict`. */
@@ -1272,24 +1350,6 @@ export interface GraphQueryOptions {
  */
 export declare function initVault(root: string): Promise<InitVaultResult>
 
-/** What `initVault` did. */
-export interface InitVaultResult {
-  /** The folder (absolute). */
-  root: string
-  /**
-   * `plain` (a plain folder of notes, created or found), `llm-wiki` (`.llm-wiki/`) or `legacy`
-   * (`.wiki/`): an existing vault is reported and left alone.
-   */
-  layout: 'plain' | 'llm-wiki' | 'legacy'
-  /**
-   * Absolute paths created, in order (`<root>/.llm-wiki-retrieval/`, its `.gitignore` and
-   * `config.json`); empty when the folder already was a vault.
-   */
-  created: Array<string>
-  /** Markdown notes found (what a reindex will read). */
-  pages: number
-}
-
 /**
  * A shortest path of links (followed in either direction) between two pages of one vault; of
  * paths of equal length the one with more typed relations. Malformed ids are
@@ -1330,22 +1390,6 @@ export interface ModelStatus {
  * index is a diagnostic.
  */
 export declare function neighbours(paths: VaultPaths, pageId: string, opts?: NeighboursOptions | undefined | null): Promise<Neighbourhood>
-
-/** Options of `neighbours`. */
-export interface NeighboursOptions {
-  /** Hops from the page (default 1, at most 3). */
-  depth?: number
-  /** Edges followed (default `both`). */
-  direction?: 'outbound' | 'inbound' | 'both'
-  /** Output budget in bytes (default 32768). */
-  maxBytes?: number
-  /**
-   * Output budget in estimated tokens of `text` (default 2000, at most 10000 — more is clamped
-   * with a `budget_clamped` diagnostic; 0 is `invalid_argument`). With `maxBytes` both apply:
-   * the smaller one binds.
-   */
-  budgetTokens?: number
-}
 
 /** Paths of the personal vault (`$WIKI_HOME` or the home directory, new layout). */
 export declare function personalVaultPaths(): VaultPaths
@@ -1421,18 +1465,6 @@ export interface RecallMemoryOptions {
   feedback?: boolean
   /** The host session (see `RecallWikiOptions.session`); its budget caps `budgetChars`. */
   session?: RecallSession
-}
-
-/** Recall policy (the phase-3 plan's `RecallPolicy`). */
-export interface RecallPolicy {
-  /** Also search the personal vault (explicit recall: true; automatic: false). */
-  includePersonal: boolean
-  /** Floor on the final score (explicit 0.25, automatic 0.50); within [0, 1]. */
-  minScore: number
-  /** Candidates per vault before fusion (both policies: 10). */
-  maxPerVault: number
-  /** Results returned (explicit: `max_results` ≤ 10, default 5; automatic: 3). */
-  maxResults: number
 }
 
 /** A session's totals in the ledger (zeros for an unknown session). */
@@ -1561,29 +1593,6 @@ export interface RemoteModelFile {
  * stays committed and `index.stale` is true; nor does a failed event append (`warnings`).
  */
 export declare function resolveConflict(paths: VaultPaths, opts: ResolveConflictOptions): Promise<ResolveConflictResult>
-
-/** Arguments of `resolveConflict` (the spec's `wiki_resolve_conflict` parameters). */
-export interface ResolveConflictOptions {
-  /** The vault of both pages, relative to the active vault `paths`. */
-  vault: 'project' | 'personal'
-  /** The user-endorsed claim (folder-qualified page id). */
-  selectedPageId: string
-  /** The competing claim. */
-  otherPageId: string
-  /**
-   * Direction selected → other: `supersedes` (other becomes historical), `qualifies` (both
-   * current, selected narrows other), `applies_under` (selected applies within `scope`).
-   */
-  relation: 'supersedes' | 'qualifies' | 'applies_under'
-  /** Required for `applies_under`, rejected for the other relations. */
-  scope?: string
-  /** Why; recorded in the page body. */
-  rationale?: string
-  /** The pair's active resolution id that this decision replaces (required to change a choice). */
-  replaces?: string
-  /** Update the vault's index afterwards (default true). */
-  updateIndex?: boolean
-}
 
 /**
  * The vault that applies to a working directory: the project vault found from `cwd`

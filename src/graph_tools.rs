@@ -12,17 +12,11 @@ use llm_wiki_core::retrieve::RetrievalMode;
 
 use crate::error::Outcome;
 use crate::types::VaultPaths;
-use crate::{cancel_flag, core_err, invalid, task};
+use crate::{cancel_flag, core_err, task};
 
-/// A JS number given as a token budget or count: a non-negative integer (10⁹ and more are
-/// accepted and clamped by the engine); NaN, negative or fractional values are `invalid_argument`.
-pub(crate) fn whole(name: &str, v: Option<f64>) -> Outcome<Option<u64>> {
-  match v {
-    None => Ok(None),
-    Some(x) if x.is_finite() && x >= 0.0 && x.fract() == 0.0 => Ok(Some(x.min(u64::MAX as f64) as u64)),
-    Some(x) if x == f64::INFINITY => Ok(Some(u64::MAX)),
-    Some(x) => Err(invalid(format!("{name} must be a whole number of at least 0, got {x}"))),
-  }
+/// [`llm_wiki_core::memory::graph_input::whole`]: a JS number given as a token budget or count.
+fn whole(name: &str, v: Option<f64>) -> Outcome<Option<u64>> {
+  llm_wiki_core::memory::graph_input::whole(name, v).map_err(core_err)
 }
 
 /// Options of `wikiIndex`.

@@ -157,12 +157,7 @@ pub fn recall_wiki<'env>(
     .collect();
   let sentence_rescore = opts.sentence_rescore.unwrap_or(false);
   let rerank_timeout = opts.rerank_timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64));
-  let policy = core_retrieve::RecallPolicy {
-    include_personal: opts.policy.include_personal,
-    min_score: opts.policy.min_score,
-    max_per_vault: opts.policy.max_per_vault as usize,
-    max_results: opts.policy.max_results as usize,
-  };
+  let policy = opts.policy.clone();
   let feedback = opts.feedback.unwrap_or(true);
   let session = opts.session.clone().map(|s| s.check().map(|()| s)).transpose().map_err(core_err);
   let job_cancel = cancel.clone();
@@ -431,22 +426,6 @@ pub fn ensure_vault_id<'env>(env: &'env Env, paths: VaultPaths) -> Result<Promis
   })
 }
 
-/// What `initVault` did.
-#[napi(object)]
-pub struct InitVaultResult {
-  /// The folder (absolute).
-  pub root: String,
-  /// `plain` (a plain folder of notes, created or found), `llm-wiki` (`.llm-wiki/`) or `legacy`
-  /// (`.wiki/`): an existing vault is reported and left alone.
-  #[napi(ts_type = "'plain' | 'llm-wiki' | 'legacy'")]
-  pub layout: String,
-  /// Absolute paths created, in order (`<root>/.llm-wiki-retrieval/`, its `.gitignore` and
-  /// `config.json`); empty when the folder already was a vault.
-  pub created: Vec<String>,
-  /// Markdown notes found (what a reindex will read).
-  pub pages: u32,
-}
-
 /// Make a plain folder of Markdown notes (an Obsidian vault, a `docs/` folder) indexable: the one
 /// explicit step before `reindexWiki({root})` on a folder without `.llm-wiki/`. Creates only
 /// `<root>/.llm-wiki-retrieval/` (`config.json`, `.gitignore`; the index goes under its `meta/`)
@@ -457,16 +436,12 @@ pub struct InitVaultResult {
 /// `vault_init_unreadable`, `vault_init_no_markdown` or `vault_init_inside_vault`;
 /// `invalid_argument` for a relative path.
 #[napi(catch_unwind, ts_return_type = "Promise<InitVaultResult>")]
-pub fn init_vault<'env>(env: &'env Env, root: String) -> Result<PromiseRaw<'env, InitVaultResult>> {
+pub fn init_vault<'env>(
+  env: &'env Env,
+  root: String,
+) -> Result<PromiseRaw<'env, llm_wiki_core::vault::init::InitOutcome>> {
   task::spawn(env, None, task::Priority::Interactive, move || {
     let root = llm_wiki_core::fsutil::absolute_path("root", &root).map_err(core_err)?;
-    let out = llm_wiki_core::vault::init::init_vault(&root).map_err(core_err)?;
-    let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
-    Ok(InitVaultResult {
-      root: s(&out.root),
-      layout: out.layout,
-      created: out.created.iter().map(|p| s(p)).collect(),
-      pages: out.pages.min(u32::MAX as usize) as u32,
-    })
+    llm_wiki_core::vault::init::init_vault(&root).map_err(core_err)
   })
 }

@@ -5,7 +5,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use llm_wiki_core::memory::bundle as core_bundle;
-use llm_wiki_core::memory::explore as core_explore;
+use llm_wiki_core::memory::explore::{self as core_explore, NeighbourRequest as NeighboursOptions};
 use llm_wiki_core::memory::{self as core_memory};
 use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 
@@ -54,12 +54,7 @@ pub fn recall_memory<'env>(
       (None, Some(m)) => Ok(RetrievalMode::parse(m).unwrap_or_default()),
       (None, None) => Ok(RetrievalMode::default()),
     };
-  let policy = core_retrieve::RecallPolicy {
-    include_personal: opts.policy.include_personal,
-    min_score: opts.policy.min_score,
-    max_per_vault: opts.policy.max_per_vault as usize,
-    max_results: opts.policy.max_results as usize,
-  };
+  let policy = opts.policy.clone();
   let budget = opts.budget_chars.map_or(core_bundle::DEFAULT_BUDGET_CHARS, |b| b as usize);
   let typed_expansion = opts.typed_expansion.unwrap_or(true);
   let feedback = opts.feedback.unwrap_or(true);
@@ -78,22 +73,6 @@ pub fn recall_memory<'env>(
   })
 }
 
-/// Options of `neighbours`.
-#[napi(object, object_to_js = false)]
-pub struct NeighboursOptions {
-  /// Hops from the page (default 1, at most 3).
-  pub depth: Option<u32>,
-  /// Edges followed (default `both`).
-  #[napi(ts_type = "'outbound' | 'inbound' | 'both'")]
-  pub direction: Option<String>,
-  /// Output budget in bytes (default 32768).
-  pub max_bytes: Option<u32>,
-  /// Output budget in estimated tokens of `text` (default 2000, at most 10000 — more is clamped
-  /// with a `budget_clamped` diagnostic; 0 is `invalid_argument`). With `maxBytes` both apply:
-  /// the smaller one binds.
-  pub budget_tokens: Option<f64>,
-}
-
 /// Zoom-out: a page with its outbound and inbound link edges (typed relations labelled), up to
 /// `depth` hops, within `maxBytes` and `budgetTokens`; typed relations and current canonical
 /// pages first, the page text cut at a sentence end. A malformed page id (`..`, absolute) is
@@ -106,20 +85,9 @@ pub fn neighbours<'env>(
   page_id: String,
   opts: Option<NeighboursOptions>,
 ) -> Result<PromiseRaw<'env, core_explore::Neighbourhood>> {
-  let (depth, direction, max_bytes, budget_tokens) = match opts {
-    Some(o) => (o.depth, o.direction, o.max_bytes, o.budget_tokens),
-    None => (None, None, None, None),
-  };
   task::spawn(env, None, task::Priority::Interactive, move || {
     let paths = paths.resolve()?;
-    let direction = direction.as_deref().map(core_explore::Direction::parse).transpose().map_err(core_err)?;
-    let req = core_explore::NeighbourRequest {
-      depth,
-      direction,
-      max_bytes: max_bytes.map(|b| b as usize),
-      budget_tokens: crate::graph_tools::whole("budgetTokens", budget_tokens)?,
-    };
-    core_explore::neighbours(&paths, &page_id, &req).map_err(core_err)
+    core_explore::neighbours(&paths, &page_id, &opts.unwrap_or_default()).map_err(core_err)
   })
 }
 

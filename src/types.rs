@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 
-pub use llm_wiki_core::retrieve::recall::RecallResponse;
+pub use llm_wiki_core::retrieve::recall::{RecallPolicy, RecallResponse};
 pub use llm_wiki_core::store::job::WikiReindexResult;
 pub use llm_wiki_core::store::status::IndexStatus;
 pub use llm_wiki_core::store::ReindexProgressEvent;
@@ -46,23 +46,12 @@ pub struct WikiReindexInput {
 }
 
 /// Options of `readIndexStatus`.
+// Not the engine's `StatusOptions`: that one also carries the embedding and reranker model ids a
+// status compares with (the fuzz harness pins them), which JavaScript does not set.
 #[napi(object)]
 pub struct StatusOptions {
   /// Compare pages on disk with the index (stat only, no reads). Default true.
   pub check_pages: Option<bool>,
-}
-
-/// Recall policy (the phase-3 plan's `RecallPolicy`).
-#[napi(object)]
-pub struct RecallPolicy {
-  /// Also search the personal vault (explicit recall: true; automatic: false).
-  pub include_personal: bool,
-  /// Floor on the final score (explicit 0.25, automatic 0.50); within [0, 1].
-  pub min_score: f64,
-  /// Candidates per vault before fusion (both policies: 10).
-  pub max_per_vault: u32,
-  /// Results returned (explicit: `max_results` ≤ 10, default 5; automatic: 3).
-  pub max_results: u32,
 }
 
 /// The subset of the extension's `TaskConfig` recall reads.

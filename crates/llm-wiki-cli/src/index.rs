@@ -19,20 +19,14 @@ pub(crate) fn init(folder: &Path, json: bool, out: &mut impl Write) -> Result<()
   if json {
     writeln!(out, "{}", serde_json::to_string_pretty(&r).unwrap_or_default()).ok();
   } else if r.created.is_empty() {
-    writeln!(
-      out,
-      "{} already is a vault ({} layout, {} notes); nothing created",
-      r.root.display(),
-      r.layout,
-      r.pages
-    )
-    .ok();
+    writeln!(out, "{} already is a vault ({} layout, {} notes); nothing created", r.root, r.layout, r.pages)
+      .ok();
   } else {
-    writeln!(out, "initialised {} ({} Markdown notes); created:", r.root.display(), r.pages).ok();
+    writeln!(out, "initialised {} ({} Markdown notes); created:", r.root, r.pages).ok();
     for p in &r.created {
-      writeln!(out, "  {}", p.display()).ok();
+      writeln!(out, "  {p}").ok();
     }
-    writeln!(out, "next: {PROGRAM} index {}", r.root.display()).ok();
+    writeln!(out, "next: {PROGRAM} index {}", r.root).ok();
   }
   Ok(())
 }

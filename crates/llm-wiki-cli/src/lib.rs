@@ -370,6 +370,7 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
     }
     Command::Run { vault, queries, out: out_path, mode, depth, tag, sentence_rescore } => {
       let paths = vault_paths(&vault)?;
+      let depth = llm_wiki_core::util::num::sat_u32(depth);
       let policy =
         RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: depth, max_results: depth };
       let opts =
@@ -393,7 +394,7 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
         scope,
         rationale,
         replaces,
-        update_index: !no_index,
+        update_index: Some(!no_index),
       };
       record::resolve(&paths, &req, json, out)
     }
@@ -404,9 +405,10 @@ pub fn execute(command: Command, out: &mut impl Write) -> Result<()> {
       let paths = vault_paths(&vault)?;
       let req = explore::NeighbourRequest {
         depth: Some(depth),
-        direction: Some(explore::Direction::parse(&direction)?),
-        max_bytes: Some(max_bytes),
-        budget_tokens,
+        direction: Some(direction),
+        max_bytes: Some(llm_wiki_core::util::num::sat_u32(max_bytes)),
+        // A whole number either way; budgets are capped at 10,000 tokens.
+        budget_tokens: budget_tokens.map(|t| t as f64),
       };
       graph::neighbours(&paths, &page, &req, text, out)
     }

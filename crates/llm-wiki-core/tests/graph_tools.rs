@@ -96,7 +96,7 @@ fn neighbours_within_a_token_budget() {
   let small = explore::neighbours(
     &p,
     "concepts/cache-ttl",
-    &NeighbourRequest { budget_tokens: Some(45), ..Default::default() },
+    &NeighbourRequest { budget_tokens: Some(45.0), ..Default::default() },
   )
   .unwrap();
   assert!(small.truncated && small.tokens_used <= 45, "{} {}", small.tokens_used, small.text);
@@ -112,7 +112,7 @@ fn neighbours_within_a_token_budget() {
   let huge = explore::neighbours(
     &p,
     "concepts/cache-ttl",
-    &NeighbourRequest { budget_tokens: Some(1_000_000_000), ..Default::default() },
+    &NeighbourRequest { budget_tokens: Some(1e9), ..Default::default() },
   )
   .unwrap();
   assert_eq!(huge.budget_tokens, 10_000);
@@ -120,7 +120,7 @@ fn neighbours_within_a_token_budget() {
   let zero = explore::neighbours(
     &p,
     "concepts/cache-ttl",
-    &NeighbourRequest { budget_tokens: Some(0), ..Default::default() },
+    &NeighbourRequest { budget_tokens: Some(0.0), ..Default::default() },
   );
   assert_eq!(zero.unwrap_err().code(), "invalid_argument");
   // Both budgets: the smaller binds.

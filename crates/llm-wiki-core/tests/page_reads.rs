@@ -7,14 +7,14 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use llm_wiki_core::memory::explore::{Direction, NeighbourRequest, Neighbourhood, DEFAULT_MAX_BYTES};
+use llm_wiki_core::memory::explore::{NeighbourRequest, Neighbourhood, DEFAULT_MAX_BYTES};
 
 /// `neighbours` of `id`, depth 1, both directions, within `max_bytes` (default token budget).
 fn neighbours(p: &VaultPaths, id: &str, max_bytes: usize) -> Neighbourhood {
   let req = NeighbourRequest {
     depth: Some(1),
-    direction: Some(Direction::Both),
-    max_bytes: Some(max_bytes),
+    direction: Some("both".into()),
+    max_bytes: Some(u32::try_from(max_bytes).unwrap()),
     budget_tokens: None,
   };
   llm_wiki_core::memory::explore::neighbours(p, id, &req).unwrap()

@@ -101,7 +101,11 @@ fn init_then_index_and_recall_a_flat_folder_of_notes() {
   assert_eq!(out.layout, "plain");
   assert_eq!(out.pages, 13, "11 example pages + 2 notes; dot folders and node_modules skipped");
   let store = root.join(".llm-wiki-retrieval");
-  assert_eq!(out.created, vec![store.clone(), store.join(".gitignore"), store.join("config.json")]);
+  let created: Vec<String> = [store.clone(), store.join(".gitignore"), store.join("config.json")]
+    .iter()
+    .map(|p| p.to_string_lossy().into_owned())
+    .collect();
+  assert_eq!(out.created, created);
   let after: Vec<String> =
     listing(root).into_iter().filter(|p| !p.starts_with(".llm-wiki-retrieval")).collect();
   assert_eq!(after, notes_before, "init writes nothing outside .llm-wiki-retrieval/");

@@ -529,17 +529,22 @@ fn checked_id(paths: &VaultPaths, manifest: Option<&Manifest>, raw: &str) -> Res
   super::graph_input::check_page_id(raw, &vault_id, Some(kind))
 }
 
-/// Options of [`neighbours`] as a caller gives them (`None` = default).
-#[derive(Debug, Clone, Copy, Default)]
+/// Options of `neighbours` ([`neighbours`]); an absent option takes its default.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_to_js = false, js_name = "NeighboursOptions"))]
+#[derive(Debug, Clone, Default)]
 pub struct NeighbourRequest {
-  /// Hops (default 1; 0 is `invalid_argument`; above 3 clamped).
+  /// Hops from the page (default 1, at most 3; 0 is `invalid_argument`).
   pub depth: Option<u32>,
-  /// Edges followed (default both).
-  pub direction: Option<Direction>,
-  /// Byte budget (default [`DEFAULT_MAX_BYTES`]).
-  pub max_bytes: Option<usize>,
-  /// Token budget (default 2,000, at most 10,000; 0 is `invalid_argument`).
-  pub budget_tokens: Option<u64>,
+  /// Edges followed (default `both`; an unknown value is `invalid_argument`).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'outbound' | 'inbound' | 'both'"))]
+  pub direction: Option<String>,
+  /// Output budget in bytes (default 32768).
+  pub max_bytes: Option<u32>,
+  /// Output budget in estimated tokens of `text` (default 2000, at most 10000 — more is clamped
+  /// with a `budget_clamped` diagnostic; 0, negative or fractional is `invalid_argument`). With
+  /// `maxBytes` both apply: the smaller one binds.
+  // A JavaScript number, checked by [`whole`].
+  pub budget_tokens: Option<f64>,
 }
 
 /// A page of the vault's index with its outbound and inbound edges up to `depth` (1..=3) hops,
@@ -551,16 +556,17 @@ pub fn neighbours(paths: &VaultPaths, page_id: &str, req: &NeighbourRequest) -> 
   if req.depth == Some(0) {
     return Err(Error::invalid("depth must be at least 1"));
   }
+  let direction = req.direction.as_deref().map(Direction::parse).transpose()?;
   let b = super::graph_input::budget(
     "budgetTokens",
-    req.budget_tokens,
+    super::graph_input::whole("budgetTokens", req.budget_tokens)?,
     DEFAULT_NEIGHBOUR_TOKENS,
     MAX_NEIGHBOUR_TOKENS,
   )?;
   let limits = NeighbourLimits {
     depth: req.depth.unwrap_or(1),
-    direction: req.direction.unwrap_or(Direction::Both),
-    max_bytes: req.max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
+    direction: direction.unwrap_or(Direction::Both),
+    max_bytes: req.max_bytes.map_or(DEFAULT_MAX_BYTES, |b| b as usize),
     budget_tokens: b.tokens,
   };
   let mut n = match snapshot_or(paths) {

@@ -15,6 +15,19 @@ pub struct Budget {
   pub clamped: bool,
 }
 
+/// A JavaScript number given as a token budget or count: a non-negative integer (10⁹ and more
+/// are accepted, for [`budget`] and the callers' caps to clamp; `Infinity` is the largest);
+/// NaN, negative or fractional values are `invalid_argument`.
+pub fn whole(name: &str, v: Option<f64>) -> Result<Option<u64>> {
+  match v {
+    None => Ok(None),
+    // A float-to-int `as` saturates: 1e300 becomes u64::MAX.
+    Some(x) if x.is_finite() && x >= 0.0 && x.fract() == 0.0 => Ok(Some(x as u64)),
+    Some(x) if x == f64::INFINITY => Ok(Some(u64::MAX)),
+    Some(x) => Err(Error::invalid(format!("{name} must be a whole number of at least 0, got {x}"))),
+  }
+}
+
 /// `requested` tokens (`None` → `default`), at most `max`. A budget of 0 is an
 /// `invalid_argument` (an answer of no tokens is never what a caller means); a budget above
 /// `max` (10⁹, say) is clamped to `max` and reported by the caller as `budget_clamped`.

@@ -22,6 +22,7 @@ use crate::retrieve::RetrievalMode;
 use crate::store::manifest::Manifest;
 use crate::store::CancelFlag;
 use crate::util::diagnostic::RecallDiagnostic;
+use crate::util::num::sat_u32;
 use crate::vault::{Role, VaultPaths};
 
 /// Default token budget (seed 004: "token-budgeted traversal, default 2,000").
@@ -528,8 +529,8 @@ pub fn graph_query(paths: &VaultPaths, query: &str, opts: &GraphQueryOptions) ->
   let policy = RecallPolicy {
     include_personal: false,
     min_score: crate::retrieve::confidence::EXPLICIT_FLOOR,
-    max_per_vault: 10.max(seeds),
-    max_results: seeds,
+    max_per_vault: 10.max(sat_u32(seeds)),
+    max_results: sat_u32(seeds),
   };
   let recall =
     RecallOptions { cancel: opts.cancel.clone(), feedback: false, ..RecallOptions::new(policy, opts.mode) };

@@ -20,6 +20,7 @@ use crate::retrieve::recall::{
 };
 use crate::retrieve::trust::now_secs;
 use crate::retrieve::RetrievalMode;
+use crate::util::num::sat_u32;
 use crate::vault::{PageMeta, VaultPaths};
 
 /// Candidates asked of recall for grouping (the spec's per-vault candidate count).
@@ -135,9 +136,9 @@ impl MemorySource for Source {
 
 /// Recall memory bundles for `raw_query` from the vaults of `active`.
 pub fn recall_memory(active: &VaultPaths, raw_query: &str, opts: &MemoryOptions) -> Result<MemoryResponse> {
-  let max_bundles = opts.recall.policy.max_results;
+  let max_bundles = opts.recall.policy.max_results as usize;
   let mut candidate_opts = opts.recall.clone();
-  candidate_opts.policy.max_results = MEMORY_CANDIDATES.max(max_bundles);
+  candidate_opts.policy.max_results = sat_u32(MEMORY_CANDIDATES.max(max_bundles));
   // A session budget caps the rendered context (the candidates' own estimate is not what is
   // injected); a spent budget still makes the recall skip.
   let session_automatic = opts.recall.session.as_ref().filter(|_| !opts.recall.policy.include_personal);

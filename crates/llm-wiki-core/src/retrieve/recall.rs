@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::feedback::ledger::{self, ShownEntry};
 use crate::feedback::projection::{self, has_stream, Projection};
 use crate::feedback::shape::skip_reason;
+use crate::util::num::sat_u32;
 use crate::util::CancelFlag;
 use crate::vault::config::{intent_of, read_config};
 use crate::vault::paths::{is_personal_vault, personal_vault_paths};
@@ -24,17 +25,20 @@ use crate::vault::{Role, VaultPaths};
 /// Label the extension shows next to personal-vault hits.
 pub const PERSONAL_LABEL: &str = "📓 personal";
 
-/// How many results, from which vaults, above which floor.
+/// Recall policy (the phase-3 plan's `RecallPolicy`): how many results, from which vaults, above
+/// which floor.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_to_js = false))]
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecallPolicy {
-  /// Search the personal vault too (explicit recall).
+  /// Also search the personal vault (explicit recall: true; automatic: false).
   pub include_personal: bool,
-  /// Floor on the final bounded score (confidence × multiplier).
+  /// Floor on the final bounded score (confidence × multiplier; explicit 0.25, automatic 0.50);
+  /// within [0, 1].
   pub min_score: f64,
-  /// Candidates taken from each vault before fusion.
-  pub max_per_vault: usize,
-  /// Results returned.
-  pub max_results: usize,
+  /// Candidates per vault before fusion (both policies: 10; 1..=1000).
+  pub max_per_vault: u32,
+  /// Results returned (explicit: `max_results` ≤ 10, default 5; automatic: 3; 1..=1000).
+  pub max_results: u32,
 }
 
 impl RecallPolicy {
@@ -44,7 +48,7 @@ impl RecallPolicy {
       include_personal: true,
       min_score: EXPLICIT_FLOOR,
       max_per_vault: 10,
-      max_results: max_results.unwrap_or(5).clamp(1, 10),
+      max_results: sat_u32(max_results.unwrap_or(5).clamp(1, 10)),
     }
   }
 
@@ -561,7 +565,7 @@ fn run_following_swap(
       query: ask.query,
       terms: ask.terms,
       subqueries: ask.subqueries,
-      limit: opts.policy.max_per_vault,
+      limit: opts.policy.max_per_vault as usize,
       intent: intent.clone(),
       rerank_timeout: opts.rerank_timeout,
       sentence_rescore: opts.sentence_rescore,
@@ -651,7 +655,7 @@ fn fused_results(outcomes: &[VaultOutcome], ask: &Ask, trace: &mut Vec<String>) 
   trace.push(format!(
     "fusion:rrf k=60 over {} vault(s) -> {} result(s)",
     outcomes.len(),
-    fused.len().min(opts.policy.max_results)
+    fused.len().min(opts.policy.max_results as usize)
   ));
   let mut results = Vec::new();
   // Historical pages and pages citing them (user resolutions, `supersedes` relations): the
@@ -662,7 +666,7 @@ fn fused_results(outcomes: &[VaultOutcome], ask: &Ask, trace: &mut Vec<String>) 
   let mut offered = Vec::new();
   let mut budget_left =
     ask.session_auto.and_then(|s| s.budget_chars.map(|b| ledger::remaining_budget(&s.id, b as usize)));
-  for f in fused.into_iter().take(opts.policy.max_results) {
+  for f in fused.into_iter().take(opts.policy.max_results as usize) {
     let (vi, hi) = f.item.payload;
     let o = &outcomes[vi];
     let (h, m, score) = &o.hits[hi];

@@ -4,7 +4,7 @@
 //! notes are never written. The index itself appears under `.llm-wiki-retrieval/meta/` on the
 //! first `index`. A folder that already is a vault (any layout) is left alone.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -12,6 +12,7 @@ use super::discover::discover_pages;
 use super::paths::{has_vault, personal_root, real_path, VaultPaths, PLAIN_DIR};
 use crate::error::{Error, Result};
 use crate::fsutil::atomic_write;
+use crate::util::num::sat_u32;
 
 /// Stable codes of [`Error::VaultInit`].
 pub mod codes {
@@ -28,18 +29,27 @@ pub mod codes {
   pub const INSIDE_VAULT: &str = "vault_init_inside_vault";
 }
 
-/// What [`init_vault`] did.
+/// What `initVault` ([`init_vault`]) did. Paths are strings (as JavaScript and the CLI's JSON
+/// show them).
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false, js_name = "InitVaultResult"))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InitOutcome {
   /// The folder (absolute).
-  pub root: PathBuf,
-  /// `plain` (created or found), `llm-wiki` (`.llm-wiki/`) or `legacy` (`.wiki/`).
+  pub root: String,
+  /// `plain` (a plain folder of notes, created or found), `llm-wiki` (`.llm-wiki/`) or `legacy`
+  /// (`.wiki/`): an existing vault is reported and left alone.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'plain' | 'llm-wiki' | 'legacy'"))]
   pub layout: String,
-  /// Files and folders created, in creation order; empty when the folder already was a vault.
-  pub created: Vec<PathBuf>,
-  /// Markdown notes found (what `index` will read).
-  pub pages: usize,
+  /// Absolute paths created, in order (`<root>/.llm-wiki-retrieval/`, its `.gitignore` and
+  /// `config.json`); empty when the folder already was a vault.
+  pub created: Vec<String>,
+  /// Markdown notes found (what a reindex will read).
+  pub pages: u32,
+}
+
+fn path_string(p: &Path) -> String {
+  p.to_string_lossy().into_owned()
 }
 
 fn refuse(code: &'static str, message: String) -> Error {
@@ -68,10 +78,10 @@ pub fn init_vault(folder: &Path) -> Result<InitOutcome> {
     return Err(refuse(codes::UNREADABLE, format!("{} cannot be listed: {e}", root.display())));
   }
   let existing = |layout: &str| InitOutcome {
-    root: root.clone(),
+    root: path_string(&root),
     layout: layout.into(),
     created: Vec::new(),
-    pages: count_pages(&VaultPaths::for_root(&root)),
+    pages: sat_u32(count_pages(&VaultPaths::for_root(&root))),
   };
   if root.join(".llm-wiki").is_dir() {
     return Ok(existing("llm-wiki"));
@@ -123,7 +133,12 @@ pub fn init_vault(folder: &Path) -> Result<InitOutcome> {
   let text = serde_json::to_string_pretty(&config).map_err(|e| Error::Index(e.to_string()))?;
   atomic_write(&paths.config_file(), text.as_bytes())?;
   created.push(paths.config_file());
-  Ok(InitOutcome { root, layout: "plain".into(), created, pages })
+  Ok(InitOutcome {
+    root: path_string(&root),
+    layout: "plain".into(),
+    created: created.iter().map(|p| path_string(p)).collect(),
+    pages: sat_u32(pages),
+  })
 }
 
 fn count_pages(paths: &VaultPaths) -> usize {

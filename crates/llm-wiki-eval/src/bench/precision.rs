@@ -268,7 +268,7 @@ fn measure_query(
   counts: &mut ModeCounts,
 ) -> Result<Option<Value>> {
   let floor = RecallPolicy::automatic().min_score;
-  let auto_max = RecallPolicy::automatic().max_results;
+  let auto_max = RecallPolicy::automatic().max_results as usize;
   let auto = ask(probe.paths, &q.id, &q.text, &opts.auto)?;
   let top = ask(probe.paths, &q.id, &q.text, &opts.top)?;
   // Consistency: the automatic list must be the floor-0 list filtered by the floor, cut at 3.

@@ -4,6 +4,7 @@ use super::*;
 
 /// Policy of the ranked lists: active vault only, no floor, `depth` results.
 pub fn ranked_policy(depth: usize) -> RecallPolicy {
+  let depth = llm_wiki_core::util::num::sat_u32(depth);
   RecallPolicy { include_personal: false, min_score: 0.0, max_per_vault: depth, max_results: depth }
 }
 

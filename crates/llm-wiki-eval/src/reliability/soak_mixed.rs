@@ -68,7 +68,7 @@ pub(crate) fn writer_ops(
       scope: None,
       rationale: Some(format!("soak round {run}")),
       replaces: None,
-      update_index: true,
+      update_index: Some(true),
     };
     let r = resolve_conflict(paths, &req);
     let mut rep = report.lock().unwrap_or_else(|p| p.into_inner());

@@ -71,25 +71,34 @@ pub mod codes {
 
 // ── Writing a resolution ───────────────────────────────────────────────────────────────────
 
-/// A `resolveConflict` request.
+/// Arguments of `resolveConflict` (the spec's `wiki_resolve_conflict` parameters).
+#[cfg_attr(
+  feature = "napi",
+  napi_derive::napi(object, object_to_js = false, js_name = "ResolveConflictOptions")
+)]
 #[derive(Debug, Clone, Default)]
 pub struct ResolveRequest {
-  /// `project` or `personal`.
+  /// The vault of both pages, relative to the active vault `paths`.
+  #[cfg_attr(feature = "napi", napi(ts_type = "'project' | 'personal'"))]
   pub vault: String,
-  /// The user-endorsed page id.
+  /// The user-endorsed claim (folder-qualified page id).
+  #[cfg_attr(feature = "napi", napi(js_name = "selectedPageId"))]
   pub selected: String,
-  /// The other page id.
+  /// The competing claim.
+  #[cfg_attr(feature = "napi", napi(js_name = "otherPageId"))]
   pub other: String,
-  /// `supersedes`, `qualifies` or `applies_under`.
+  /// Direction selected → other: `supersedes` (other becomes historical), `qualifies` (both
+  /// current, selected narrows other), `applies_under` (selected applies within `scope`).
+  #[cfg_attr(feature = "napi", napi(ts_type = "'supersedes' | 'qualifies' | 'applies_under'"))]
   pub relation: String,
-  /// Scope (required for `applies_under`, forbidden otherwise).
+  /// Required for `applies_under`, rejected for the other relations.
   pub scope: Option<String>,
-  /// Why (the page body records it).
+  /// Why; recorded in the page body.
   pub rationale: Option<String>,
-  /// The active resolution of the same pair that this decision replaces.
+  /// The pair's active resolution id that this decision replaces (required to change a choice).
   pub replaces: Option<String>,
-  /// Run the incremental index update afterwards (default true).
-  pub update_index: bool,
+  /// Update the vault's index afterwards (default true).
+  pub update_index: Option<bool>,
 }
 
 /// Outcome of the index update after a resolution.
@@ -486,7 +495,7 @@ pub fn resolve_in(
     }
   };
   let page_path = page_file(&paths.wiki, &resolution.page_id).unwrap_or(target);
-  let index = if req.update_index { update_index(&paths) } else { skipped_update() };
+  let index = if req.update_index.unwrap_or(true) { update_index(&paths) } else { skipped_update() };
   Ok(ResolveOutcome { resolution, created, path: page_path.to_string_lossy().into_owned(), index, warnings })
 }
 

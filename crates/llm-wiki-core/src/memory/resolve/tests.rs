@@ -12,7 +12,7 @@ fn req(sel: &str, oth: &str, rel: &str) -> ResolveRequest {
     selected: sel.into(),
     other: oth.into(),
     relation: rel.into(),
-    update_index: false,
+    update_index: Some(false),
     ..Default::default()
   }
 }
@@ -276,7 +276,7 @@ fn index_update_follows_and_a_failed_one_keeps_the_page() {
   let (_t, p) = vault();
   let opts = ReindexOptions { components: vec![Component::Lexical], ..Default::default() };
   assert!(crate::store::reindex_vault(&p, &opts).ok);
-  let q = ResolveRequest { update_index: true, ..req("concepts/a", "concepts/b", "supersedes") };
+  let q = ResolveRequest { update_index: Some(true), ..req("concepts/a", "concepts/b", "supersedes") };
   let out = resolve_in(&p, None, &q).unwrap();
   assert!(out.index.updated && !out.index.stale, "{:?}", out.index);
   let snap = crate::retrieve::engine::open_snapshot(&p).ok().unwrap();
@@ -291,7 +291,7 @@ fn index_update_follows_and_a_failed_one_keeps_the_page() {
     replaces: Some(out.resolution.id.clone()),
     ..req("concepts/a", "concepts/b", "qualifies")
   };
-  let stale = resolve_in(&p, None, &ResolveRequest { update_index: true, ..q2 }).unwrap();
+  let stale = resolve_in(&p, None, &ResolveRequest { update_index: Some(true), ..q2 }).unwrap();
   assert!(stale.created && !stale.index.updated && stale.index.stale);
   let codes: Vec<&str> = stale.index.issues.iter().map(|i| i.code.as_str()).collect();
   assert_eq!(codes, vec!["qmd_index_busy", "resolution_index_stale"]);
