@@ -760,6 +760,26 @@ export interface ReindexResult {
   errors: Array<IndexIssue>
 }
 
+/**
+ * A file to download for `downloadModel`, as a caller names it; [`DownloadSpec::from_request`]
+ * makes it a [`RemoteFile`].
+ */
+export interface RemoteModelFile {
+  /** Path inside the repository, e.g. `onnx/model_quint8_avx2.onnx`. */
+  remote: string
+  /**
+   * Name in the model directory (`model.onnx`, `tokenizer.json`): a relative `/`-separated
+   * path that stays inside it (no `..`, absolute, drive or UNC forms, no symlinked parent
+   * leading out), else `invalid_argument`.
+   */
+  local: string
+  /**
+   * Required: the file's sha256 (64 hex digits). A checksum sent by the server is not trusted;
+   * a file without one rejects with `invalid_argument`.
+   */
+  sha256?: string
+}
+
 /** Arguments of `resolveConflict` (the spec's `wiki_resolve_conflict` parameters). */
 export interface ResolveConflictOptions {
   /** The vault of both pages, relative to the active vault `paths`. */
@@ -1562,23 +1582,6 @@ export declare function recoverIndex(paths: VaultPaths): Promise<RecoverResult>
  * that vault's `result` (`ok: false`), not as a rejection.
  */
 export declare function reindexWiki(activePaths: VaultPaths, input?: WikiReindexInput | undefined | null): Promise<WikiReindexResult>
-
-/** A file to download for `downloadModel`. */
-export interface RemoteModelFile {
-  /** Path inside the repository, e.g. `onnx/model_quint8_avx2.onnx`. */
-  remote: string
-  /**
-   * Name in the model directory (`model.onnx`, `tokenizer.json`): a relative `/`-separated
-   * path that stays inside it (no `..`, absolute, drive or UNC forms, no symlinked parent
-   * leading out), else `invalid_argument`.
-   */
-  local: string
-  /**
-   * Required: the file's sha256 (64 hex digits). A checksum sent by the server is not trusted;
-   * a file without one rejects with `invalid_argument`.
-   */
-  sha256?: string
-}
 
 /**
  * Record a user-approved conflict resolution as one immutable page under `wiki/analyses/`

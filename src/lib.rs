@@ -350,16 +350,7 @@ pub fn download_model<'env>(
     base_url: o.base_url,
     repo: o.repo,
     revision: o.revision,
-    files: o.files.map(|f| {
-      f.into_iter()
-        .map(|f| fetch::RemoteFile {
-          remote: f.remote,
-          local: f.local,
-          sha256: f.sha256.unwrap_or_default(),
-          size: None,
-        })
-        .collect()
-    }),
+    files: o.files,
     id: o.id,
     kind: o.kind,
     dims: o.dims.map(|d| d as usize),

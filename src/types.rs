@@ -13,6 +13,7 @@ pub use llm_wiki_core::store::job::WikiReindexResult;
 pub use llm_wiki_core::store::status::IndexStatus;
 pub use llm_wiki_core::store::ReindexProgressEvent;
 
+pub use llm_wiki_core::models::fetch::RemoteFileRequest as RemoteModelFile;
 pub use llm_wiki_core::vault::paths::VaultPathsSpec as VaultPaths;
 
 /// Input of `reindexWiki` (the `wiki_reindex` tool's parameters).
@@ -168,20 +169,6 @@ pub struct ModelStatus {
   pub loaded_models: u32,
   pub threads: u32,
   pub dense_enabled: bool,
-}
-
-/// A file to download for `downloadModel`.
-#[napi(object)]
-pub struct RemoteModelFile {
-  /// Path inside the repository, e.g. `onnx/model_quint8_avx2.onnx`.
-  pub remote: String,
-  /// Name in the model directory (`model.onnx`, `tokenizer.json`): a relative `/`-separated
-  /// path that stays inside it (no `..`, absolute, drive or UNC forms, no symlinked parent
-  /// leading out), else `invalid_argument`.
-  pub local: String,
-  /// Required: the file's sha256 (64 hex digits). A checksum sent by the server is not trusted;
-  /// a file without one rejects with `invalid_argument`.
-  pub sha256: Option<String>,
 }
 
 /// Download progress event.

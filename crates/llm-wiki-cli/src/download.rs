@@ -36,11 +36,11 @@ impl DownloadArgs {
 
 /// `REMOTE:LOCAL:SHA256` of `download --file` (split from the right: a local name and a
 /// checksum never contain a colon).
-fn parse_remote_file(arg: &str) -> Result<fetch::RemoteFile> {
+fn parse_remote_file(arg: &str) -> Result<fetch::RemoteFileRequest> {
   let mut parts = arg.rsplitn(3, ':');
   match (parts.next(), parts.next(), parts.next()) {
     (Some(sha256), Some(local), Some(remote)) if !remote.is_empty() && !local.is_empty() => {
-      Ok(fetch::RemoteFile { remote: remote.into(), local: local.into(), sha256: sha256.into(), size: None })
+      Ok(fetch::RemoteFileRequest { remote: remote.into(), local: local.into(), sha256: Some(sha256.into()) })
     }
     _ => Err(Error::invalid(format!("--file {arg:?} must be REMOTE:LOCAL:SHA256"))),
   }

@@ -28,6 +28,22 @@ pub struct RemoteFile {
   pub size: Option<u64>,
 }
 
+/// A file to download for `downloadModel`, as a caller names it; [`DownloadSpec::from_request`]
+/// makes it a [`RemoteFile`].
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_to_js = false, js_name = "RemoteModelFile"))]
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RemoteFileRequest {
+  /// Path inside the repository, e.g. `onnx/model_quint8_avx2.onnx`.
+  pub remote: String,
+  /// Name in the model directory (`model.onnx`, `tokenizer.json`): a relative `/`-separated
+  /// path that stays inside it (no `..`, absolute, drive or UNC forms, no symlinked parent
+  /// leading out), else `invalid_argument`.
+  pub local: String,
+  /// Required: the file's sha256 (64 hex digits). A checksum sent by the server is not trusted;
+  /// a file without one rejects with `invalid_argument`.
+  pub sha256: Option<String>,
+}
+
 /// Byte cap of a file whose size the spec does not declare: 4 GiB, twice ONNX's 2 GiB protobuf
 /// limit (a model file with external weights is larger only for models far beyond what this
 /// engine runs). Not fitted: a bound that keeps a wrong `baseUrl` / `HF_ENDPOINT` serving an
@@ -87,7 +103,7 @@ pub struct DownloadRequest {
   /// [`DownloadSpec::revision`].
   pub revision: Option<String>,
   /// Another model's files (each needs its sha256); the default model's when absent.
-  pub files: Option<Vec<RemoteFile>>,
+  pub files: Option<Vec<RemoteFileRequest>>,
   /// [`DownloadSpec::id`].
   pub id: Option<String>,
   /// `embed` or `rerank`.
@@ -245,7 +261,16 @@ impl DownloadSpec {
       spec.revision = rev;
     }
     if let Some(files) = r.files {
-      spec.files = files;
+      // A missing checksum becomes "", which `validate` rejects.
+      spec.files = files
+        .into_iter()
+        .map(|f| RemoteFile {
+          remote: f.remote,
+          local: f.local,
+          sha256: f.sha256.unwrap_or_default(),
+          size: None,
+        })
+        .collect();
     }
     if let Some(id) = r.id {
       spec.id = id;

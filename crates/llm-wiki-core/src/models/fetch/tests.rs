@@ -342,11 +342,10 @@ fn a_request_changes_only_what_it_names() {
   let default = default_embed_spec();
   assert_eq!((plain.id.as_str(), plain.max_batch, plain.files.len()), (default.id.as_str(), Some(1), 2));
   let other = DownloadSpec::from_request(DownloadRequest {
-    files: Some(vec![RemoteFile {
+    files: Some(vec![RemoteFileRequest {
       remote: "m.onnx".into(),
       local: "model.onnx".into(),
-      sha256: sha(b"m"),
-      size: None,
+      sha256: Some(sha(b"m")),
     }]),
     id: Some("org/other".into()),
     kind: Some("rerank".into()),
