@@ -70,15 +70,7 @@ pub fn reindex_wiki<'env>(
   task::spawn(env, Some(&job_cancel), task::Priority::Background, move || {
     let paths = active_paths.resolve()?;
     let scope = Scope::parse(scope.as_deref().unwrap_or("changed")).map_err(core_err)?;
-    let components = match components {
-      None => vec![Component::Lexical, Component::Vectors],
-      Some(c) if c.is_empty() => {
-        return Err(invalid("components must contain at least one of lexical | vectors"))
-      }
-      Some(c) => {
-        c.iter().map(|s| Component::parse(s)).collect::<std::result::Result<Vec<_>, _>>().map_err(core_err)?
-      }
-    };
+    let components = Component::parse_list(components.as_deref()).map_err(core_err)?;
     let target = VaultTarget::parse(vault.as_deref().unwrap_or("active")).map_err(core_err)?;
     let opts = ReindexOptions {
       scope,

@@ -202,17 +202,7 @@ pub fn watch_wiki<'env>(
         return Err(Failure { code: "cancelled".into(), message: "operation cancelled".into() });
       }
       let paths = paths.resolve()?;
-      let components = match components {
-        None => vec![Component::Lexical, Component::Vectors],
-        Some(c) if c.is_empty() => {
-          return Err(crate::error::invalid("components must contain at least one of lexical | vectors"))
-        }
-        Some(c) => c
-          .iter()
-          .map(|s| Component::parse(s))
-          .collect::<std::result::Result<Vec<_>, _>>()
-          .map_err(Failure::from)?,
-      };
+      let components = Component::parse_list(components.as_deref()).map_err(Failure::from)?;
       let opts = WatchOptions {
         components,
         debounce: Duration::from_millis(debounce.unwrap_or(200).min(60_000) as u64),

@@ -63,6 +63,15 @@ impl Component {
       other => Err(Error::invalid(format!("unknown component '{other}' (expected lexical | vectors)"))),
     }
   }
+  /// The components a caller names (`reindexWiki`, `watchWiki`): both when `None`; an empty list
+  /// or an unknown name is `invalid_argument`.
+  pub fn parse_list(names: Option<&[String]>) -> Result<Vec<Self>> {
+    match names {
+      None => Ok(vec![Component::Lexical, Component::Vectors]),
+      Some([]) => Err(Error::invalid("components must contain at least one of lexical | vectors")),
+      Some(names) => names.iter().map(|s| Component::parse(s)).collect(),
+    }
+  }
 }
 
 /// Which pages a reindex examines closely: `changed` trusts size + mtime, `all` re-hashes every page.
@@ -129,3 +138,17 @@ pub struct ReindexProgressEvent {
 
 /// Receiver of progress events; called from worker threads.
 pub type ProgressSink = Arc<dyn Fn(ReindexProgressEvent) + Send + Sync>;
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn component_lists_default_to_both_and_reject_empty_or_unknown() {
+    assert_eq!(Component::parse_list(None).unwrap(), [Component::Lexical, Component::Vectors]);
+    assert_eq!(Component::parse_list(Some(&["vectors".into()])).unwrap(), [Component::Vectors]);
+    for bad in [&[][..], &["lexical".into(), "bm25".into()][..]] {
+      assert_eq!(Component::parse_list(Some(bad)).unwrap_err().code(), "invalid_argument");
+    }
+  }
+}
