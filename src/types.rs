@@ -1,7 +1,8 @@
-//! JavaScript-facing objects the engine does not declare itself: inputs with JS-only fields
-//! (callbacks, abort signals) and the results napi cannot take as the engine holds them (`u64`
-//! generations, the flat index status). The engine's own shapes (`VaultPaths`, recall results,
-//! index issues, …) come from the core's `napi` feature. Field names follow the pi-llm-wiki
+//! JavaScript-facing objects the engine does not declare itself: inputs that carry JS values
+//! (callbacks, abort signals; napi objects cannot flatten, so their data fields sit beside them
+//! here and the exports map them onto the engine's options) and results the engine has no struct
+//! for. Every other shape (`VaultPaths`, reindex and recall results, index status, policies, …)
+//! is the engine's own, from the core's `napi` feature. Field names follow the pi-llm-wiki
 //! contract; every doc comment here becomes JSDoc in `index.d.ts`.
 
 use napi::bindgen_prelude::*;
