@@ -100,6 +100,16 @@ export interface DocumentCounts {
   removed: number
 }
 
+/** Download progress event (`downloadModel`'s `onProgress`). */
+export interface DownloadProgressEvent {
+  /** File being downloaded. */
+  file: string
+  /** Bytes of that file received so far. */
+  downloaded: number
+  /** Total size when the server says. */
+  total?: number
+}
+
 /** A typed relation carried by a link edge. */
 export interface EdgeRelation {
   /** Relation type as written (lowercase). */
@@ -1230,13 +1240,6 @@ export interface DownloadModelOptions {
   signal?: AbortSignal
   /** Set by the JS wrapper when `signal` was already aborted. */
   aborted?: boolean
-}
-
-/** Download progress event. */
-export interface DownloadProgressEvent {
-  file: string
-  downloaded: number
-  total?: number
 }
 
 /** Forget a session (call when the host session ends); true when it existed. */

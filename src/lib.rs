@@ -363,12 +363,7 @@ pub fn download_model<'env>(
     };
     let md = fetch::download_model(&spec, &dir, &cancel, &mut |p| {
       if let Some(cb) = &progress {
-        let ev = DownloadProgressEvent {
-          file: p.file,
-          downloaded: p.downloaded as f64,
-          total: p.total.map(|t| t as f64),
-        };
-        cb.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
+        cb.call(p, ThreadsafeFunctionCallMode::NonBlocking);
       }
     })
     .map_err(core_err)?;

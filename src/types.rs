@@ -14,7 +14,9 @@ pub use llm_wiki_core::store::job::WikiReindexResult;
 pub use llm_wiki_core::store::status::IndexStatus;
 pub use llm_wiki_core::store::ReindexProgressEvent;
 
-pub use llm_wiki_core::models::fetch::RemoteFileRequest as RemoteModelFile;
+pub use llm_wiki_core::models::fetch::{
+  DownloadProgress as DownloadProgressEvent, RemoteFileRequest as RemoteModelFile,
+};
 pub use llm_wiki_core::vault::paths::VaultPathsSpec as VaultPaths;
 
 /// Input of `reindexWiki` (the `wiki_reindex` tool's parameters).
@@ -170,14 +172,6 @@ pub struct ModelStatus {
   pub loaded_models: u32,
   pub threads: u32,
   pub dense_enabled: bool,
-}
-
-/// Download progress event.
-#[napi(object)]
-pub struct DownloadProgressEvent {
-  pub file: String,
-  pub downloaded: f64,
-  pub total: Option<f64>,
 }
 
 /// Options of `downloadModel`; defaults fetch all-MiniLM-L6-v2 (int8 ONNX) from the hub.

@@ -62,8 +62,9 @@ pub(crate) fn download(args: DownloadArgs, out: &mut impl Write) -> Result<()> {
   );
   let model = fetch::download_model(&spec, &dir, &llm_wiki_core::store::CancelFlag::new(), &mut |p| {
     bar.set_prefix(p.file);
-    bar.set_length(p.total.unwrap_or(p.downloaded));
-    bar.set_position(p.downloaded);
+    // Byte counts are never negative.
+    bar.set_length(p.total.unwrap_or(p.downloaded).unsigned_abs());
+    bar.set_position(p.downloaded.unsigned_abs());
   });
   bar.finish_and_clear();
   let model = model?;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::manifest::{FileInfo, ModelDir, ModelKind, ModelManifest, Pooling};
 use super::tokens::MIN_CHUNK_TOKENS;
 use crate::error::{Error, Result};
+use crate::util::num::sat_i64;
 use crate::util::CancelFlag;
 
 /// One file to fetch.
@@ -132,15 +133,20 @@ pub fn default_download_dir() -> PathBuf {
   super::user_model_root().join(super::DEFAULT_EMBED_DIR)
 }
 
-/// Progress of a download.
+/// Download progress event (`downloadModel`'s `onProgress`).
+// Byte counts are `i64`, a JavaScript number (`crate::util::num`).
+#[cfg_attr(
+  feature = "napi",
+  napi_derive::napi(object, object_from_js = false, js_name = "DownloadProgressEvent")
+)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DownloadProgress {
   /// File being downloaded.
   pub file: String,
   /// Bytes of that file received so far.
-  pub downloaded: u64,
+  pub downloaded: i64,
   /// Total size when the server says.
-  pub total: Option<u64>,
+  pub total: Option<i64>,
 }
 
 fn default_base() -> String {
@@ -558,7 +564,7 @@ pub fn download_model(
     let name = f.local.clone();
     let sha =
       download_file(&url, &dest, &f.sha256, f.size.unwrap_or(MAX_UNDECLARED_BYTES), cancel, &mut |d, t| {
-        progress(DownloadProgress { file: name.clone(), downloaded: d, total: t })
+        progress(DownloadProgress { file: name.clone(), downloaded: sat_i64(d), total: t.map(sat_i64) })
       })?;
     let size = std::fs::metadata(&dest).map_err(|e| Error::io("stat", &dest, e))?.len();
     files.insert(f.local.clone(), FileInfo { sha256: sha, size });

@@ -246,7 +246,7 @@ fn downloads_with_progress_and_manifest() {
   assert_eq!(dir.manifest.max_batch, Some(1));
   dir.verify().unwrap();
   let last = events.iter().rfind(|e| e.file == "model.onnx").unwrap();
-  assert_eq!((last.downloaded, last.total), (model.len() as u64, Some(model.len() as u64)));
+  assert_eq!((last.downloaded, last.total), (model.len() as i64, Some(model.len() as i64)));
   // A second call finds the verified directory and does not download again.
   download_model(&spec("http://127.0.0.1:9", &model), t.path(), &CancelFlag::new(), &mut |_| {}).unwrap();
 }
