@@ -10,9 +10,10 @@ use crate::fsutil::{now_iso, read_json, write_json, JsonFile};
 /// Version of the state file format.
 pub const STATE_VERSION: u32 = 2;
 
-/// Counts of an indexed generation: recorded in `state.json` at every commit and reported, as
-/// they are, by the index status (its `totalDocuments` … `hasVectorIndex` fields). The one
-/// declaration of these counts; the Node binding converts it.
+/// Counts of an indexed generation: recorded in `state.json` at every commit (nested under
+/// `status`) and reported by the index status as its flat `totalDocuments` … `hasVectorIndex`
+/// fields, copied once by `IndexStatus::with_state` — the contract's status is flat, and a napi
+/// object cannot flatten a nested struct.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IndexCounts {
