@@ -86,9 +86,12 @@ pub fn drop_first_manifest_entry(dir: &StoreDir, generation: u64) -> Result<Opti
   Ok(dropped)
 }
 
-/// Validation of a freshly built store directory before it is published.
+/// Validation of a freshly built store directory before it is published. The manifest comes
+/// from the writer's cache, never parsed back from disk, so its entries are checked here as the
+/// next process will check them when it loads the file.
 pub fn validate(dir: &StoreDir) -> Result<()> {
   let g = Generation::open(dir.clone())?;
+  g.manifest.validate(None)?;
   match &g.state {
     Some(s) if s.generation <= g.generation() => Ok(()),
     Some(s) => Err(Error::Index(format!(

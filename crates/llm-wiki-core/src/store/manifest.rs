@@ -343,7 +343,7 @@ impl Manifest {
     JsonFile::Valid(m)
   }
 
-  fn validate(&self, expected_vault: Option<&str>) -> Result<()> {
+  pub(crate) fn validate(&self, expected_vault: Option<&str>) -> Result<()> {
     let bad = |msg: String| Err(Error::ManifestInvalid(msg));
     if self.version != MANIFEST_VERSION {
       return bad(format!("unsupported manifest version {}", self.version));

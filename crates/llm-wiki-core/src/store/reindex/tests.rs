@@ -306,6 +306,32 @@ fn a_cold_build_never_parses_its_manifest_back_from_disk() {
   assert_eq!(loads(), before, "the run after a cold build re-read the manifest");
 }
 
+/// Validation before publishing checks the manifest's entries as the next process will when it
+/// loads the file, although it reads the writer's cached copy: a plain folder's untyped notes once
+/// reached a published store that no other process could open.
+#[test]
+fn validation_checks_the_cached_manifest_as_the_next_process_will() {
+  let (_t, p) = crate::testkit::temp_vault();
+  crate::testkit::write_page(&p, "concepts/a", "A", "Body a.");
+  crate::testkit::write_page(&p, "concepts/b", "B", "Body b.");
+  let r = reindex_vault(&p, &ReindexOptions { components: vec![Component::Lexical], ..Default::default() });
+  assert!(r.ok, "{:?}", r.errors);
+  let dir = StoreLayout::new(p.retrieval()).current().expect("a published store");
+  crate::store::generation::validate(&dir).expect("the built store is valid");
+  let g = crate::store::generation::Generation::open(dir.clone()).unwrap();
+  let counts = crate::store::manifest::counts_of(&g.manifest);
+  let mut bad = (*g.manifest).clone();
+  let entry = bad.entries.values_mut().next().unwrap();
+  let mut e = (**entry).clone();
+  (e.meta.page_type, e.role) = (String::new(), crate::vault::Role::Evidence);
+  *entry = Arc::new(e);
+  crate::store::manifest::remember_committed(&dir, Arc::new(bad), counts);
+  match crate::store::generation::validate(&dir) {
+    Err(crate::error::Error::ManifestInvalid(msg)) => assert!(msg.contains("empty type"), "{msg}"),
+    other => panic!("{other:?}"),
+  }
+}
+
 /// A full build that keeps its entries in a spill file until the writer has flushed commits
 /// the same manifest as one that holds them in memory, leaves no spill file in the published
 /// store, and its index answers queries.
