@@ -237,7 +237,11 @@ impl DenseCalibration {
 /// identity match is certain either way, and a page the query names keeps
 /// [`NAMED_PAGE_CONFIDENCE`] (a name is not a shared word).
 pub fn hybrid_confidence(lexical: f64, dense: f64, exact: bool, named: bool) -> f64 {
-  let c = dense.max(lexical.min(dense + LEXICAL_LIFT)).clamp(0.0, 1.0);
+  with_match_minimum(dense.max(lexical.min(dense + LEXICAL_LIFT)).clamp(0.0, 1.0), exact, named)
+}
+
+/// `c` raised to the minimum of an exact identity match or a page the query names.
+fn with_match_minimum(c: f64, exact: bool, named: bool) -> f64 {
   if exact {
     c.max(EXACT_MATCH_CONFIDENCE)
   } else if named {
@@ -292,8 +296,7 @@ pub fn automatic_hybrid_confidence(
 ) -> f64 {
   let dense = if support.unmatched && dense < DENSE_ALONE { dense * UNMATCHED_DENSE_SHARE } else { dense };
   if support.lacks_every_name {
-    let c = lexical.min(dense + LEXICAL_LIFT).clamp(0.0, 1.0);
-    hybrid_confidence(c, 0.0, exact, named).max(c)
+    with_match_minimum(lexical.min(dense + LEXICAL_LIFT).clamp(0.0, 1.0), exact, named)
   } else {
     hybrid_confidence(lexical, dense, exact, named)
   }
