@@ -141,11 +141,7 @@ fn internal(message: String) -> Failure {
 /// Run `work`, turning a panic into an `internal_panic` failure.
 fn run_caught<T>(work: impl FnOnce() -> Outcome<T>) -> Outcome<T> {
   std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|payload| {
-    let msg = payload
-      .downcast_ref::<&str>()
-      .map(|s| s.to_string())
-      .or_else(|| payload.downcast_ref::<String>().cloned())
-      .unwrap_or_else(|| "unknown panic".into());
+    let msg = llm_wiki_core::error::panic_message(payload.as_ref());
     Err(internal(format!("internal error (panic): {msg}")))
   })
 }

@@ -179,17 +179,16 @@ impl From<tantivy::TantivyError> for Error {
 
 /// Run `f`, turning a panic into [`Error::Panic`] so no API call can abort the host.
 pub fn catch_panic<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
-  match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-    Ok(r) => r,
-    Err(payload) => {
-      let msg = if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-      } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-      } else {
-        "unknown panic".to_string()
-      };
-      Err(Error::Panic(msg))
-    }
-  }
+  std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+    .unwrap_or_else(|payload| Err(Error::Panic(panic_message(payload.as_ref()))))
+}
+
+/// The message a caught panic carries (`panic!` with a literal or a formatted string), or
+/// "unknown panic".
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+  payload
+    .downcast_ref::<&str>()
+    .map(|s| s.to_string())
+    .or_else(|| payload.downcast_ref::<String>().cloned())
+    .unwrap_or_else(|| "unknown panic".into())
 }

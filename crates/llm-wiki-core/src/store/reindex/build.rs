@@ -108,11 +108,7 @@ pub(super) fn load_guarded(
   match std::panic::catch_unwind(AssertUnwindSafe(|| load_one(file, before, trust_stat, chunker, model))) {
     Ok(loaded) => loaded,
     Err(payload) => {
-      let what = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into());
+      let what = crate::error::panic_message(payload.as_ref());
       Loaded::Invalid(Diagnostic::error(
         "page_index_panic",
         &file.rel_path,
