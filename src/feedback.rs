@@ -8,6 +8,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use llm_wiki_core::feedback::{self as core_feedback, ledger as core_ledger, record as core_record};
+use llm_wiki_core::util::num::sat_u32;
 
 use crate::error::{core_err, invalid};
 use crate::task;
@@ -218,7 +219,7 @@ pub fn feedback_status<'env>(
 #[napi(catch_unwind)]
 pub fn recall_session_stats(session_id: String) -> RecallSessionStats {
   let (injections, chars, shown) = core_ledger::stats(&session_id);
-  RecallSessionStats { injections, injected_chars: chars as u32, shown_pages: shown as u32 }
+  RecallSessionStats { injections, injected_chars: sat_u32(chars), shown_pages: sat_u32(shown) }
 }
 
 /// Forget a session (call when the host session ends); true when it existed.

@@ -9,6 +9,7 @@ use napi_derive::napi;
 use llm_wiki_core::memory::graph_query as core_gq;
 use llm_wiki_core::memory::orientation as core_ix;
 use llm_wiki_core::retrieve::RetrievalMode;
+use llm_wiki_core::util::num::sat_u32;
 
 use crate::error::Outcome;
 use crate::types::VaultPaths;
@@ -87,8 +88,8 @@ pub fn graph_query<'env>(
     };
     let opts = core_gq::GraphQueryOptions {
       budget_tokens: whole("budgetTokens", budget)?,
-      hops: whole("hops", hops)?.map(|h| h.min(u32::MAX as u64) as u32),
-      seeds: whole("seeds", seeds)?.map(|s| s.min(u32::MAX as u64) as u32),
+      hops: whole("hops", hops)?.map(sat_u32),
+      seeds: whole("seeds", seeds)?.map(sat_u32),
       mode,
       cancel,
     };

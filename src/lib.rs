@@ -30,6 +30,7 @@ use llm_wiki_core::retrieve::{self as core_retrieve, RetrievalMode};
 use llm_wiki_core::store::reindex::{reindex_wiki as core_reindex_wiki, VaultTarget};
 use llm_wiki_core::store::status::{read_index_status_with, StatusOptions as CoreStatusOptions};
 use llm_wiki_core::store::{Component, ProgressSink, ReindexOptions, ReindexProgressEvent, Scope};
+use llm_wiki_core::util::num::sat_u32;
 use llm_wiki_core::vault::paths as core_paths;
 
 use crate::args::{cancel_flag, thread_count};
@@ -296,8 +297,8 @@ pub fn model_status() -> ModelStatus {
     rerank_model: m::rerank_model_id(&c),
     onnx_runtime_path: runtime.as_ref().ok().map(|p| p.to_string_lossy().into_owned()),
     onnx_runtime_error: runtime.err().map(|e| e.to_string()),
-    loaded_models: m::loaded_models() as u32,
-    threads: c.threads as u32,
+    loaded_models: sat_u32(m::loaded_models()),
+    threads: sat_u32(c.threads),
     dense_enabled: !c.disabled,
   }
 }
@@ -371,7 +372,7 @@ pub fn download_model<'env>(
       id: md.manifest.id.clone(),
       dir: md.dir.to_string_lossy().into_owned(),
       kind: format!("{:?}", md.manifest.kind).to_lowercase(),
-      dims: md.manifest.dims as u32,
+      dims: sat_u32(md.manifest.dims),
     })
   })
 }
